@@ -1,0 +1,1 @@
+//! weir-actors: the ractor actors of weir and its sled store.

@@ -1,0 +1,28 @@
+//! weir-core: the model of weir and every decision it takes, as pure code.
+//!
+//! Nothing in this crate reads a clock, draws a random number, spawns a
+//! thread or touches a disk. Time is `u64` milliseconds since the Unix epoch
+//! and randomness is a value (`draw`, a `u64` or a fraction) passed in by the
+//! caller. That is what lets a journal replay take exactly the decisions the
+//! live run took, lets property tests explore any op sequence, and lets a
+//! test drive a day of cron in milliseconds.
+//!
+//! One concept a module: `names` (validated identifiers), `graph` (the
+//! definition model), `trigger` (Airflow's trigger rules), `readiness` (node
+//! states of a graph run), `partition` and `cron` (time windows), `queue`
+//! (the durable queue's state machine), `retry`, `breaker`, `pool`,
+//! `schedule` (keyed schedules and debounced signals) and `codec` (the
+//! versioned envelope of everything stored).
+
+pub mod breaker;
+pub mod codec;
+pub mod cron;
+pub mod graph;
+pub mod names;
+pub mod partition;
+pub mod pool;
+pub mod queue;
+pub mod readiness;
+pub mod retry;
+pub mod schedule;
+pub mod trigger;

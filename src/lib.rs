@@ -1,0 +1,2 @@
+//! weir: a durable workflow and job orchestrator.
+pub use weir_core as core;
