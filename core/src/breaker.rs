@@ -1,1 +1,419 @@
-//! (in progress)
+//! A circuit breaker per target: it defers work to a failing target instead
+//! of burning attempts on it.
+//!
+//! States (resilience4j and failsafe): *closed* counts outcomes and trips
+//! on `failures_max` consecutive failures, or on a failure rate of at least
+//! `failure_rate` over the last `window_calls` outcomes once `min_calls`
+//! were seen; *open* denies everything for `cooldown_ms`; the first admit
+//! after the cooldown moves it to *half-open* (on demand, not on a timer),
+//! which admits `probes` calls; a failed probe reopens it, `probes`
+//! successes close it. Outcomes that arrive while open are ignored (they
+//! belong to calls admitted before it opened). The state is a plain value:
+//! the breaker actor persists it on every transition, so a restart keeps an
+//! open breaker open.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+/// Settings of one breaker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BreakerSettings {
+    /// Consecutive failures that trip it; 0 = this rule is off.
+    pub failures_max: u32,
+    /// Failure fraction (0..=1) over the window that trips it; 0 = off.
+    pub failure_rate: f64,
+    /// Outcomes the rate is computed over.
+    pub window_calls: u32,
+    /// Outcomes needed in the window before the rate counts.
+    pub min_calls: u32,
+    /// How long it stays open.
+    pub cooldown_ms: u64,
+    /// Calls admitted while half-open.
+    pub probes: u32,
+    /// How long a call denied while half-open (all probes out) waits.
+    pub probe_wait_ms: u64,
+}
+
+impl Default for BreakerSettings {
+    fn default() -> Self {
+        BreakerSettings {
+            failures_max: 5,
+            failure_rate: 0.0,
+            window_calls: 20,
+            min_calls: 10,
+            cooldown_ms: 30_000,
+            probes: 1,
+            probe_wait_ms: 1_000,
+        }
+    }
+}
+
+/// Why settings are not valid.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BreakerSettingsError {
+    /// Neither rule can trip the breaker.
+    #[error("failures_max and failure_rate are both 0: the breaker could never open")]
+    NeverTrips,
+    /// The rate is not a fraction.
+    #[error("failure_rate {0} is not a fraction between 0 and 1")]
+    Rate(f64),
+    /// A half-open breaker must admit at least one probe.
+    #[error("probes is 0: a half-open breaker could never close")]
+    NoProbes,
+    /// The window is empty or smaller than its minimum.
+    #[error("window_calls {window_calls} must be at least 1 and at least min_calls {min_calls}")]
+    Window {
+        /// The window.
+        window_calls: u32,
+        /// Its minimum.
+        min_calls: u32,
+    },
+}
+
+impl BreakerSettings {
+    /// Checks the fields.
+    pub fn validate(&self) -> Result<(), BreakerSettingsError> {
+        if !(0.0..=1.0).contains(&self.failure_rate) {
+            return Err(BreakerSettingsError::Rate(self.failure_rate));
+        }
+        if self.failures_max == 0 && self.failure_rate == 0.0 {
+            return Err(BreakerSettingsError::NeverTrips);
+        }
+        if self.probes == 0 {
+            return Err(BreakerSettingsError::NoProbes);
+        }
+        if self.failure_rate > 0.0 && (self.window_calls == 0 || self.window_calls < self.min_calls)
+        {
+            return Err(BreakerSettingsError::Window {
+                window_calls: self.window_calls,
+                min_calls: self.min_calls,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A breaker's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BreakerState {
+    /// Admitting; counting outcomes.
+    Closed {
+        /// Failures since the last success.
+        consecutive_failures: u32,
+        /// The last outcomes, oldest first: true = failure.
+        window: VecDeque<bool>,
+    },
+    /// Denying until `until_ms`.
+    Open {
+        /// When it opened.
+        since_ms: u64,
+        /// When the first admit may move it to half-open.
+        until_ms: u64,
+    },
+    /// Admitting up to `probes` calls.
+    HalfOpen {
+        /// Probes admitted.
+        admitted: u32,
+        /// Probes that succeeded.
+        succeeded: u32,
+    },
+}
+
+impl Default for BreakerState {
+    fn default() -> Self {
+        BreakerState::Closed {
+            consecutive_failures: 0,
+            window: VecDeque::new(),
+        }
+    }
+}
+
+/// What `admit` decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Admit {
+    /// Closed: go ahead.
+    Allowed,
+    /// Half-open: go ahead as a probe.
+    Probe,
+    /// Not now: defer until `until_ms`, without spending an attempt.
+    Denied {
+        /// When it may admit again.
+        until_ms: u64,
+    },
+}
+
+/// A change of state, for the log and for persisting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// Closed → open.
+    Opened,
+    /// Open → half-open.
+    HalfOpened,
+    /// Half-open → open.
+    Reopened,
+    /// Half-open → closed.
+    Closed,
+}
+
+/// A breaker: settings and state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Breaker {
+    /// Its settings.
+    pub settings: BreakerSettings,
+    /// Its state.
+    pub state: BreakerState,
+}
+
+impl Breaker {
+    /// A closed breaker.
+    pub fn new(settings: BreakerSettings) -> Self {
+        Breaker {
+            settings,
+            state: BreakerState::default(),
+        }
+    }
+
+    /// Whether a call may start at `now_ms`. Moves open to half-open on the
+    /// first admit after the cooldown, and counts half-open probes.
+    pub fn admit(&mut self, now_ms: u64) -> (Admit, Option<Transition>) {
+        match &mut self.state {
+            BreakerState::Closed { .. } => (Admit::Allowed, None),
+            BreakerState::Open { until_ms, .. } => {
+                if now_ms < *until_ms {
+                    (
+                        Admit::Denied {
+                            until_ms: *until_ms,
+                        },
+                        None,
+                    )
+                } else {
+                    self.state = BreakerState::HalfOpen {
+                        admitted: 1,
+                        succeeded: 0,
+                    };
+                    (Admit::Probe, Some(Transition::HalfOpened))
+                }
+            }
+            BreakerState::HalfOpen { admitted, .. } => {
+                if *admitted < self.settings.probes {
+                    *admitted += 1;
+                    (Admit::Probe, None)
+                } else {
+                    let until_ms = now_ms.saturating_add(self.settings.probe_wait_ms.max(1));
+                    (Admit::Denied { until_ms }, None)
+                }
+            }
+        }
+    }
+
+    /// Counts the outcome of a call that ended at `now_ms`.
+    pub fn record(&mut self, now_ms: u64, failed: bool) -> Option<Transition> {
+        let s = &self.settings;
+        match &mut self.state {
+            BreakerState::Open { .. } => None,
+            BreakerState::Closed {
+                consecutive_failures,
+                window,
+            } => {
+                if failed {
+                    *consecutive_failures = consecutive_failures.saturating_add(1);
+                } else {
+                    *consecutive_failures = 0;
+                }
+                if s.failure_rate > 0.0 {
+                    window.push_back(failed);
+                    while window.len() > s.window_calls as usize {
+                        window.pop_front();
+                    }
+                }
+                let by_count = s.failures_max > 0 && *consecutive_failures >= s.failures_max;
+                let by_rate =
+                    s.failure_rate > 0.0 && window.len() >= s.min_calls.max(1) as usize && {
+                        let failures = window.iter().filter(|&&f| f).count();
+                        failures as f64 >= s.failure_rate * window.len() as f64
+                    };
+                if by_count || by_rate {
+                    self.open(now_ms);
+                    Some(Transition::Opened)
+                } else {
+                    None
+                }
+            }
+            BreakerState::HalfOpen { succeeded, .. } => {
+                if failed {
+                    self.open(now_ms);
+                    Some(Transition::Reopened)
+                } else {
+                    *succeeded += 1;
+                    if *succeeded >= s.probes {
+                        self.state = BreakerState::default();
+                        Some(Transition::Closed)
+                    } else {
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    fn open(&mut self, now_ms: u64) {
+        self.state = BreakerState::Open {
+            since_ms: now_ms,
+            until_ms: now_ms.saturating_add(self.settings.cooldown_ms),
+        };
+    }
+
+    /// Whether it is open (denying) at `now_ms`, without changing it.
+    pub fn is_open_at(&self, now_ms: u64) -> bool {
+        matches!(self.state, BreakerState::Open { until_ms, .. } if now_ms < until_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One step of a trace: admit at t, or record an outcome at t.
+    #[derive(Debug, Clone, Copy)]
+    enum Step {
+        Admit(u64, Admit),
+        Ok(u64, Option<Transition>),
+        Fail(u64, Option<Transition>),
+    }
+    use Step::{Fail, Ok};
+    const fn at(t: u64, a: super::Admit) -> Step {
+        Step::Admit(t, a)
+    }
+
+    fn run(settings: BreakerSettings, trace: &[Step]) {
+        let mut b = Breaker::new(settings.clone());
+        for (i, step) in trace.iter().enumerate() {
+            match *step {
+                Step::Admit(t, want) => {
+                    let (got, _) = b.admit(t);
+                    assert_eq!(
+                        got, want,
+                        "#{i}: admit at {t}: got {got:?}, want {want:?} (state {:?})",
+                        b.state
+                    );
+                }
+                Ok(t, want) => {
+                    let got = b.record(t, false);
+                    assert_eq!(
+                        got, want,
+                        "#{i}: success at {t}: got {got:?}, want {want:?}"
+                    );
+                }
+                Fail(t, want) => {
+                    let got = b.record(t, true);
+                    assert_eq!(
+                        got, want,
+                        "#{i}: failure at {t}: got {got:?}, want {want:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Traces after resilience4j's CircuitBreakerStateMachine tests: trip on
+    /// consecutive failures, deny while open, half-open on the first admit
+    /// after the wait, close or reopen on the probes.
+    #[test]
+    fn consecutive_failures_trace() {
+        let s = BreakerSettings {
+            failures_max: 3,
+            cooldown_ms: 100,
+            probes: 2,
+            probe_wait_ms: 10,
+            ..BreakerSettings::default()
+        };
+        run(
+            s,
+            &[
+                at(0, super::Admit::Allowed),
+                Fail(1, None),
+                Fail(2, None),
+                Ok(3, None), // a success resets the count
+                Fail(4, None),
+                Fail(5, None),
+                Fail(6, Some(Transition::Opened)),
+                at(7, super::Admit::Denied { until_ms: 106 }),
+                Fail(8, None), // outcomes while open are ignored
+                at(105, super::Admit::Denied { until_ms: 106 }),
+                at(106, super::Admit::Probe),
+                at(107, super::Admit::Probe),
+                at(108, super::Admit::Denied { until_ms: 118 }),
+                Ok(109, None),
+                Fail(110, Some(Transition::Reopened)),
+                at(150, super::Admit::Denied { until_ms: 210 }),
+                at(210, super::Admit::Probe),
+                Ok(211, None),
+                at(212, super::Admit::Probe),
+                Ok(213, Some(Transition::Closed)),
+                at(214, super::Admit::Allowed),
+                Fail(215, None),
+            ],
+        );
+    }
+
+    #[test]
+    fn failure_rate_trace() {
+        let s = BreakerSettings {
+            failures_max: 0,
+            failure_rate: 0.5,
+            window_calls: 4,
+            min_calls: 4,
+            cooldown_ms: 50,
+            probes: 1,
+            ..BreakerSettings::default()
+        };
+        run(
+            s,
+            &[
+                Fail(0, None),
+                Fail(1, None),
+                Ok(2, None),                     // 2 of 3: below min_calls
+                Ok(3, Some(Transition::Opened)), // 2 of 4 = 0.5
+                at(60, super::Admit::Probe),
+                Ok(61, Some(Transition::Closed)),
+                Ok(62, None),
+                Ok(63, None),
+                Fail(64, None),
+                Ok(65, None),                       // window [ok, ok, fail, ok]: 0.25
+                Fail(66, Some(Transition::Opened)), // [ok, fail, ok, fail]: 0.5
+            ],
+        );
+    }
+
+    #[test]
+    fn settings_validation() {
+        assert!(BreakerSettings::default().validate().is_ok());
+        let never = BreakerSettings {
+            failures_max: 0,
+            failure_rate: 0.0,
+            ..BreakerSettings::default()
+        };
+        assert_eq!(never.validate(), Err(BreakerSettingsError::NeverTrips));
+        let no_probes = BreakerSettings {
+            probes: 0,
+            ..BreakerSettings::default()
+        };
+        assert_eq!(no_probes.validate(), Err(BreakerSettingsError::NoProbes));
+    }
+
+    #[test]
+    fn state_survives_encoding() {
+        let mut b = Breaker::new(BreakerSettings::default());
+        for t in 0..5 {
+            let _ = b.record(t, true);
+        }
+        assert!(b.is_open_at(10));
+        let bytes = crate::codec::encode(&b).unwrap();
+        let back: Breaker = crate::codec::decode(&bytes).unwrap();
+        assert_eq!(back, b);
+        assert!(back.is_open_at(10));
+    }
+}

@@ -225,7 +225,9 @@ mod tests {
     fn errors_name_the_offence() {
         let e = Name::new("a/b").unwrap_err().to_string();
         assert!(e.contains("'/'") && e.contains("byte 1"), "{e}");
-        let e = Key::new("x".repeat(KEY_BYTES_MAX + 3)).unwrap_err().to_string();
+        let e = Key::new("x".repeat(KEY_BYTES_MAX + 3))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("515 bytes") && e.contains("512"), "{e}");
     }
 
@@ -234,7 +236,10 @@ mod tests {
         let bytes = rmp_serde::to_vec_named(&"a/b").unwrap();
         assert!(rmp_serde::from_slice::<Name>(&bytes).is_err());
         let bytes = rmp_serde::to_vec_named(&Name::new("ok").unwrap()).unwrap();
-        assert_eq!(rmp_serde::from_slice::<Name>(&bytes).unwrap().as_str(), "ok");
+        assert_eq!(
+            rmp_serde::from_slice::<Name>(&bytes).unwrap().as_str(),
+            "ok"
+        );
     }
 
     proptest! {

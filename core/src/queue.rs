@@ -1,1 +1,893 @@
-//! (in progress)
+//! The durable queue as a state machine: tickets, their order, their leases
+//! and their tries, changed only by [`QueueState::step`].
+//!
+//! Every change to the queue is an [`Op`]. The queue actor journals each op
+//! before any effect of it leaves the actor (an answer, a ticket handed to a
+//! pool), and at open replays snapshot plus journal through the same `step`,
+//! so live state and replayed state are equal by construction. `step` is
+//! total: an op that does not apply (a `Complete` of a ticket that is no
+//! longer live, a second `Enqueue` of a live key) changes nothing and says so
+//! in its [`Applied`] value, both live and in replay.
+//!
+//! States of a ticket: *pending* (in its pool's order, by `(due_ms, id)`)
+//! or *running* (leased to a worker until `lease_until_ms`). Terminal tickets
+//! (completed or cancelled) leave the state; their record lives in the
+//! store. Invariants, checked after every step in debug builds:
+//! every live ticket is in exactly one of pending and running; each pending
+//! index entry names a pending ticket of that pool with that due instant;
+//! the key index and the tickets are a bijection; ids are below `next_id`.
+//!
+//! What survives a crash: everything journaled. What a crash means: every
+//! ticket that was running when the process died ran an attempt that will
+//! never report, so [`QueueState::orphans`] requeues each as a failed attempt
+//! (a crash counts as an attempt, so a task that kills the process cannot
+//! loop forever).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::retry::{plan, AttemptOutcome, Plan, RetryPolicy, Stop, Tries};
+
+/// A ticket's id: assigned by the queue in enqueue order, never reused.
+pub type TicketId = u64;
+
+/// What a caller enqueues: everything needed to run it, so a worker in
+/// another process needs no definition files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Idempotency key: a second enqueue of a live key is a no-op.
+    pub key: Arc<str>,
+    /// The registered task that runs it.
+    pub task: Arc<str>,
+    /// The pool whose slots bound its attempts.
+    pub pool: Arc<str>,
+    /// The target whose breaker guards it, if any.
+    #[serde(default)]
+    pub target: Option<Arc<str>>,
+    /// Not run before this instant (ms since the epoch).
+    pub due_ms: u64,
+    /// The task's input.
+    #[serde(with = "serde_bytes", default)]
+    pub payload: Vec<u8>,
+    /// Retry policy of its attempts.
+    #[serde(default)]
+    pub policy: RetryPolicy,
+    /// Each attempt is stopped after this long, if set.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Where a live ticket is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Place {
+    /// Waiting in its pool's order until `due_ms`.
+    Pending {
+        /// Not selected before this instant.
+        due_ms: u64,
+    },
+    /// Leased to `worker` until `lease_until_ms`.
+    Running {
+        /// The worker that holds the attempt.
+        worker: Arc<str>,
+        /// When the lease runs out and the attempt counts as failed.
+        lease_until_ms: u64,
+    },
+}
+
+/// A live ticket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ticket {
+    /// Its id.
+    pub id: TicketId,
+    /// What to run.
+    pub job: Job,
+    /// Failures so far and the first due instant.
+    pub tries: Tries,
+    /// Attempts started (selections), so a stale report of an earlier
+    /// attempt can be told from the current one.
+    pub attempt: u32,
+    /// Pending or running.
+    pub place: Place,
+}
+
+/// How a ticket ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Terminal {
+    /// An attempt succeeded.
+    Succeeded,
+    /// Retrying is over: a permanent failure, no attempt left, or past the
+    /// deadline.
+    Failed,
+}
+
+/// One change to the queue. Journaled before it takes effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// A new pending ticket; a live key is a no-op.
+    Enqueue(Job),
+    /// The due ticket of `pool` with the lowest `(due_ms, id)` at `now_ms`
+    /// becomes running, leased to `worker` until `lease_until_ms`.
+    Select {
+        /// The pool.
+        pool: Arc<str>,
+        /// The instant of the selection.
+        now_ms: u64,
+        /// The worker (pool actor) that takes it.
+        worker: Arc<str>,
+        /// The end of the lease.
+        lease_until_ms: u64,
+    },
+    /// A running ticket ends. Its record is written in the same batch.
+    Complete {
+        /// The ticket.
+        id: TicketId,
+        /// How it ended.
+        terminal: Terminal,
+    },
+    /// Never selected again; a running attempt's outcome is dropped.
+    Cancel {
+        /// The ticket.
+        id: TicketId,
+    },
+    /// The running attempt failed: one failure counted, pending again.
+    Requeue {
+        /// The ticket.
+        id: TicketId,
+        /// When it may run again.
+        due_ms: u64,
+    },
+    /// The breaker held the running ticket back before it ran: no failure
+    /// counted, pending again.
+    Defer {
+        /// The ticket.
+        id: TicketId,
+        /// When the breaker may admit it.
+        due_ms: u64,
+    },
+    /// A running ticket's lease is extended (a long attempt is alive).
+    Extend {
+        /// The ticket.
+        id: TicketId,
+        /// The new end of the lease.
+        lease_until_ms: u64,
+    },
+}
+
+/// What one step did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Applied {
+    /// A new ticket.
+    Enqueued(TicketId),
+    /// The key was live: the ticket it names is unchanged.
+    Duplicate(TicketId),
+    /// This ticket became running.
+    Selected(TicketId),
+    /// No ticket of the pool was due.
+    NoneDue,
+    /// The ticket ended and left the queue.
+    Completed(TicketId, Terminal),
+    /// The ticket was cancelled and left the queue.
+    Cancelled(TicketId),
+    /// The ticket is pending again.
+    Requeued(TicketId),
+    /// The lease was extended.
+    Extended(TicketId),
+    /// The op named a ticket that is not live or not in the state it needs.
+    Ignored(Ignored),
+}
+
+/// Why an op changed nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ignored {
+    /// No live ticket has the id.
+    Unknown(TicketId),
+    /// The ticket is pending, and the op needs it running.
+    NotRunning(TicketId),
+}
+
+/// The queue's state. Build it with [`QueueState::new`] or
+/// [`QueueState::restore`]; change it only with [`QueueState::step`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueState {
+    next_id: TicketId,
+    /// Boxed: a B-tree moves its values when nodes split and merge, and a
+    /// ticket is a few hundred bytes; a box is eight.
+    tickets: BTreeMap<TicketId, Box<Ticket>>,
+    /// Pending tickets per pool, ordered by (due_ms, id).
+    pending: BTreeMap<Arc<str>, BTreeSet<(u64, TicketId)>>,
+    /// Running tickets ordered by (lease_until_ms, id).
+    leases: BTreeSet<(u64, TicketId)>,
+    keys: HashMap<Arc<str>, TicketId>,
+}
+
+/// Counts of one pool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolCounts {
+    /// Pending tickets.
+    pub pending: usize,
+    /// Pending tickets due at the instant asked.
+    pub due: usize,
+}
+
+impl QueueState {
+    /// An empty queue.
+    pub fn new() -> Self {
+        QueueState::default()
+    }
+
+    /// A queue holding `tickets` (a snapshot), with `next_id` as the next id.
+    /// Errors when a ticket repeats an id or a key, or has an id at or above
+    /// `next_id`: a snapshot like that is corrupt.
+    pub fn restore(
+        next_id: TicketId,
+        tickets: impl IntoIterator<Item = Ticket>,
+    ) -> Result<Self, String> {
+        let mut state = QueueState {
+            next_id,
+            ..QueueState::default()
+        };
+        for ticket in tickets {
+            let id = ticket.id;
+            if id >= next_id {
+                return Err(format!("ticket {id} is at or above next id {next_id}"));
+            }
+            if state.keys.insert(ticket.job.key.clone(), id).is_some() {
+                return Err(format!("key {:?} of ticket {id} repeats", ticket.job.key));
+            }
+            state.index(&ticket);
+            if state.tickets.insert(id, Box::new(ticket)).is_some() {
+                return Err(format!("ticket {id} repeats"));
+            }
+        }
+        state.assert_invariants();
+        Ok(state)
+    }
+
+    /// The next id to assign.
+    pub fn next_id(&self) -> TicketId {
+        self.next_id
+    }
+
+    /// Live tickets, by id.
+    pub fn tickets(&self) -> impl ExactSizeIterator<Item = &Ticket> {
+        self.tickets.values().map(|t| &**t)
+    }
+
+    /// A live ticket.
+    pub fn ticket(&self, id: TicketId) -> Option<&Ticket> {
+        self.tickets.get(&id).map(|t| &**t)
+    }
+
+    /// The live ticket of a key.
+    pub fn by_key(&self, key: &str) -> Option<&Ticket> {
+        self.keys
+            .get(key)
+            .and_then(|id| self.tickets.get(id))
+            .map(|t| &**t)
+    }
+
+    /// Live tickets in all.
+    pub fn len(&self) -> usize {
+        self.tickets.len()
+    }
+
+    /// Whether no ticket is live.
+    pub fn is_empty(&self) -> bool {
+        self.tickets.is_empty()
+    }
+
+    /// Running tickets.
+    pub fn running_len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// The pools that have pending tickets.
+    pub fn pools(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.pending.keys()
+    }
+
+    /// Pending and due counts of `pool` at `now_ms`.
+    pub fn pool_counts(&self, pool: &str, now_ms: u64) -> PoolCounts {
+        match self.pending.get(pool) {
+            None => PoolCounts::default(),
+            Some(set) => PoolCounts {
+                pending: set.len(),
+                due: set.range(..(now_ms.saturating_add(1), 0)).count(),
+            },
+        }
+    }
+
+    /// The earliest due instant of a pending ticket of `pool`.
+    pub fn next_due_ms(&self, pool: &str) -> Option<u64> {
+        self.pending.get(pool)?.first().map(|&(due, _)| due)
+    }
+
+    /// The earliest end of a running ticket's lease.
+    pub fn next_lease_end_ms(&self) -> Option<u64> {
+        self.leases.first().map(|&(until, _)| until)
+    }
+
+    /// Running tickets whose lease ended at or before `now_ms`.
+    pub fn expired_leases(&self, now_ms: u64) -> Vec<TicketId> {
+        self.leases
+            .range(..(now_ms.saturating_add(1), 0))
+            .map(|&(_, id)| id)
+            .collect()
+    }
+
+    /// Applies one op. Live and replay both call it, so they agree.
+    pub fn step(&mut self, op: &Op) -> Applied {
+        let applied = match op {
+            Op::Enqueue(job) => self.enqueue(job),
+            Op::Select {
+                pool,
+                now_ms,
+                worker,
+                lease_until_ms,
+            } => self.select(pool, *now_ms, worker, *lease_until_ms),
+            Op::Complete { id, terminal } => match self.running(*id) {
+                Err(ignored) => Applied::Ignored(ignored),
+                Ok(()) => {
+                    self.remove(*id);
+                    Applied::Completed(*id, *terminal)
+                }
+            },
+            Op::Cancel { id } => {
+                if self.tickets.contains_key(id) {
+                    self.remove(*id);
+                    Applied::Cancelled(*id)
+                } else {
+                    Applied::Ignored(Ignored::Unknown(*id))
+                }
+            }
+            Op::Requeue { id, due_ms } => self.back_to_pending(*id, *due_ms, true),
+            Op::Defer { id, due_ms } => self.back_to_pending(*id, *due_ms, false),
+            Op::Extend { id, lease_until_ms } => match self.running(*id) {
+                Err(ignored) => Applied::Ignored(ignored),
+                Ok(()) => {
+                    let ticket = self.tickets.get_mut(id).expect("running ticket is live");
+                    if let Place::Running {
+                        lease_until_ms: until,
+                        ..
+                    } = &mut ticket.place
+                    {
+                        self.leases.remove(&(*until, *id));
+                        *until = *lease_until_ms;
+                        self.leases.insert((*lease_until_ms, *id));
+                    }
+                    Applied::Extended(*id)
+                }
+            },
+        };
+        #[cfg(debug_assertions)]
+        self.assert_invariants_cheap();
+        applied
+    }
+
+    /// The op that follows attempt `attempt` of ticket `id` ending with
+    /// `outcome` at `now_ms`: Complete when it succeeded or retrying is
+    /// over, Requeue at the retry plan's delay otherwise. `None` when the
+    /// ticket is not running that attempt (cancelled, already requeued by an
+    /// expired lease, or a stale report): its outcome is dropped.
+    pub fn after_attempt(
+        &self,
+        id: TicketId,
+        attempt: u32,
+        outcome: AttemptOutcome,
+        now_ms: u64,
+        draw: u64,
+    ) -> Option<(Op, Plan)> {
+        let ticket = self.tickets.get(&id)?;
+        if ticket.attempt != attempt || !matches!(ticket.place, Place::Running { .. }) {
+            return None;
+        }
+        let plan = plan(outcome, &ticket.job.policy, ticket.tries, now_ms, draw);
+        let op = match plan {
+            Plan::Stop(Stop::Succeeded) => Op::Complete {
+                id,
+                terminal: Terminal::Succeeded,
+            },
+            Plan::Stop(_) => Op::Complete {
+                id,
+                terminal: Terminal::Failed,
+            },
+            Plan::Wait(wait_ms) => Op::Requeue {
+                id,
+                due_ms: now_ms.saturating_add(wait_ms),
+            },
+        };
+        Some((op, plan))
+    }
+
+    /// At open: every ticket that was running ran an attempt that will never
+    /// report. Each is requeued as a failed attempt, or completed as failed
+    /// when its retries are spent. `draw` gives each its jitter.
+    pub fn orphans(&self, now_ms: u64, mut draw: impl FnMut() -> u64) -> Vec<(Op, Plan)> {
+        let running: Vec<(TicketId, u32)> = self
+            .leases
+            .iter()
+            .map(|&(_, id)| (id, self.tickets[&id].attempt))
+            .collect();
+        let mut ops = Vec::with_capacity(running.len());
+        for (id, attempt) in running {
+            if let Some(op) =
+                self.after_attempt(id, attempt, AttemptOutcome::Retryable, now_ms, draw())
+            {
+                ops.push(op);
+            }
+        }
+        ops
+    }
+
+    fn enqueue(&mut self, job: &Job) -> Applied {
+        if let Some(&id) = self.keys.get(&job.key) {
+            return Applied::Duplicate(id);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let ticket = Ticket {
+            id,
+            job: job.clone(),
+            tries: Tries {
+                failures: 0,
+                first_due_ms: job.due_ms,
+            },
+            attempt: 0,
+            place: Place::Pending { due_ms: job.due_ms },
+        };
+        self.keys.insert(job.key.clone(), id);
+        self.index(&ticket);
+        self.tickets.insert(id, Box::new(ticket));
+        Applied::Enqueued(id)
+    }
+
+    fn select(
+        &mut self,
+        pool: &str,
+        now_ms: u64,
+        worker: &Arc<str>,
+        lease_until_ms: u64,
+    ) -> Applied {
+        let Some(set) = self.pending.get_mut(pool) else {
+            return Applied::NoneDue;
+        };
+        let Some(&(due_ms, id)) = set.first() else {
+            return Applied::NoneDue;
+        };
+        if due_ms > now_ms {
+            return Applied::NoneDue;
+        }
+        set.pop_first();
+        if set.is_empty() {
+            self.pending.remove(pool);
+        }
+        let ticket = self
+            .tickets
+            .get_mut(&id)
+            .expect("pending entry names a live ticket");
+        debug_assert_eq!(ticket.place, Place::Pending { due_ms });
+        ticket.attempt += 1;
+        ticket.place = Place::Running {
+            worker: worker.clone(),
+            lease_until_ms,
+        };
+        self.leases.insert((lease_until_ms, id));
+        Applied::Selected(id)
+    }
+
+    fn running(&self, id: TicketId) -> Result<(), Ignored> {
+        match self.tickets.get(&id).map(|t| &**t) {
+            None => Err(Ignored::Unknown(id)),
+            Some(Ticket {
+                place: Place::Pending { .. },
+                ..
+            }) => Err(Ignored::NotRunning(id)),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn back_to_pending(&mut self, id: TicketId, due_ms: u64, failed: bool) -> Applied {
+        if let Err(ignored) = self.running(id) {
+            return Applied::Ignored(ignored);
+        }
+        let ticket = self.tickets.get_mut(&id).expect("running ticket is live");
+        if let Place::Running { lease_until_ms, .. } = ticket.place {
+            self.leases.remove(&(lease_until_ms, id));
+        }
+        if failed {
+            ticket.tries.failures = ticket.tries.failures.saturating_add(1);
+        }
+        ticket.place = Place::Pending { due_ms };
+        self.pending
+            .entry(ticket.job.pool.clone())
+            .or_default()
+            .insert((due_ms, id));
+        Applied::Requeued(id)
+    }
+
+    fn index(&mut self, ticket: &Ticket) {
+        match &ticket.place {
+            Place::Pending { due_ms } => {
+                self.pending
+                    .entry(ticket.job.pool.clone())
+                    .or_default()
+                    .insert((*due_ms, ticket.id));
+            }
+            Place::Running { lease_until_ms, .. } => {
+                self.leases.insert((*lease_until_ms, ticket.id));
+            }
+        }
+    }
+
+    fn remove(&mut self, id: TicketId) {
+        let ticket = self.tickets.remove(&id).expect("removed ticket is live");
+        match ticket.place {
+            Place::Pending { due_ms } => {
+                let pool = &ticket.job.pool;
+                let set = self
+                    .pending
+                    .get_mut(pool)
+                    .expect("pending ticket's pool is indexed");
+                let removed = set.remove(&(due_ms, id));
+                debug_assert!(removed, "pending ticket {id} is in its pool's order");
+                if set.is_empty() {
+                    self.pending.remove(pool);
+                }
+            }
+            Place::Running { lease_until_ms, .. } => {
+                let removed = self.leases.remove(&(lease_until_ms, id));
+                debug_assert!(removed, "running ticket {id} has a lease entry");
+            }
+        }
+        let removed = self.keys.remove(&ticket.job.key);
+        debug_assert_eq!(removed, Some(id), "key index names ticket {id}");
+    }
+
+    /// Counts agree: what a step can break cheaply. Full check in
+    /// [`Self::assert_invariants`].
+    #[cfg(debug_assertions)]
+    fn assert_invariants_cheap(&self) {
+        let pending: usize = self.pending.values().map(BTreeSet::len).sum();
+        assert_eq!(
+            pending + self.leases.len(),
+            self.tickets.len(),
+            "every live ticket is in exactly one of pending and running"
+        );
+        assert_eq!(
+            self.keys.len(),
+            self.tickets.len(),
+            "one key per live ticket"
+        );
+    }
+
+    /// Checks every invariant; panics naming the broken one.
+    pub fn assert_invariants(&self) {
+        let pending: usize = self.pending.values().map(BTreeSet::len).sum();
+        assert_eq!(
+            pending + self.leases.len(),
+            self.tickets.len(),
+            "every live ticket is in exactly one of pending and running"
+        );
+        for (pool, set) in &self.pending {
+            assert!(!set.is_empty(), "pool {pool} has an empty pending set");
+            for &(due_ms, id) in set {
+                let ticket = self.tickets.get(&id);
+                assert!(ticket.is_some(), "pending entry {id} names a live ticket");
+                let ticket = ticket.unwrap();
+                assert_eq!(
+                    &ticket.job.pool, pool,
+                    "ticket {id} is pending in its own pool"
+                );
+                assert_eq!(
+                    ticket.place,
+                    Place::Pending { due_ms },
+                    "ticket {id} pending at {due_ms}"
+                );
+            }
+        }
+        for &(until, id) in &self.leases {
+            let ticket = self.tickets.get(&id);
+            assert!(ticket.is_some(), "lease entry {id} names a live ticket");
+            assert!(
+                matches!(ticket.unwrap().place, Place::Running { lease_until_ms, .. } if lease_until_ms == until),
+                "ticket {id} runs with a lease until {until}"
+            );
+        }
+        assert_eq!(
+            self.keys.len(),
+            self.tickets.len(),
+            "one key per live ticket"
+        );
+        for (key, id) in &self.keys {
+            let ticket = self.tickets.get(id);
+            assert!(ticket.is_some(), "key {key:?} names a live ticket");
+            assert_eq!(&ticket.unwrap().job.key, key, "key index of ticket {id}");
+        }
+        if let Some((&last, _)) = self.tickets.last_key_value() {
+            assert!(last < self.next_id, "ticket ids are below next_id");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn job(key: &str, pool: &str, due_ms: u64) -> Job {
+        Job {
+            key: key.into(),
+            task: "noop".into(),
+            pool: pool.into(),
+            target: None,
+            due_ms,
+            payload: vec![1, 2, 3],
+            policy: RetryPolicy::default(),
+            timeout_ms: None,
+        }
+    }
+
+    fn select(pool: &str, now_ms: u64) -> Op {
+        Op::Select {
+            pool: pool.into(),
+            now_ms,
+            worker: "w".into(),
+            lease_until_ms: now_ms + 1_000,
+        }
+    }
+
+    #[test]
+    fn lifecycle() {
+        let mut q = QueueState::new();
+        assert_eq!(
+            q.step(&Op::Enqueue(job("a", "p", 10))),
+            Applied::Enqueued(0)
+        );
+        assert_eq!(
+            q.step(&Op::Enqueue(job("a", "p", 5))),
+            Applied::Duplicate(0)
+        );
+        assert_eq!(q.step(&Op::Enqueue(job("b", "p", 5))), Applied::Enqueued(1));
+        // Nothing due before 5; then the lowest (due, id) first.
+        assert_eq!(q.step(&select("p", 4)), Applied::NoneDue);
+        assert_eq!(q.step(&select("p", 10)), Applied::Selected(1));
+        assert_eq!(q.step(&select("p", 10)), Applied::Selected(0));
+        assert_eq!(q.step(&select("p", 10)), Applied::NoneDue);
+        assert_eq!(q.step(&select("other", 10)), Applied::NoneDue);
+        // Requeue counts a failure, Defer does not.
+        assert_eq!(
+            q.step(&Op::Requeue { id: 1, due_ms: 20 }),
+            Applied::Requeued(1)
+        );
+        assert_eq!(q.ticket(1).unwrap().tries.failures, 1);
+        assert_eq!(
+            q.step(&Op::Defer { id: 0, due_ms: 30 }),
+            Applied::Requeued(0)
+        );
+        assert_eq!(q.ticket(0).unwrap().tries.failures, 0);
+        assert_eq!(
+            q.step(&Op::Defer { id: 0, due_ms: 30 }),
+            Applied::Ignored(Ignored::NotRunning(0))
+        );
+        assert_eq!(q.step(&select("p", 25)), Applied::Selected(1));
+        assert_eq!(q.ticket(1).unwrap().attempt, 2);
+        assert_eq!(
+            q.step(&Op::Complete {
+                id: 1,
+                terminal: Terminal::Succeeded
+            }),
+            Applied::Completed(1, Terminal::Succeeded)
+        );
+        assert_eq!(
+            q.step(&Op::Complete {
+                id: 1,
+                terminal: Terminal::Succeeded
+            }),
+            Applied::Ignored(Ignored::Unknown(1))
+        );
+        // A completed key may be enqueued again as a new ticket: the store
+        // remembers completed keys, the live state does not.
+        assert_eq!(q.step(&Op::Enqueue(job("b", "p", 5))), Applied::Enqueued(2));
+        assert_eq!(q.step(&Op::Cancel { id: 0 }), Applied::Cancelled(0));
+        assert_eq!(q.step(&select("p", 100)), Applied::Selected(2));
+        assert_eq!(q.len(), 1);
+        q.assert_invariants();
+    }
+
+    #[test]
+    fn cancel_running_drops_its_outcome() {
+        let mut q = QueueState::new();
+        let _ = q.step(&Op::Enqueue(job("a", "p", 0)));
+        let _ = q.step(&select("p", 0));
+        let attempt = q.ticket(0).unwrap().attempt;
+        assert_eq!(q.step(&Op::Cancel { id: 0 }), Applied::Cancelled(0));
+        assert_eq!(
+            q.after_attempt(0, attempt, AttemptOutcome::Success, 5, 0),
+            None
+        );
+    }
+
+    #[test]
+    fn after_attempt_follows_the_policy() {
+        let mut q = QueueState::new();
+        let mut j = job("a", "p", 0);
+        j.policy = RetryPolicy {
+            attempts_max: 2,
+            initial_ms: 100,
+            ..RetryPolicy::default()
+        };
+        let _ = q.step(&Op::Enqueue(j));
+        let _ = q.step(&select("p", 0));
+        // A stale attempt number is dropped.
+        assert_eq!(
+            q.after_attempt(0, 7, AttemptOutcome::Retryable, 10, 0),
+            None
+        );
+        let (op, _) = q
+            .after_attempt(0, 1, AttemptOutcome::Retryable, 10, 0)
+            .unwrap();
+        assert_eq!(op, Op::Requeue { id: 0, due_ms: 110 });
+        let _ = q.step(&op);
+        let _ = q.step(&select("p", 110));
+        let (op, plan) = q
+            .after_attempt(0, 2, AttemptOutcome::Retryable, 120, 0)
+            .unwrap();
+        assert_eq!(
+            op,
+            Op::Complete {
+                id: 0,
+                terminal: Terminal::Failed
+            }
+        );
+        assert_eq!(plan, Plan::Stop(Stop::AttemptsSpent));
+    }
+
+    #[test]
+    fn orphans_are_requeued_as_failures() {
+        let mut q = QueueState::new();
+        let mut once = job("once", "p", 0);
+        once.policy = RetryPolicy::once();
+        let _ = q.step(&Op::Enqueue(job("a", "p", 0)));
+        let _ = q.step(&Op::Enqueue(once));
+        let _ = q.step(&Op::Enqueue(job("c", "p", 0)));
+        let _ = q.step(&select("p", 0));
+        let _ = q.step(&select("p", 0));
+        let ops = q.orphans(50, || 0);
+        let ops: Vec<Op> = ops.into_iter().map(|(op, _)| op).collect();
+        assert_eq!(
+            ops,
+            vec![
+                Op::Requeue {
+                    id: 0,
+                    due_ms: 1_050
+                },
+                Op::Complete {
+                    id: 1,
+                    terminal: Terminal::Failed
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn leases_expire_in_order() {
+        let mut q = QueueState::new();
+        for k in ["a", "b", "c"] {
+            let _ = q.step(&Op::Enqueue(job(k, "p", 0)));
+        }
+        for now in [0, 10, 20] {
+            let _ = q.step(&select("p", now));
+        }
+        assert_eq!(q.next_lease_end_ms(), Some(1_000));
+        assert_eq!(q.expired_leases(1_010), vec![0, 1]);
+        let _ = q.step(&Op::Extend {
+            id: 0,
+            lease_until_ms: 5_000,
+        });
+        assert_eq!(q.expired_leases(1_010), vec![1]);
+    }
+
+    #[test]
+    fn restore_rejects_corrupt_snapshots() {
+        let mut q = QueueState::new();
+        let _ = q.step(&Op::Enqueue(job("a", "p", 0)));
+        let t = q.ticket(0).unwrap().clone();
+        assert!(QueueState::restore(0, [t.clone()]).is_err());
+        assert!(QueueState::restore(5, [t.clone(), t.clone()]).is_err());
+        let mut other = t.clone();
+        other.id = 1;
+        assert!(QueueState::restore(5, [t.clone(), other]).is_err());
+        assert_eq!(QueueState::restore(1, [t]).unwrap(), q);
+    }
+
+    /// Ops over a small space of keys, pools and ids, so that sequences hit
+    /// duplicates, stale ids and empty pools often.
+    fn arb_op() -> impl Strategy<Value = Op> {
+        let pool = prop::sample::select(vec!["p0", "p1", "p2"]);
+        let id = 0u64..24;
+        prop_oneof![
+            4 => ("[a-h]", pool.clone(), 0u64..100).prop_map(|(k, p, due)| Op::Enqueue(job(&k, p, due))),
+            4 => (pool, 0u64..120, 0u64..200).prop_map(|(p, now, lease)| Op::Select {
+                pool: p.into(), now_ms: now, worker: "w".into(), lease_until_ms: now + lease
+            }),
+            2 => (id.clone(), any::<bool>()).prop_map(|(id, ok)| Op::Complete {
+                id, terminal: if ok { Terminal::Succeeded } else { Terminal::Failed }
+            }),
+            1 => id.clone().prop_map(|id| Op::Cancel { id }),
+            2 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Requeue { id, due_ms }),
+            1 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Defer { id, due_ms }),
+            1 => (id, 0u64..300).prop_map(|(id, l)| Op::Extend { id, lease_until_ms: l }),
+        ]
+    }
+
+    proptest! {
+        /// Replaying the journal (each op through the codec) from any
+        /// snapshot point gives the state the live run reached, and the
+        /// invariants hold after every op.
+        #[test]
+        fn replay_equals_live(ops in prop::collection::vec(arb_op(), 0..120), cut in 0usize..120) {
+            let mut live = QueueState::new();
+            let mut journal = Vec::new();
+            let mut snapshot = None;
+            for (i, op) in ops.iter().enumerate() {
+                if i == cut {
+                    snapshot = Some((live.next_id(), live.tickets().cloned().collect::<Vec<_>>(), journal.len()));
+                }
+                let _ = live.step(op);
+                live.assert_invariants();
+                journal.push(crate::codec::encode(op).unwrap());
+            }
+            let (next_id, tickets, from) = snapshot.unwrap_or((0, Vec::new(), 0));
+            let mut replayed = QueueState::restore(next_id, tickets).unwrap();
+            for bytes in &journal[from..] {
+                let op: Op = crate::codec::decode(bytes).unwrap();
+                let _ = replayed.step(&op);
+            }
+            prop_assert_eq!(replayed, live);
+        }
+
+        /// A key is live at most once, and every enqueue of a live key
+        /// names the ticket that holds it.
+        #[test]
+        fn a_live_key_is_enqueued_once(ops in prop::collection::vec(arb_op(), 0..200)) {
+            let mut q = QueueState::new();
+            for op in &ops {
+                let before = if let Op::Enqueue(j) = op { q.by_key(&j.key).map(|t| t.id) } else { None };
+                let applied = q.step(op);
+                if let Some(id) = before {
+                    prop_assert_eq!(applied, Applied::Duplicate(id));
+                }
+                let mut seen = std::collections::HashSet::new();
+                for t in q.tickets() {
+                    prop_assert!(seen.insert(t.job.key.clone()), "key {:?} live twice", t.job.key);
+                }
+            }
+        }
+
+        /// Select never takes a ticket before it is due, and always takes the
+        /// lowest (due, id) of its pool.
+        #[test]
+        fn select_takes_the_lowest_due(ops in prop::collection::vec(arb_op(), 0..200)) {
+            let mut q = QueueState::new();
+            for op in &ops {
+                let lowest = if let Op::Select { pool, now_ms, .. } = op {
+                    q.tickets()
+                        .filter(|t| &t.job.pool == pool)
+                        .filter_map(|t| match t.place { Place::Pending { due_ms } if due_ms <= *now_ms => Some((due_ms, t.id)), _ => None })
+                        .min()
+                } else { None };
+                let applied = q.step(op);
+                if let Op::Select { .. } = op {
+                    match lowest {
+                        Some((_, id)) => prop_assert_eq!(applied, Applied::Selected(id)),
+                        None => prop_assert_eq!(applied, Applied::NoneDue),
+                    }
+                }
+            }
+        }
+    }
+}

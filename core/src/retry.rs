@@ -137,7 +137,10 @@ impl RetryPolicy {
         // initial × multiplier^(attempt-1), capped; computed in f64 and
         // clamped, so a huge exponent saturates at max_ms instead of
         // overflowing.
-        let factor = self.multiplier.max(1.0).powi((attempt - 1).min(i32::MAX as u32) as i32);
+        let factor = self
+            .multiplier
+            .max(1.0)
+            .powi((attempt - 1).min(i32::MAX as u32) as i32);
         let raw = self.initial_ms as f64 * factor;
         let capped = if raw.is_finite() && raw < self.max_ms as f64 {
             raw as u64
@@ -220,20 +223,41 @@ mod tests {
         let cases: &[(RetryPolicy, &[(u32, Option<u64>)])] = &[
             (
                 policy(5, 1_000, 2.0, 100_000),
-                &[(1, Some(1_000)), (2, Some(2_000)), (3, Some(4_000)), (4, Some(8_000)), (5, None)],
+                &[
+                    (1, Some(1_000)),
+                    (2, Some(2_000)),
+                    (3, Some(4_000)),
+                    (4, Some(8_000)),
+                    (5, None),
+                ],
             ),
             (
                 policy(0, 1_000, 2.0, 5_000),
-                &[(1, Some(1_000)), (3, Some(4_000)), (4, Some(5_000)), (50, Some(5_000)), (u32::MAX, Some(5_000))],
+                &[
+                    (1, Some(1_000)),
+                    (3, Some(4_000)),
+                    (4, Some(5_000)),
+                    (50, Some(5_000)),
+                    (u32::MAX, Some(5_000)),
+                ],
             ),
             (policy(1, 1_000, 2.0, 5_000), &[(1, None)]),
-            (policy(3, 500, 1.0, 500), &[(1, Some(500)), (2, Some(500)), (3, None)]),
-            (policy(0, 100, 1.5, 10_000), &[(2, Some(150)), (3, Some(225))]),
+            (
+                policy(3, 500, 1.0, 500),
+                &[(1, Some(500)), (2, Some(500)), (3, None)],
+            ),
+            (
+                policy(0, 100, 1.5, 10_000),
+                &[(2, Some(150)), (3, Some(225))],
+            ),
         ];
         for (i, (p, rows)) in cases.iter().enumerate() {
             for (attempt, want) in rows.iter() {
                 let got = p.delay_ms(*attempt);
-                assert_eq!(got, *want, "#{i}: policy {p:?}, attempt {attempt}: got {got:?}, want {want:?}");
+                assert_eq!(
+                    got, *want,
+                    "#{i}: policy {p:?}, attempt {attempt}: got {got:?}, want {want:?}"
+                );
             }
         }
     }
@@ -255,16 +279,37 @@ mod tests {
             (Permanent, &base, t(0), 5_000, Plan::Stop(Stop::Permanent)),
             (Retryable, &base, t(0), 5_000, Plan::Wait(1_000)),
             (Timeout, &base, t(1), 5_000, Plan::Wait(2_000)),
-            (Retryable, &base, t(2), 5_000, Plan::Stop(Stop::AttemptsSpent)),
+            (
+                Retryable,
+                &base,
+                t(2),
+                5_000,
+                Plan::Stop(Stop::AttemptsSpent),
+            ),
             // deadline at 11_000: an attempt at 9_000 + 1_000 = 10_000 still starts.
             (Retryable, &deadline, t(0), 9_000, Plan::Wait(1_000)),
             (Retryable, &deadline, t(0), 10_000, Plan::Wait(1_000)),
-            (Retryable, &deadline, t(0), 10_001, Plan::Stop(Stop::DeadlinePassed)),
-            (Retryable, &deadline, t(1), 9_500, Plan::Stop(Stop::DeadlinePassed)),
+            (
+                Retryable,
+                &deadline,
+                t(0),
+                10_001,
+                Plan::Stop(Stop::DeadlinePassed),
+            ),
+            (
+                Retryable,
+                &deadline,
+                t(1),
+                9_500,
+                Plan::Stop(Stop::DeadlinePassed),
+            ),
         ];
         for (i, (o, p, tries, now, want)) in cases.iter().enumerate() {
             let got = plan(*o, p, *tries, *now, 0);
-            assert_eq!(got, *want, "#{i}: {o:?} tries {tries:?} now {now}: got {got:?}, want {want:?}");
+            assert_eq!(
+                got, *want,
+                "#{i}: {o:?} tries {tries:?} now {now}: got {got:?}, want {want:?}"
+            );
         }
     }
 
@@ -278,7 +323,10 @@ mod tests {
             for attempt in 1..10 {
                 let full = p.delay_ms(attempt).unwrap();
                 let got = p.jittered_delay_ms(attempt, draw).unwrap();
-                assert!(got <= full && got >= full / 2, "attempt {attempt} draw {draw}: {got} vs {full}");
+                assert!(
+                    got <= full && got >= full / 2,
+                    "attempt {attempt} draw {draw}: {got} vs {full}"
+                );
             }
         }
         assert_eq!(p.jittered_delay_ms(1, 0), Some(1_000));
@@ -288,9 +336,29 @@ mod tests {
     #[test]
     fn validation() {
         assert!(RetryPolicy::default().validate().is_ok());
-        assert!(RetryPolicy { multiplier: 0.5, ..RetryPolicy::default() }.validate().is_err());
-        assert!(RetryPolicy { multiplier: f64::NAN, ..RetryPolicy::default() }.validate().is_err());
-        assert!(RetryPolicy { jitter: 1.5, ..RetryPolicy::default() }.validate().is_err());
-        assert!(RetryPolicy { max_ms: 1, ..RetryPolicy::default() }.validate().is_err());
+        assert!(RetryPolicy {
+            multiplier: 0.5,
+            ..RetryPolicy::default()
+        }
+        .validate()
+        .is_err());
+        assert!(RetryPolicy {
+            multiplier: f64::NAN,
+            ..RetryPolicy::default()
+        }
+        .validate()
+        .is_err());
+        assert!(RetryPolicy {
+            jitter: 1.5,
+            ..RetryPolicy::default()
+        }
+        .validate()
+        .is_err());
+        assert!(RetryPolicy {
+            max_ms: 1,
+            ..RetryPolicy::default()
+        }
+        .validate()
+        .is_err());
     }
 }

@@ -1,0 +1,50 @@
+//! `weir bench SCENARIO [--quick]`: every figure an issue asks for, printed
+//! beside the limit or peer measured in the same run. The last line is
+//! `RESULT scenario=NAME key=value ...` in plain units (ms, us, per_s,
+//! bytes).
+
+mod core;
+mod readiness;
+
+use std::fmt::Write as _;
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// No scenario of that name.
+    #[error("unknown scenario {0:?}; known: {known}", known = SCENARIOS.join(", "))]
+    Unknown(String),
+    /// The scenario failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl BenchError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            BenchError::Unknown(_) => crate::cli::EXIT_BAD_INPUT,
+            BenchError::Failed(_) => crate::cli::EXIT_STORE,
+        }
+    }
+}
+
+/// The scenarios, by name.
+pub const SCENARIOS: &[&str] = &["core"];
+
+/// Runs a scenario.
+pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
+    match scenario {
+        "core" => core::run(quick),
+        other => Err(BenchError::Unknown(other.to_string())),
+    }
+}
+
+/// A `RESULT` line from key-value pairs.
+pub fn result_line(scenario: &str, pairs: &[(&str, String)]) -> String {
+    let mut line = format!("RESULT scenario={scenario}");
+    for (k, v) in pairs {
+        let _ = write!(line, " {k}={v}");
+    }
+    line
+}
