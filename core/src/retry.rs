@@ -110,7 +110,8 @@ impl RetryPolicy {
 
     /// Checks the fields.
     pub fn validate(&self) -> Result<(), RetryPolicyError> {
-        if !(self.multiplier >= 1.0) || !self.multiplier.is_finite() {
+        // NaN fails both comparisons, so test for the valid range.
+        if !(self.multiplier.is_finite() && self.multiplier >= 1.0) {
             return Err(RetryPolicyError::Multiplier(self.multiplier));
         }
         if !(0.0..=1.0).contains(&self.jitter) {
@@ -217,10 +218,13 @@ mod tests {
         }
     }
 
+    /// Attempt number and the delay after it failed.
+    type DelayRows = &'static [(u32, Option<u64>)];
+
     /// Temporal's retry arithmetic: delays for each failed attempt number.
     #[test]
     fn delays_table() {
-        let cases: &[(RetryPolicy, &[(u32, Option<u64>)])] = &[
+        let cases: &[(RetryPolicy, DelayRows)] = &[
             (
                 policy(5, 1_000, 2.0, 100_000),
                 &[
