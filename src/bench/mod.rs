@@ -4,7 +4,8 @@
 //! bytes).
 
 mod core;
-mod readiness;
+pub mod readiness;
+mod store;
 
 use std::fmt::Write as _;
 
@@ -30,12 +31,13 @@ impl BenchError {
 }
 
 /// The scenarios, by name.
-pub const SCENARIOS: &[&str] = &["core"];
+pub const SCENARIOS: &[&str] = &["core", "store"];
 
 /// Runs a scenario.
 pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
     match scenario {
         "core" => core::run(quick),
+        "store" => store::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

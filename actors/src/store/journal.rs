@@ -1,0 +1,195 @@
+//! The journal: queue ops appended under sequence keys, with group commit.
+//!
+//! A [`Commit`] is every op of one batch plus the records they carry (a
+//! Complete's node record, a done key). It is written in one atomic sled
+//! batch (a transaction when it touches more than the journal tree), then
+//! made durable once, as the durability mode says: many ops, one flush.
+//! Nothing is acknowledged before [`Store::commit`] returns.
+
+use std::sync::atomic::Ordering;
+
+use serde::{Deserialize, Serialize};
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::Transactional;
+use weir_core::codec;
+use weir_core::queue::Op;
+
+use super::records::Expiring;
+use super::{Store, StoreError};
+
+/// One journal value: consecutive ops of one commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// The ops, in the order they were applied.
+    pub ops: Vec<Op>,
+}
+
+/// What one commit writes.
+#[derive(Debug, Clone, Default)]
+pub struct Commit {
+    /// Queue ops, in the order the caller applied them.
+    pub ops: Vec<Op>,
+    /// Records written in the same atomic batch (envelope-encoded values).
+    pub puts: Vec<(String, Vec<u8>)>,
+    /// Records deleted in the same batch.
+    pub deletes: Vec<String>,
+    /// Expiry index entries added in the same batch.
+    pub expiring: Vec<Expiring>,
+}
+
+impl Commit {
+    /// Whether it writes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+            && self.puts.is_empty()
+            && self.deletes.is_empty()
+            && self.expiring.is_empty()
+    }
+}
+
+/// What a commit wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitInfo {
+    /// The last journal sequence after it (unchanged when it had no ops).
+    pub last_seq: u64,
+    /// Journal values written.
+    pub entries: u64,
+    /// Bytes of journal values written.
+    pub bytes: u64,
+}
+
+/// A rough upper bound of an op's encoding beyond its variable parts, so
+/// that only ops near the limit are encoded twice to check their size.
+const OP_FIXED_BYTES_MAX: usize = 512;
+
+impl Store {
+    /// Refuses an op that would be over the entry limit. The queue actor
+    /// calls it before applying the op, so the state never runs ahead of
+    /// what the journal can hold.
+    pub fn check_op(&self, op: &Op) -> Result<(), StoreError> {
+        let limit = self.settings().entry_bytes_max;
+        if let Op::Enqueue(job) = op {
+            let estimate = job.payload.len()
+                + job.key.len()
+                + job.task.len()
+                + job.pool.len()
+                + job.target.as_ref().map_or(0, |t| t.len())
+                + OP_FIXED_BYTES_MAX;
+            if estimate > limit {
+                let size = codec::encode(op)
+                    .map_err(|source| StoreError::Encode {
+                        what: format!("enqueue of key {:?}", job.key),
+                        source,
+                    })?
+                    .len();
+                if size > limit {
+                    return Err(StoreError::EntryTooLarge {
+                        key: job.key.to_string(),
+                        size,
+                        limit,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `commit` and makes it durable. On return, every op and
+    /// record of it survives a crash (as the durability mode says). On an
+    /// error after anything reached sled, the store fail-stops.
+    pub fn commit(&self, commit: &Commit) -> Result<CommitInfo, StoreError> {
+        self.check_writable()?;
+        let inner = &self.inner;
+        let _one_writer = inner.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let journal_bytes = inner.bytes_since_snapshot.load(Ordering::Relaxed);
+        if !commit.ops.is_empty() && journal_bytes > inner.settings.journal_bytes_max {
+            return Err(StoreError::JournalFull {
+                bytes: journal_bytes,
+                limit: inner.settings.journal_bytes_max,
+            });
+        }
+        for op in &commit.ops {
+            self.check_op(op)?;
+        }
+        // Encode before touching sled: an encoding error writes nothing.
+        let mut batch = sled::Batch::default();
+        let mut seq = self.last_seq();
+        let mut entries = 0u64;
+        let mut bytes = 0u64;
+        let chunk = inner.settings.entry_ops_max.max(1);
+        let mut buf = Vec::with_capacity(4096);
+        for ops in commit.ops.chunks(chunk) {
+            buf.clear();
+            codec::encode_into(&EntryRef { ops }, &mut buf).map_err(|source| {
+                StoreError::Encode {
+                    what: "journal entry".into(),
+                    source,
+                }
+            })?;
+            seq += 1;
+            entries += 1;
+            bytes += buf.len() as u64;
+            batch.insert(&seq.to_be_bytes(), buf.as_slice());
+        }
+        let plain =
+            commit.puts.is_empty() && commit.deletes.is_empty() && commit.expiring.is_empty();
+        let written = if plain {
+            if entries == 0 {
+                Ok(())
+            } else {
+                inner
+                    .journal
+                    .apply_batch(batch)
+                    .map_err(|e| self.sled_err(e))
+            }
+        } else {
+            let mut records = sled::Batch::default();
+            for (key, value) in &commit.puts {
+                records.insert(key.as_bytes(), value.as_slice());
+            }
+            for key in &commit.deletes {
+                records.remove(key.as_bytes());
+            }
+            let mut expiry = sled::Batch::default();
+            for e in &commit.expiring {
+                expiry.insert(e.index_key(), &[] as &[u8]);
+            }
+            (&inner.journal, &inner.records, &inner.expiry)
+                .transaction(|(j, r, x)| {
+                    j.apply_batch(&batch)?;
+                    r.apply_batch(&records)?;
+                    x.apply_batch(&expiry)?;
+                    Ok::<(), ConflictableTransactionError<()>>(())
+                })
+                .map_err(|e| match e {
+                    TransactionError::Storage(e) => self.sled_err(e),
+                    TransactionError::Abort(()) => {
+                        unreachable!("the commit transaction never aborts")
+                    }
+                })
+        };
+        if let Err(e) = written {
+            self.fail();
+            return Err(e);
+        }
+        self.sync()?;
+        inner.last_seq.store(seq, Ordering::Release);
+        inner
+            .ops_since_snapshot
+            .fetch_add(commit.ops.len() as u64, Ordering::Relaxed);
+        inner
+            .bytes_since_snapshot
+            .fetch_add(bytes, Ordering::Relaxed);
+        Ok(CommitInfo {
+            last_seq: seq,
+            entries,
+            bytes,
+        })
+    }
+}
+
+/// A borrowed [`JournalEntry`], encoded the same way.
+#[derive(Serialize)]
+struct EntryRef<'a> {
+    ops: &'a [Op],
+}

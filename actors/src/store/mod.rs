@@ -1,0 +1,535 @@
+//! The durable store: one sled `Db` per engine, opened once and shared by
+//! handle.
+//!
+//! Trees:
+//! - `journal`: queue ops under big-endian `u64` sequence keys, each value
+//!   a [`JournalEntry`] (the ops of one commit, or a chunk of them) in
+//!   weir-core's envelope. Appended by [`Store::commit`] (group commit: many
+//!   ops, one durable flush).
+//! - `snapshot`: the queue's tickets by id plus a `meta` record naming the
+//!   last journal sequence it covers. Written incrementally: a snapshot
+//!   writes only the tickets changed since the one before, so its cost
+//!   follows the load, not the queue's size.
+//! - `records`: everything else that is durable (definitions, graph runs,
+//!   node records, done keys, key schedules, breaker states), by string key.
+//! - `expiry`: `(expire_at_ms, record key)` index of records to delete.
+//!
+//! What a crash leaves: every commit that returned is durable (in the
+//! `fsync` mode, through the device cache); every commit that did not
+//! return is either wholly there or wholly absent (sled batches are
+//! atomic), and replay treats both the same. Journal entries at or below the
+//! snapshot's sequence are dead whether or not they were removed yet.
+//!
+//! Fail-stop: after an append or flush fails, every later write fails with
+//! [`StoreError::FailStopped`] until the store is reopened, because the
+//! in-memory state of the caller may now be ahead of the disk.
+
+mod journal;
+mod lock;
+mod records;
+mod replay;
+mod snapshot;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use weir_core::codec::CodecError;
+
+pub use journal::{Commit, CommitInfo, JournalEntry};
+pub use records::Expiring;
+pub use replay::Recovered;
+pub use snapshot::SnapshotMeta;
+
+/// How durable a returned commit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// sled's flush, then an fsync of sled's files: a returned commit
+    /// survives a process crash, a kernel crash and a power cut (as far as
+    /// the device honours fsync). The default.
+    #[default]
+    Fsync,
+    /// sled's flush only (`sync_file_range`): survives a process crash
+    /// (kill -9); a power cut may lose recent commits, since the device
+    /// cache is not flushed (sled issue 1452).
+    Flush,
+    /// No flush at commit: sled writes in the background (every 500 ms). A
+    /// process crash may lose the last half second of commits. For tests
+    /// and throw-away work only.
+    None,
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "fsync" => Ok(Durability::Fsync),
+            "flush" => Ok(Durability::Flush),
+            "none" => Ok(Durability::None),
+            other => Err(format!(
+                "durability {other:?} is not one of fsync, flush, none"
+            )),
+        }
+    }
+}
+
+/// Settings of a store. Every limit is explicit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoreSettings {
+    /// How durable a returned commit is.
+    pub durability: Durability,
+    /// The largest encoded op (an Enqueue with its payload), in bytes.
+    pub entry_bytes_max: usize,
+    /// Ops journaled since the last snapshot that call for a new one.
+    pub snapshot_ops: u64,
+    /// Journal bytes since the last snapshot that call for a new one.
+    pub snapshot_bytes: u64,
+    /// Journal bytes past which commits are refused until a snapshot is
+    /// taken (the snapshot is overdue: the caller ignored `snapshot_due`).
+    pub journal_bytes_max: u64,
+    /// Ops packed into one journal value; a commit of more ops writes
+    /// several consecutive values in the same atomic batch, so no value
+    /// grows into one of sled's unsynced blob files.
+    pub entry_ops_max: usize,
+    /// sled's page cache, in bytes.
+    pub cache_bytes: u64,
+    /// Records deleted in one expiry pass at most.
+    pub expiry_batch_max: usize,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            durability: Durability::Fsync,
+            entry_bytes_max: 1 << 20,
+            snapshot_ops: 200_000,
+            snapshot_bytes: 64 << 20,
+            journal_bytes_max: 512 << 20,
+            entry_ops_max: 256,
+            cache_bytes: 256 << 20,
+            expiry_batch_max: 10_000,
+        }
+    }
+}
+
+/// A failure of the store. Messages say what and where.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another process (or this one) has the data directory open.
+    #[error("data directory {0} is in use by another weir process")]
+    InUse(PathBuf),
+    /// The data directory could not be created or opened.
+    #[error("data directory {dir}: {source}")]
+    Dir {
+        /// The directory.
+        dir: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// sled failed.
+    #[error("store {dir}: {source}")]
+    Sled {
+        /// The data directory.
+        dir: PathBuf,
+        /// The cause.
+        source: sled::Error,
+    },
+    /// An fsync of the data directory's files failed.
+    #[error("store {dir}: fsync of {file}: {source}")]
+    Fsync {
+        /// The data directory.
+        dir: PathBuf,
+        /// The file.
+        file: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A stored value does not decode.
+    #[error("store {dir}: tree {tree}, key {key}: {source}")]
+    Corrupt {
+        /// The data directory.
+        dir: PathBuf,
+        /// The tree.
+        tree: &'static str,
+        /// The key, printable.
+        key: String,
+        /// The cause.
+        source: CodecError,
+    },
+    /// The journal or snapshot is inconsistent (a gap in sequences, a
+    /// snapshot that does not restore).
+    #[error("store {dir}: tree {tree}: {what}")]
+    Inconsistent {
+        /// The data directory.
+        dir: PathBuf,
+        /// The tree.
+        tree: &'static str,
+        /// What is wrong.
+        what: String,
+    },
+    /// A write failed earlier; the store refuses writes until reopened.
+    #[error("store {0} refuses writes after an earlier failure; reopen it")]
+    FailStopped(PathBuf),
+    /// An op is larger than the entry limit.
+    #[error("op of {size} bytes is over the entry limit of {limit} bytes (key {key:?})")]
+    EntryTooLarge {
+        /// The op's key (for an Enqueue) or kind.
+        key: String,
+        /// Its encoded size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The journal is over its limit: a snapshot is overdue.
+    #[error("journal of {bytes} bytes is over its limit of {limit} bytes; a snapshot is overdue")]
+    JournalFull {
+        /// Journal bytes since the last snapshot.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A value could not be encoded.
+    #[error("cannot encode {what}: {source}")]
+    Encode {
+        /// What.
+        what: String,
+        /// The cause.
+        source: CodecError,
+    },
+}
+
+/// Tree names.
+pub(crate) const JOURNAL: &str = "journal";
+pub(crate) const SNAPSHOT: &str = "snapshot";
+pub(crate) const RECORDS: &str = "records";
+pub(crate) const EXPIRY: &str = "expiry";
+
+/// A handle to the store; clones share it.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    settings: StoreSettings,
+    db: sled::Db,
+    journal: sled::Tree,
+    snapshot: sled::Tree,
+    records: sled::Tree,
+    expiry: sled::Tree,
+    /// The file sled writes its log to, kept open to fsync it.
+    db_file: File,
+    /// Set after a failed write; cleared only by reopening.
+    failed: AtomicBool,
+    /// The last journal sequence written.
+    last_seq: AtomicU64,
+    /// Sequence the last snapshot covers.
+    snapshot_seq: AtomicU64,
+    /// Ops and bytes journaled since the last snapshot.
+    ops_since_snapshot: AtomicU64,
+    bytes_since_snapshot: AtomicU64,
+    /// One commit at a time: sequences are assigned under it.
+    commit_lock: Mutex<()>,
+    /// Serializes durable flushes and remembers the newest blob file synced.
+    sync: Mutex<SyncState>,
+    /// Held for the life of the store: the directory lock.
+    _lock: lock::DirLock,
+}
+
+#[derive(Default)]
+struct SyncState {
+    blobs_synced_upto: u64,
+}
+
+/// Health of a store, for `weir inspect`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inspect {
+    /// The data directory.
+    pub dir: PathBuf,
+    /// Journal values (entries) present, including dead ones below the
+    /// snapshot not yet removed.
+    pub journal_entries: u64,
+    /// The last journal sequence written.
+    pub last_seq: u64,
+    /// The sequence the snapshot covers.
+    pub snapshot_seq: u64,
+    /// Tickets in the snapshot.
+    pub snapshot_tickets: u64,
+    /// Records.
+    pub records: u64,
+    /// Entries of the expiry index.
+    pub expiry_entries: u64,
+    /// Bytes sled uses on disk.
+    pub size_on_disk_bytes: u64,
+}
+
+impl Store {
+    /// Opens (creating) the store in `dir` and replays its queue state.
+    /// Fails with a clear error when the directory is in use, cannot be
+    /// created, or holds anything that does not decode.
+    pub fn open(
+        dir: impl AsRef<Path>,
+        settings: StoreSettings,
+    ) -> Result<(Store, Recovered), StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        create_private_dir(&dir)?;
+        let lock = lock::DirLock::acquire(&dir)?;
+        let sled_err = |source| StoreError::Sled {
+            dir: dir.clone(),
+            source,
+        };
+        let db = sled::Config::new()
+            .path(dir.join("sled"))
+            .cache_capacity(settings.cache_bytes)
+            // weir flushes at every commit; sled's background flush adds
+            // nothing in the durable modes, but keeps `none` from losing
+            // more than half a second.
+            .flush_every_ms(Some(500))
+            .open()
+            .map_err(|e| match e {
+                sled::Error::Io(ref io) if io.to_string().contains("could not acquire lock") => {
+                    StoreError::InUse(dir.clone())
+                }
+                other => sled_err(other),
+            })?;
+        let journal = db.open_tree(JOURNAL).map_err(sled_err)?;
+        let snapshot = db.open_tree(SNAPSHOT).map_err(sled_err)?;
+        let records = db.open_tree(RECORDS).map_err(sled_err)?;
+        let expiry = db.open_tree(EXPIRY).map_err(sled_err)?;
+        let db_path = dir.join("sled").join("db");
+        let db_file = File::open(&db_path).map_err(|source| StoreError::Dir {
+            dir: db_path.clone(),
+            source,
+        })?;
+        let store = Store {
+            inner: Arc::new(Inner {
+                dir,
+                settings,
+                db,
+                journal,
+                snapshot,
+                records,
+                expiry,
+                db_file,
+                failed: AtomicBool::new(false),
+                last_seq: AtomicU64::new(0),
+                snapshot_seq: AtomicU64::new(0),
+                ops_since_snapshot: AtomicU64::new(0),
+                bytes_since_snapshot: AtomicU64::new(0),
+                commit_lock: Mutex::new(()),
+                sync: Mutex::new(SyncState::default()),
+                _lock: lock,
+            }),
+        };
+        let recovered = replay::recover(&store)?;
+        Ok((store, recovered))
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &StoreSettings {
+        &self.inner.settings
+    }
+
+    /// Whether the journal has grown enough since the last snapshot that a
+    /// new one is due.
+    pub fn snapshot_due(&self) -> bool {
+        let s = &self.inner.settings;
+        self.inner.ops_since_snapshot.load(Ordering::Relaxed) >= s.snapshot_ops
+            || self.inner.bytes_since_snapshot.load(Ordering::Relaxed) >= s.snapshot_bytes
+    }
+
+    /// The last journal sequence written.
+    pub fn last_seq(&self) -> u64 {
+        self.inner.last_seq.load(Ordering::Acquire)
+    }
+
+    /// Whether a write failed and the store refuses writes.
+    pub fn is_failed(&self) -> bool {
+        self.inner.failed.load(Ordering::Acquire)
+    }
+
+    /// Makes everything written so far durable, as the durability mode
+    /// says. Concurrent callers share flushes.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.check_writable()?;
+        let result = self.sync_inner();
+        if result.is_err() {
+            self.fail();
+        }
+        result
+    }
+
+    fn sync_inner(&self) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        match inner.settings.durability {
+            Durability::None => Ok(()),
+            Durability::Flush => {
+                inner.db.flush().map_err(|source| StoreError::Sled {
+                    dir: inner.dir.clone(),
+                    source,
+                })?;
+                Ok(())
+            }
+            Durability::Fsync => {
+                inner.db.flush().map_err(|source| StoreError::Sled {
+                    dir: inner.dir.clone(),
+                    source,
+                })?;
+                // sled's flush is sync_file_range, which does not flush the
+                // device cache (sled issue 1452); and sled writes large pages
+                // to blob files without syncing them. fsync both.
+                let mut sync = inner.sync.lock().unwrap_or_else(|p| p.into_inner());
+                inner
+                    .db_file
+                    .sync_data()
+                    .map_err(|source| StoreError::Fsync {
+                        dir: inner.dir.clone(),
+                        file: inner.dir.join("sled").join("db"),
+                        source,
+                    })?;
+                self.sync_blobs(&mut sync)
+            }
+        }
+    }
+
+    fn sync_blobs(&self, sync: &mut SyncState) -> Result<(), StoreError> {
+        let blobs = self.inner.dir.join("sled").join("blobs");
+        let Ok(entries) = std::fs::read_dir(&blobs) else {
+            return Ok(());
+        };
+        let mut newest = sync.blobs_synced_upto;
+        let mut any = false;
+        for entry in entries.flatten() {
+            let Some(lsn) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if lsn <= sync.blobs_synced_upto && sync.blobs_synced_upto != 0 {
+                continue;
+            }
+            let path = entry.path();
+            // A blob garbage-collected since the listing is not an error.
+            if let Ok(f) = File::open(&path) {
+                f.sync_data().map_err(|source| StoreError::Fsync {
+                    dir: self.inner.dir.clone(),
+                    file: path.clone(),
+                    source,
+                })?;
+                any = true;
+            }
+            newest = newest.max(lsn);
+        }
+        if any {
+            if let Ok(d) = File::open(&blobs) {
+                d.sync_all().map_err(|source| StoreError::Fsync {
+                    dir: self.inner.dir.clone(),
+                    file: blobs.clone(),
+                    source,
+                })?;
+            }
+        }
+        sync.blobs_synced_upto = newest;
+        Ok(())
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        if self.is_failed() {
+            return Err(StoreError::FailStopped(self.inner.dir.clone()));
+        }
+        Ok(())
+    }
+
+    fn fail(&self) {
+        if !self.inner.failed.swap(true, Ordering::AcqRel) {
+            tracing::error!(dir = %self.inner.dir.display(), "store write failed: refusing writes until reopened");
+        }
+    }
+
+    /// Makes every later write fail, as after a failed append. For tests of
+    /// fail-stop behaviour and fault injection.
+    pub fn inject_failure(&self) {
+        self.fail();
+    }
+
+    pub(crate) fn sled_err(&self, source: sled::Error) -> StoreError {
+        StoreError::Sled {
+            dir: self.inner.dir.clone(),
+            source,
+        }
+    }
+
+    /// Store health.
+    pub fn inspect(&self) -> Result<Inspect, StoreError> {
+        let inner = &self.inner;
+        let meta = snapshot::read_meta(self)?;
+        Ok(Inspect {
+            dir: inner.dir.clone(),
+            journal_entries: inner.journal.len() as u64,
+            last_seq: self.last_seq(),
+            snapshot_seq: meta.as_ref().map_or(0, |m| m.seq),
+            snapshot_tickets: meta.as_ref().map_or(0, |m| m.tickets),
+            records: inner.records.len() as u64,
+            expiry_entries: inner.expiry.len() as u64,
+            size_on_disk_bytes: inner.db.size_on_disk().map_err(|e| self.sled_err(e))?,
+        })
+    }
+
+    /// The sled database, for tests that corrupt it on purpose.
+    #[doc(hidden)]
+    pub fn raw_tree(&self, name: &str) -> Option<sled::Tree> {
+        match name {
+            JOURNAL => Some(self.inner.journal.clone()),
+            SNAPSHOT => Some(self.inner.snapshot.clone()),
+            RECORDS => Some(self.inner.records.clone()),
+            EXPIRY => Some(self.inner.expiry.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// Opens the store in `dir` read-only in spirit: for `weir status` and
+/// `weir inspect` while no engine runs. It takes the same lock, so it fails
+/// with [`StoreError::InUse`] while an engine has the directory open.
+pub fn open_for_inspection(dir: impl AsRef<Path>) -> Result<(Store, Recovered), StoreError> {
+    let settings = StoreSettings {
+        durability: Durability::None,
+        ..StoreSettings::default()
+    };
+    Store::open(dir, settings)
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| StoreError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// A printable form of a key: UTF-8 as is, else hex.
+pub(crate) fn printable(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(s) if !s.chars().any(char::is_control) => s.to_string(),
+        _ => key.iter().map(|b| format!("{b:02x}")).collect(),
+    }
+}

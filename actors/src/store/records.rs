@@ -1,0 +1,231 @@
+//! Records: durable values by string key, outside the queue's journal.
+//!
+//! Keys are `kind/...` paths (`run/etl/2026-11-29`, `node/etl/2026-11-29/load/0`,
+//! `done/<job key>`, `sched/<graph>/<key>`, `breaker/<target>`); values are
+//! weir-core envelopes. Compare-and-put gives swale's graph-run transitions
+//! their atomicity; the expiry index deletes records after their retention.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::Transactional;
+use weir_core::codec;
+
+use super::{printable, Store, StoreError, RECORDS};
+
+/// An expiry index entry: delete record `key` at `at_ms`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expiring {
+    /// When the record expires (ms since the epoch).
+    pub at_ms: u64,
+    /// The record's key.
+    pub key: String,
+}
+
+impl Expiring {
+    /// Its key in the expiry tree: time first, so a range scan finds what
+    /// is due.
+    pub(crate) fn index_key(&self) -> Vec<u8> {
+        let mut k = Vec::with_capacity(8 + self.key.len());
+        k.extend_from_slice(&self.at_ms.to_be_bytes());
+        k.extend_from_slice(self.key.as_bytes());
+        k
+    }
+}
+
+impl Store {
+    /// The raw value of a record.
+    pub fn get_raw(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .inner
+            .records
+            .get(key.as_bytes())
+            .map_err(|e| self.sled_err(e))?
+            .map(|v| v.to_vec()))
+    }
+
+    /// A record, decoded. A value that does not decode is an error naming
+    /// the tree and key.
+    pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StoreError> {
+        match self.get_raw(key)? {
+            None => Ok(None),
+            Some(bytes) => codec::decode(&bytes)
+                .map(Some)
+                .map_err(|source| StoreError::Corrupt {
+                    dir: self.dir().to_path_buf(),
+                    tree: RECORDS,
+                    key: key.to_string(),
+                    source,
+                }),
+        }
+    }
+
+    /// Whether a record exists.
+    pub fn contains(&self, key: &str) -> Result<bool, StoreError> {
+        self.inner
+            .records
+            .contains_key(key.as_bytes())
+            .map_err(|e| self.sled_err(e))
+    }
+
+    /// Every record whose key starts with `prefix`, decoded, in key order.
+    pub fn scan<T: DeserializeOwned>(&self, prefix: &str) -> Result<Vec<(String, T)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.inner.records.scan_prefix(prefix.as_bytes()) {
+            let (k, v) = item.map_err(|e| self.sled_err(e))?;
+            let key = String::from_utf8_lossy(&k).into_owned();
+            let value = codec::decode(&v).map_err(|source| StoreError::Corrupt {
+                dir: self.dir().to_path_buf(),
+                tree: RECORDS,
+                key: key.clone(),
+                source,
+            })?;
+            out.push((key, value));
+        }
+        Ok(out)
+    }
+
+    /// Keys of the records under `prefix`, in key order.
+    pub fn scan_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner
+            .records
+            .scan_prefix(prefix.as_bytes())
+            .keys()
+            .map(|k| {
+                k.map(|k| String::from_utf8_lossy(&k).into_owned())
+                    .map_err(|e| self.sled_err(e))
+            })
+            .collect()
+    }
+
+    /// Encodes a value as a record.
+    pub fn encode<T: Serialize>(&self, what: &str, value: &T) -> Result<Vec<u8>, StoreError> {
+        codec::encode(value).map_err(|source| StoreError::Encode {
+            what: what.to_string(),
+            source,
+        })
+    }
+
+    /// Writes `new` (or deletes, for `None`) when the stored value equals
+    /// `expected` (`None` = absent), adding the `expiring` index entries and
+    /// removing the `unexpiring` ones in the same transaction (a settled run
+    /// that becomes active again must not expire); then makes it durable.
+    /// `false` when the stored value differed: nothing was written.
+    pub fn compare_and_put(
+        &self,
+        key: &str,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+        expiring: &[Expiring],
+        unexpiring: &[Expiring],
+    ) -> Result<bool, StoreError> {
+        self.check_writable()?;
+        let inner = &self.inner;
+        let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
+            let current = r.get(key.as_bytes())?;
+            if current.as_deref() != expected {
+                return Err(ConflictableTransactionError::Abort(()));
+            }
+            match new {
+                Some(v) => {
+                    r.insert(key.as_bytes(), v)?;
+                }
+                None => {
+                    r.remove(key.as_bytes())?;
+                }
+            }
+            for e in expiring {
+                x.insert(e.index_key(), &[] as &[u8])?;
+            }
+            for e in unexpiring {
+                x.remove(e.index_key())?;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => {
+                self.sync()?;
+                Ok(true)
+            }
+            Err(TransactionError::Abort(())) => Ok(false),
+            Err(TransactionError::Storage(e)) => {
+                self.fail();
+                Err(self.sled_err(e))
+            }
+        }
+    }
+
+    /// Writes records and deletes others in one atomic batch, then makes it
+    /// durable.
+    pub fn put_batch(
+        &self,
+        puts: &[(String, Vec<u8>)],
+        deletes: &[String],
+    ) -> Result<(), StoreError> {
+        self.check_writable()?;
+        let mut batch = sled::Batch::default();
+        for (k, v) in puts {
+            batch.insert(k.as_bytes(), v.as_slice());
+        }
+        for k in deletes {
+            batch.remove(k.as_bytes());
+        }
+        if let Err(e) = self.inner.records.apply_batch(batch) {
+            self.fail();
+            return Err(self.sled_err(e));
+        }
+        self.sync()
+    }
+
+    /// One expiry pass: deletes the records whose expiry instant is at or
+    /// before `now_ms`, at most `expiry_batch_max` of them, with their index
+    /// entries, atomically. Returns the keys deleted.
+    pub fn expire_due(&self, now_ms: u64) -> Result<Vec<String>, StoreError> {
+        self.check_writable()?;
+        let inner = &self.inner;
+        let end = now_ms.saturating_add(1).to_be_bytes();
+        let mut index_keys = Vec::new();
+        let mut keys = Vec::new();
+        for item in inner
+            .expiry
+            .range(..end.as_slice())
+            .take(inner.settings.expiry_batch_max)
+        {
+            let (k, _) = item.map_err(|e| self.sled_err(e))?;
+            if k.len() < 8 {
+                return Err(StoreError::Inconsistent {
+                    dir: self.dir().to_path_buf(),
+                    tree: super::EXPIRY,
+                    what: format!("index key {} is shorter than its instant", printable(&k)),
+                });
+            }
+            keys.push(String::from_utf8_lossy(&k[8..]).into_owned());
+            index_keys.push(k);
+        }
+        if keys.is_empty() {
+            return Ok(keys);
+        }
+        let mut records = sled::Batch::default();
+        for k in &keys {
+            records.remove(k.as_bytes());
+        }
+        let mut index = sled::Batch::default();
+        for k in &index_keys {
+            index.remove(k.clone());
+        }
+        let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
+            r.apply_batch(&records)?;
+            x.apply_batch(&index)?;
+            Ok::<(), ConflictableTransactionError<()>>(())
+        });
+        if let Err(e) = result {
+            self.fail();
+            return Err(match e {
+                TransactionError::Storage(e) => self.sled_err(e),
+                TransactionError::Abort(()) => unreachable!("expiry never aborts"),
+            });
+        }
+        self.sync()?;
+        Ok(keys)
+    }
+}
