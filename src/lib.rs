@@ -2,9 +2,23 @@
 //! actors over an embedded sled journal.
 //!
 //! `weir-core` decides, `weir-actors` journals and applies, and this crate
-//! assembles them: the command line and its benchmarks.
+//! assembles them: the [`Engine`] that applications embed, the command line
+//! and its benchmarks.
 
+pub use weir_actors as actors;
 pub use weir_core as core;
 
 pub mod bench;
 pub mod cli;
+mod engine;
+
+pub use engine::{Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
+pub use weir_actors::done::{DoneRecord, DoneStatus};
+pub use weir_actors::events::EngineEvent;
+pub use weir_actors::queue::{Cancelled, Enqueued, QueueSettings, QueueStatus, TicketView};
+pub use weir_actors::store::{Durability, StoreSettings};
+pub use weir_actors::supervisor::SupervisorSettings;
+pub use weir_actors::task::{Task, TaskContext, TaskError, TaskRegistry, TaskResult};
+pub use weir_core::breaker::BreakerSettings;
+pub use weir_core::queue::Job;
+pub use weir_core::retry::RetryPolicy;

@@ -57,6 +57,36 @@ pub struct Job {
     /// Each attempt is stopped after this long, if set.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// The actor told when the ticket ends (a graph's scheduler), if any.
+    #[serde(default)]
+    pub notify: Option<Arc<str>>,
+    /// How long the ticket's done record is kept after it ends: `None` =
+    /// the engine's default, `Some(0)` = until its owner deletes it.
+    #[serde(default)]
+    pub retention_ms: Option<u64>,
+}
+
+impl Job {
+    /// A job due at once, without target, payload or timeout, with the
+    /// default retry policy.
+    pub fn new(
+        key: impl Into<Arc<str>>,
+        task: impl Into<Arc<str>>,
+        pool: impl Into<Arc<str>>,
+    ) -> Job {
+        Job {
+            key: key.into(),
+            task: task.into(),
+            pool: pool.into(),
+            target: None,
+            due_ms: 0,
+            payload: Vec::new(),
+            policy: RetryPolicy::default(),
+            timeout_ms: None,
+            notify: None,
+            retention_ms: None,
+        }
+    }
 }
 
 /// Where a live ticket is.
@@ -304,6 +334,13 @@ impl QueueState {
     /// The earliest due instant of a pending ticket of `pool`.
     pub fn next_due_ms(&self, pool: &str) -> Option<u64> {
         self.pending.get(pool)?.first().map(|&(due, _)| due)
+    }
+
+    /// The pending ticket of `pool` that the next select would take once it
+    /// is due.
+    pub fn peek_pending(&self, pool: &str) -> Option<&Ticket> {
+        let &(_, id) = self.pending.get(pool)?.first()?;
+        self.tickets.get(&id).map(|t| &**t)
     }
 
     /// The earliest end of a running ticket's lease.
@@ -628,6 +665,8 @@ mod tests {
             payload: vec![1, 2, 3],
             policy: RetryPolicy::default(),
             timeout_ms: None,
+            notify: None,
+            retention_ms: None,
         }
     }
 

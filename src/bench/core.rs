@@ -60,6 +60,8 @@ fn queue_throughput(tickets: u64) -> Result<(f64, f64), BenchError> {
                 payload: Vec::new(),
                 policy: RetryPolicy::default(),
                 timeout_ms: None,
+                notify: None,
+                retention_ms: None,
             })
         })
         .collect();

@@ -202,6 +202,10 @@ pub enum StoreError {
     },
 }
 
+/// How long an open waits for sled's file lock once weir's own lock is
+/// held (see [`Store::open`]).
+const SLED_LOCK_WAIT_MS: u64 = 2_000;
+
 /// Tree names.
 pub(crate) const JOURNAL: &str = "journal";
 pub(crate) const SNAPSHOT: &str = "snapshot";
@@ -283,20 +287,35 @@ impl Store {
             dir: dir.clone(),
             source,
         };
-        let db = sled::Config::new()
-            .path(dir.join("sled"))
-            .cache_capacity(settings.cache_bytes)
-            // weir flushes at every commit; sled's background flush adds
-            // nothing in the durable modes, but keeps `none` from losing
-            // more than half a second.
-            .flush_every_ms(Some(500))
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(ref io) if io.to_string().contains("could not acquire lock") => {
-                    StoreError::InUse(dir.clone())
+        // sled's own lock on its `db` file outlives a dropped `Db` for a
+        // moment: its background threads keep the file open until their
+        // last write ends (sled issues 1234, 1289), so a reopen in the same
+        // process can find it busy. Holding weir's lock means no other weir
+        // has the directory, so a busy sled lock is a store of this process
+        // shutting down: wait for it, up to SLED_LOCK_WAIT_MS.
+        let waited = std::time::Instant::now();
+        let db = loop {
+            let opened = sled::Config::new()
+                .path(dir.join("sled"))
+                .cache_capacity(settings.cache_bytes)
+                // weir flushes at every commit; sled's background flush adds
+                // nothing in the durable modes, but keeps `none` from losing
+                // more than half a second.
+                .flush_every_ms(Some(500))
+                .open();
+            match opened {
+                Ok(db) => break db,
+                Err(sled::Error::Io(ref io))
+                    if io.to_string().contains("could not acquire lock") =>
+                {
+                    if waited.elapsed().as_millis() >= u128::from(SLED_LOCK_WAIT_MS) {
+                        return Err(StoreError::InUse(dir.clone()));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
                 }
-                other => sled_err(other),
-            })?;
+                Err(other) => return Err(sled_err(other)),
+            }
+        };
         let journal = db.open_tree(JOURNAL).map_err(sled_err)?;
         let snapshot = db.open_tree(SNAPSHOT).map_err(sled_err)?;
         let records = db.open_tree(RECORDS).map_err(sled_err)?;
@@ -328,6 +347,12 @@ impl Store {
         };
         let recovered = replay::recover(&store)?;
         Ok((store, recovered))
+    }
+
+    /// Rebuilds the queue state from what is stored, as at open: for a
+    /// queue actor restarted inside a running engine.
+    pub fn recover(&self) -> Result<Recovered, StoreError> {
+        replay::recover(self)
     }
 
     /// The data directory.

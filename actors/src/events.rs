@@ -1,0 +1,86 @@
+//! Engine events: every state transition, as a value subscribers receive
+//! (and as a `tracing` event with the same fields where it happens).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use weir_core::queue::TicketId;
+
+use crate::done::DoneStatus;
+
+/// Something that happened in the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum EngineEvent {
+    /// A ticket was enqueued (durably).
+    Enqueued {
+        /// Its key.
+        key: Arc<str>,
+        /// Its id.
+        id: TicketId,
+        /// Its pool.
+        pool: Arc<str>,
+    },
+    /// An attempt started on a worker.
+    Started {
+        /// The ticket's key.
+        key: Arc<str>,
+        /// The ticket.
+        id: TicketId,
+        /// The attempt number.
+        attempt: u32,
+        /// The worker.
+        worker: Arc<str>,
+    },
+    /// An attempt failed and the ticket waits to run again.
+    Retrying {
+        /// The ticket's key.
+        key: Arc<str>,
+        /// The ticket.
+        id: TicketId,
+        /// The attempt that failed.
+        attempt: u32,
+        /// When it runs again.
+        due_ms: u64,
+        /// Why it failed.
+        error: String,
+    },
+    /// The target's breaker held the ticket back; no attempt was spent.
+    Deferred {
+        /// The ticket's key.
+        key: Arc<str>,
+        /// The ticket.
+        id: TicketId,
+        /// When it may run.
+        until_ms: u64,
+    },
+    /// A ticket ended.
+    Completed {
+        /// Its key.
+        key: Arc<str>,
+        /// Its id.
+        id: TicketId,
+        /// How it ended.
+        status: DoneStatus,
+        /// Attempts it took.
+        attempts: u32,
+    },
+    /// A breaker changed state.
+    Breaker {
+        /// The target.
+        target: Arc<str>,
+        /// The new state: open, half_open, closed.
+        state: String,
+    },
+    /// A supervised actor failed and was restarted.
+    Restarted {
+        /// Its role.
+        role: String,
+        /// Why it failed.
+        error: String,
+    },
+    /// The engine stopped because an actor failed too often.
+    Stopped {
+        /// The error.
+        error: String,
+    },
+}

@@ -1,0 +1,453 @@
+//! The pool actor: N slots that bound how many attempts of a pool run at
+//! once in this worker.
+//!
+//! It grants its free slots to the queue as credit and runs each ticket it
+//! is handed on its own tokio task, with the node's timeout and a
+//! cancellation token. A ticket with a target asks the target's breaker
+//! first: a denied ticket goes back to the queue as a Defer (no attempt
+//! spent, no slot held). Outcomes go to the breaker and to the queue; a
+//! report stays in `unacked` until the queue acknowledges it, and is sent
+//! again when the queue restarts, so a queue crash loses no outcome.
+//! Several pool actors may serve one pool name; each adds its slots.
+//! Invariants: slots in use never exceed capacity (except after a shrink,
+//! until enough attempts end), outstanding credit never exceeds free slots.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio_util::sync::CancellationToken;
+use weir_core::breaker::Admit;
+use weir_core::pool::PoolUnits;
+use weir_core::queue::TicketId;
+use weir_core::retry::AttemptOutcome;
+
+use crate::breaker::BreakerMsg;
+use crate::clock::Clock;
+use crate::names::Names;
+use crate::queue::{Grant, QueueMsg, Report};
+use crate::supervisor::SupervisorMsg;
+use crate::task::{TaskContext, TaskError, TaskRegistry};
+
+/// How long a pool waits for its breaker's answer before it defers.
+pub const BREAKER_CALL_MS: u64 = 5_000;
+/// How long a ticket waits when its breaker could not be asked.
+pub const BREAKER_UNREACHABLE_DEFER_MS: u64 = 250;
+
+/// Messages of the pool actor.
+pub enum PoolMsg {
+    /// Run this ticket.
+    Run(Grant),
+    /// An attempt ended (from the attempt's task).
+    Ended {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
+        /// How it ended.
+        outcome: AttemptOutcome,
+        /// Output on success.
+        output: Vec<u8>,
+        /// Error on failure.
+        error: Option<String>,
+        /// When it started.
+        started_ms: u64,
+    },
+    /// Cancel the running attempt of a ticket.
+    Cancel(TicketId),
+    /// The queue made these reports durable.
+    Acked(Vec<(TicketId, u32)>),
+    /// The queue restarted: grant credit again and resend reports.
+    QueueRestarted,
+    /// Change the capacity.
+    Resize(u32),
+    /// Status of this worker.
+    Status(RpcReplyPort<PoolView>),
+}
+
+impl ractor::Message for PoolMsg {}
+
+/// A worker's status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolView {
+    /// Its pool.
+    pub pool: String,
+    /// Its id.
+    pub worker_id: String,
+    /// Capacity.
+    pub capacity: u32,
+    /// Slots in use.
+    pub in_use: u32,
+    /// The most slots ever in use at once.
+    pub peak_in_use: u32,
+    /// Reports not yet acknowledged.
+    pub unacked: usize,
+}
+
+/// The pool actor.
+pub struct PoolActor;
+
+/// What it needs to start.
+pub struct PoolArgs {
+    /// The pool it serves.
+    pub pool: Arc<str>,
+    /// Its id, unique per incarnation.
+    pub worker_id: Arc<str>,
+    /// Slots.
+    pub capacity: u32,
+    /// The tasks it can run.
+    pub tasks: TaskRegistry,
+    /// Engine names (to find the queue and breakers).
+    pub names: Names,
+    /// The supervisor, which spawns breakers on demand.
+    pub supervisor: Option<ActorRef<SupervisorMsg>>,
+    /// The clock.
+    pub clock: Clock,
+}
+
+struct Running {
+    attempt: u32,
+    cancel: CancellationToken,
+    target: Option<Arc<str>>,
+}
+
+/// Its state.
+pub struct PoolState {
+    pool: Arc<str>,
+    worker_id: Arc<str>,
+    units: PoolUnits,
+    peak_in_use: u32,
+    /// Credit granted to the queue and not yet used by a grant.
+    outstanding: u32,
+    running: HashMap<TicketId, Running>,
+    unacked: BTreeMap<(TicketId, u32), Report>,
+    tasks: TaskRegistry,
+    names: Names,
+    supervisor: Option<ActorRef<SupervisorMsg>>,
+    clock: Clock,
+    breakers: HashMap<Arc<str>, ActorRef<BreakerMsg>>,
+}
+
+impl Actor for PoolActor {
+    type Msg = PoolMsg;
+    type State = PoolState;
+    type Arguments = PoolArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<PoolMsg>,
+        args: PoolArgs,
+    ) -> Result<PoolState, ActorProcessingErr> {
+        tracing::info!(pool = %args.pool, worker = %args.worker_id, capacity = args.capacity, "pool worker started");
+        Ok(PoolState {
+            pool: args.pool,
+            worker_id: args.worker_id,
+            units: PoolUnits::new(args.capacity),
+            peak_in_use: 0,
+            outstanding: 0,
+            running: HashMap::new(),
+            unacked: BTreeMap::new(),
+            tasks: args.tasks,
+            names: args.names,
+            supervisor: args.supervisor,
+            clock: args.clock,
+            breakers: HashMap::new(),
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<PoolMsg>,
+        state: &mut PoolState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.grant_credit(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<PoolMsg>,
+        state: &mut PoolState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Attempts of a stopped worker are requeued by the queue; stop them
+        // so they do not run on unobserved.
+        for r in state.running.values() {
+            r.cancel.cancel();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<PoolMsg>,
+        msg: PoolMsg,
+        state: &mut PoolState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            PoolMsg::Run(grant) => state.run(&myself, grant).await,
+            PoolMsg::Ended {
+                id,
+                attempt,
+                outcome,
+                output,
+                error,
+                started_ms,
+            } => state.ended(id, attempt, outcome, output, error, started_ms),
+            PoolMsg::Cancel(id) => {
+                if let Some(r) = state.running.get(&id) {
+                    tracing::info!(id, attempt = r.attempt, "cancelling running attempt");
+                    r.cancel.cancel();
+                }
+            }
+            PoolMsg::Acked(ids) => {
+                for k in ids {
+                    state.unacked.remove(&k);
+                }
+            }
+            PoolMsg::QueueRestarted => {
+                state.outstanding = 0;
+                let reports: Vec<Report> = state.unacked.values().cloned().collect();
+                tracing::info!(worker = %state.worker_id, resent = reports.len(), "queue restarted; re-registering");
+                for r in reports {
+                    state.send_queue(QueueMsg::Report(r));
+                }
+            }
+            PoolMsg::Resize(capacity) => {
+                let before = state.units.capacity();
+                state.units.resize(capacity);
+                if capacity < before {
+                    let free = state.units.free();
+                    if state.outstanding > free {
+                        let revoke = state.outstanding - free;
+                        state.outstanding = free;
+                        state.send_queue(QueueMsg::Revoke {
+                            worker_id: state.worker_id.clone(),
+                            slots: revoke,
+                        });
+                    }
+                }
+                tracing::info!(pool = %state.pool, worker = %state.worker_id, capacity, "pool resized");
+            }
+            PoolMsg::Status(reply) => {
+                let _ = reply.send(PoolView {
+                    pool: state.pool.to_string(),
+                    worker_id: state.worker_id.to_string(),
+                    capacity: state.units.capacity(),
+                    in_use: state.units.in_use(),
+                    peak_in_use: state.peak_in_use,
+                    unacked: state.unacked.len(),
+                });
+            }
+        }
+        state.grant_credit(&myself);
+        Ok(())
+    }
+}
+
+impl PoolState {
+    fn send_queue(&self, msg: QueueMsg) {
+        match ActorRef::<QueueMsg>::where_is(self.names.queue()) {
+            Some(q) => {
+                let _ = q.cast(msg);
+            }
+            None => {
+                tracing::debug!(worker = %self.worker_id, "queue not running; message kept for its restart")
+            }
+        }
+    }
+
+    /// Grants the queue the free slots not yet granted.
+    fn grant_credit(&mut self, myself: &ActorRef<PoolMsg>) {
+        let free = self.units.free();
+        if free > self.outstanding {
+            let slots = free - self.outstanding;
+            self.outstanding += slots;
+            self.send_queue(QueueMsg::Credit {
+                worker: myself.clone(),
+                worker_id: self.worker_id.clone(),
+                pool: self.pool.clone(),
+                slots,
+            });
+        }
+    }
+
+    fn defer(&mut self, id: TicketId, attempt: u32, until_ms: u64) {
+        self.send_queue(QueueMsg::Defer {
+            worker_id: self.worker_id.clone(),
+            id,
+            attempt,
+            until_ms,
+        });
+    }
+
+    async fn breaker(&mut self, target: &Arc<str>) -> Option<ActorRef<BreakerMsg>> {
+        if let Some(b) = self.breakers.get(target) {
+            if b.get_status() == ractor::ActorStatus::Running {
+                return Some(b.clone());
+            }
+        }
+        let found = match ActorRef::<BreakerMsg>::where_is(self.names.breaker(target)) {
+            Some(b) => Some(b),
+            None => match &self.supervisor {
+                Some(sup) => ractor::call_t!(
+                    sup,
+                    SupervisorMsg::EnsureBreaker,
+                    BREAKER_CALL_MS,
+                    target.clone()
+                )
+                .ok()
+                .flatten(),
+                None => None,
+            },
+        };
+        if let Some(b) = &found {
+            self.breakers.insert(target.clone(), b.clone());
+        }
+        found
+    }
+
+    async fn run(&mut self, myself: &ActorRef<PoolMsg>, grant: Grant) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        let Grant {
+            id, attempt, job, ..
+        } = grant;
+        if self.units.reserve(1) == 0 {
+            // Shrunk since the credit was granted: give the ticket back
+            // without spending an attempt.
+            let now = self.clock.now_ms();
+            self.defer(id, attempt, now);
+            return;
+        }
+        self.peak_in_use = self.peak_in_use.max(self.units.in_use());
+        if let Some(target) = &job.target {
+            let admit = match self.breaker(target).await {
+                Some(b) => ractor::call_t!(b, BreakerMsg::Admit, BREAKER_CALL_MS).ok(),
+                None => None,
+            };
+            let now = self.clock.now_ms();
+            match admit {
+                Some(Admit::Allowed) | Some(Admit::Probe) => {}
+                Some(Admit::Denied { until_ms }) => {
+                    let _ = self.units.release(1);
+                    self.defer(id, attempt, until_ms);
+                    return;
+                }
+                None => {
+                    tracing::warn!(target = %target, id, "breaker unreachable; deferring");
+                    let _ = self.units.release(1);
+                    self.defer(id, attempt, now + BREAKER_UNREACHABLE_DEFER_MS);
+                    return;
+                }
+            }
+        }
+        let cancel = CancellationToken::new();
+        self.running.insert(
+            id,
+            Running {
+                attempt,
+                cancel: cancel.clone(),
+                target: job.target.clone(),
+            },
+        );
+        let started_ms = self.clock.now_ms();
+        let task = self.tasks.find(&job.task);
+        let ctx = TaskContext {
+            key: job.key.clone(),
+            ticket: id,
+            attempt,
+            task: job.task.clone(),
+            payload: Arc::from(job.payload),
+            cancel: cancel.clone(),
+        };
+        let timeout_ms = job.timeout_ms;
+        let me = myself.clone();
+        tokio::spawn(async move {
+            let (outcome, output, error) = match task {
+                None => (
+                    AttemptOutcome::Permanent,
+                    Vec::new(),
+                    Some(format!(
+                        "no task is registered under the name {:?}",
+                        ctx.task
+                    )),
+                ),
+                Some(task) => {
+                    let run = std::panic::AssertUnwindSafe(task.run(ctx)).catch_unwind();
+                    let timed = async {
+                        match timeout_ms {
+                            Some(ms) => tokio::time::timeout(Duration::from_millis(ms), run)
+                                .await
+                                .ok(),
+                            None => Some(run.await),
+                        }
+                    };
+                    tokio::select! {
+                        r = timed => match r {
+                            None => {
+                                cancel.cancel();
+                                (AttemptOutcome::Timeout, Vec::new(), Some(format!("timed out after {} ms", timeout_ms.unwrap_or(0))))
+                            }
+                            Some(Err(_panic)) => (AttemptOutcome::Retryable, Vec::new(), Some("the task panicked".to_string())),
+                            Some(Ok(Ok(out))) => (AttemptOutcome::Success, out, None),
+                            Some(Ok(Err(TaskError::Retryable(e)))) => (AttemptOutcome::Retryable, Vec::new(), Some(e)),
+                            Some(Ok(Err(TaskError::Permanent(e)))) => (AttemptOutcome::Permanent, Vec::new(), Some(e)),
+                        },
+                        () = cancel.cancelled() => (AttemptOutcome::Retryable, Vec::new(), Some("cancelled".to_string())),
+                    }
+                }
+            };
+            let _ = me.cast(PoolMsg::Ended {
+                id,
+                attempt,
+                outcome,
+                output,
+                error,
+                started_ms,
+            });
+        });
+    }
+
+    fn ended(
+        &mut self,
+        id: TicketId,
+        attempt: u32,
+        outcome: AttemptOutcome,
+        output: Vec<u8>,
+        error: Option<String>,
+        started_ms: u64,
+    ) {
+        let Some(running) = self.running.remove(&id) else {
+            return;
+        };
+        debug_assert_eq!(
+            running.attempt, attempt,
+            "one attempt of a ticket runs at a time here"
+        );
+        if let Err(e) = self.units.release(1) {
+            // A bug: more attempts ended than started.
+            panic!("pool {}: {e}", self.pool);
+        }
+        if let Some(target) = &running.target {
+            if let Some(b) = self.breakers.get(target) {
+                // A permanent failure is the input's fault, not the target's.
+                let failed = matches!(outcome, AttemptOutcome::Retryable | AttemptOutcome::Timeout);
+                let _ = b.cast(BreakerMsg::Record { failed });
+            }
+        }
+        let report = Report {
+            worker_id: self.worker_id.clone(),
+            id,
+            attempt,
+            outcome,
+            output,
+            error,
+            started_ms,
+            finished_ms: self.clock.now_ms(),
+        };
+        tracing::debug!(id, attempt, ?outcome, worker = %self.worker_id, "attempt ended");
+        self.unacked.insert((id, attempt), report.clone());
+        self.send_queue(QueueMsg::Report(report));
+    }
+}

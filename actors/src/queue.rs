@@ -1,0 +1,1132 @@
+//! The queue actor: owns the journal and the queue state; hands tickets to
+//! pools as they fall due.
+//!
+//! Group commit, pipelined: a handler applies each op to the in-memory
+//! state at once (so later ops in the same batch see it) and adds it to the
+//! open batch together with the effects it implies (an answer to a caller,
+//! a ticket for a worker, an ack, an event). At most one batch is being
+//! made durable at a time, on a blocking thread; while it is, messages keep
+//! arriving and fill the next batch, so batches grow with the load. When a
+//! batch is durable its effects run, in order. Nothing leaves the actor
+//! before the op behind it is durable.
+//!
+//! Credit, not polling: each pool actor grants credit (its free slots); the
+//! queue selects due tickets for workers that have credit, lowest
+//! `(due_ms, id)` first, and arms one timer for the earliest instant at
+//! which anything falls due or a lease runs out.
+//!
+//! A crash of this actor loses only the open batch, whose callers were not
+//! answered. Its restart replays the store; running tickets stay running
+//! (their pools are alive and will report), and pools re-grant credit and
+//! resend the reports the queue had not acknowledged. At engine open, in
+//! contrast, every running ticket is an orphan and is requeued as a failed
+//! attempt.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, watch};
+use weir_core::queue::{Applied, Job, Op, Place, QueueState, Terminal, TicketId};
+use weir_core::retry::{AttemptOutcome, Plan};
+
+use crate::clock::Clock;
+use crate::done::{done_key, DoneRecord, DoneStatus};
+use crate::events::EngineEvent;
+use crate::pool::PoolMsg;
+use crate::store::{Commit, Expiring, Recovered, Store};
+
+/// The registered name of the queue actor.
+pub const QUEUE_NAME: &str = "weir.queue";
+
+/// Settings of the queue. Every limit explicit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QueueSettings {
+    /// Lease of an attempt without a timeout.
+    pub lease_ms: u64,
+    /// Added to an attempt's timeout to make its lease.
+    pub lease_grace_ms: u64,
+    /// The largest output kept in a done record; longer outputs are cut.
+    pub output_bytes_max: usize,
+    /// How long done records are kept by default.
+    pub retention_ms: u64,
+    /// Jobs in one enqueue call at most.
+    pub enqueue_batch_max: usize,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        QueueSettings {
+            lease_ms: 3_600_000,
+            lease_grace_ms: 30_000,
+            output_bytes_max: 1 << 20,
+            retention_ms: 7 * 24 * 3_600_000,
+            enqueue_batch_max: 100_000,
+        }
+    }
+}
+
+/// How an enqueue ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Enqueued {
+    /// A new ticket, durable.
+    New(TicketId),
+    /// The key is live: this ticket holds it.
+    Live(TicketId),
+    /// The key already ended; its done record holds the outcome.
+    Done,
+}
+
+impl Enqueued {
+    /// The ticket, when the key is live or new.
+    pub fn id(&self) -> Option<TicketId> {
+        match self {
+            Enqueued::New(id) | Enqueued::Live(id) => Some(*id),
+            Enqueued::Done => None,
+        }
+    }
+}
+
+/// How a cancel ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cancelled {
+    /// The ticket was live and is now cancelled (durably).
+    Cancelled(TicketId),
+    /// The key already ended.
+    AlreadyDone,
+    /// No ticket has the key.
+    Unknown,
+}
+
+/// A ticket handed to a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The ticket.
+    pub id: TicketId,
+    /// The attempt number.
+    pub attempt: u32,
+    /// What to run.
+    pub job: Job,
+    /// The end of the lease.
+    pub lease_until_ms: u64,
+}
+
+/// A worker's report of an attempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The worker.
+    pub worker_id: Arc<str>,
+    /// The ticket.
+    pub id: TicketId,
+    /// The attempt.
+    pub attempt: u32,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+    /// Its output (success) or nothing.
+    #[serde(with = "serde_bytes")]
+    pub output: Vec<u8>,
+    /// Its error, if it failed.
+    pub error: Option<String>,
+    /// When it started.
+    pub started_ms: u64,
+    /// When it ended.
+    pub finished_ms: u64,
+}
+
+/// A ticket ended: what the queue tells the job's `notify` actor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// The ticket's key.
+    pub key: Arc<str>,
+    /// The ticket.
+    pub id: TicketId,
+    /// How it ended.
+    pub status: DoneStatus,
+}
+
+/// Counts of the queue, published after every batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Live tickets.
+    pub live: usize,
+    /// Running tickets.
+    pub running: usize,
+    /// Batches made durable since start.
+    pub batches: u64,
+}
+
+/// Status of one pool.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolStatus {
+    /// Pending tickets.
+    pub pending: usize,
+    /// Pending tickets due now.
+    pub due: usize,
+    /// Running tickets.
+    pub running: usize,
+    /// Workers serving it.
+    pub workers: usize,
+    /// Credit the workers have granted and not used.
+    pub credit: u64,
+}
+
+/// Status of the queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueStatus {
+    /// By pool.
+    pub pools: BTreeMap<String, PoolStatus>,
+    /// Live tickets.
+    pub live: usize,
+    /// Running tickets.
+    pub running: usize,
+    /// The last journal sequence.
+    pub last_seq: u64,
+}
+
+/// A ticket as seen from outside.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TicketView {
+    /// Live: pending or running.
+    Live {
+        /// Its id.
+        id: TicketId,
+        /// Running now.
+        running: bool,
+        /// Attempts started.
+        attempts: u32,
+        /// Attempts failed.
+        failures: u32,
+        /// When it is due (pending) or its lease ends (running).
+        at_ms: u64,
+    },
+    /// Ended.
+    Done(DoneRecord),
+}
+
+/// Messages of the queue actor.
+pub enum QueueMsg {
+    /// Enqueues jobs; answers when they are durable.
+    Enqueue(Vec<Job>, RpcReplyPort<Vec<Result<Enqueued, String>>>),
+    /// Cancels the live ticket of a key; answers when durable.
+    Cancel(String, RpcReplyPort<Cancelled>),
+    /// A worker grants `slots` more credit.
+    Credit {
+        /// The worker actor.
+        worker: ActorRef<PoolMsg>,
+        /// Its id (unique per incarnation).
+        worker_id: Arc<str>,
+        /// Its pool.
+        pool: Arc<str>,
+        /// Credit granted.
+        slots: u32,
+    },
+    /// A worker takes back credit (it shrank).
+    Revoke {
+        /// The worker.
+        worker_id: Arc<str>,
+        /// Credit taken back, at most what it has.
+        slots: u32,
+    },
+    /// A worker reports an attempt.
+    Report(Report),
+    /// A worker's breaker held a ticket back.
+    Defer {
+        /// The worker.
+        worker_id: Arc<str>,
+        /// The ticket.
+        id: TicketId,
+        /// The attempt it was granted as.
+        attempt: u32,
+        /// When the breaker may admit it.
+        until_ms: u64,
+    },
+    /// A worker died: its running tickets are requeued as failed attempts.
+    WorkerGone {
+        /// The worker.
+        worker_id: Arc<str>,
+    },
+    /// Stop (true) or resume (false) handing out tickets.
+    Pause(bool),
+    /// Timer: something falls due or a lease runs out.
+    Tick,
+    /// The batch in flight is durable (or failed).
+    Flushed(Result<(), String>),
+    /// Status of the queue.
+    Status(RpcReplyPort<QueueStatus>),
+    /// A ticket by key.
+    Ticket(String, RpcReplyPort<Option<TicketView>>),
+}
+
+impl ractor::Message for QueueMsg {}
+
+/// What a batch does once durable.
+enum Effect {
+    Enqueued(
+        RpcReplyPort<Vec<Result<Enqueued, String>>>,
+        Vec<Result<Enqueued, String>>,
+    ),
+    Cancelled(RpcReplyPort<Cancelled>, Cancelled),
+    Dispatch(ActorRef<PoolMsg>, Grant),
+    Ack(Arc<str>, Vec<(TicketId, u32)>),
+    CancelRunning(Arc<str>, TicketId),
+    Notify(Arc<str>, Completion),
+    Event(EngineEvent),
+}
+
+#[derive(Default)]
+struct Batch {
+    commit: Commit,
+    effects: Vec<Effect>,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.commit.is_empty() && self.effects.is_empty()
+    }
+}
+
+struct Worker {
+    actor: ActorRef<PoolMsg>,
+    pool: Arc<str>,
+    credit: u64,
+}
+
+/// The queue actor.
+pub struct QueueActor;
+
+/// What the queue needs to start.
+pub struct QueueArgs {
+    /// The store.
+    pub store: Store,
+    /// The recovered state at engine open; `None` on a restart (it replays
+    /// the store itself).
+    pub recovered: Option<Recovered>,
+    /// The clock.
+    pub clock: Clock,
+    /// Settings.
+    pub settings: QueueSettings,
+    /// Engine events.
+    pub events: broadcast::Sender<EngineEvent>,
+    /// Published counts.
+    pub counts: watch::Sender<QueueCounts>,
+}
+
+/// The queue actor's state.
+pub struct QueueState_ {
+    store: Store,
+    clock: Clock,
+    settings: QueueSettings,
+    events: broadcast::Sender<EngineEvent>,
+    counts: watch::Sender<QueueCounts>,
+    q: QueueState,
+    /// Ticket ids changed since the last snapshot.
+    dirty: HashSet<TicketId>,
+    /// Keys whose Complete or Cancel is not yet durable (their done record
+    /// is not readable yet): an enqueue of one is a duplicate.
+    completing: HashMap<Arc<str>, u32>,
+    workers: HashMap<Arc<str>, Worker>,
+    /// Workers with credit, by pool, in round-robin order.
+    by_pool: BTreeMap<Arc<str>, Vec<Arc<str>>>,
+    /// When the running attempt started, by ticket.
+    started: HashMap<TicketId, u64>,
+    open: Batch,
+    in_flight: Option<Vec<Effect>>,
+    /// Keys of the batch in flight to clear from `completing` once durable.
+    in_flight_completing: Vec<Arc<str>>,
+    open_completing: Vec<Arc<str>>,
+    timer: Option<(
+        u64,
+        tokio::task::JoinHandle<Result<(), ractor::MessagingErr<QueueMsg>>>,
+    )>,
+    paused: bool,
+    batches: u64,
+    rng: rand::rngs::SmallRng,
+}
+
+impl Actor for QueueActor {
+    type Msg = QueueMsg;
+    type State = QueueState_;
+    type Arguments = QueueArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<QueueMsg>,
+        args: QueueArgs,
+    ) -> Result<QueueState_, ActorProcessingErr> {
+        use rand::SeedableRng;
+        let first_open = args.recovered.is_some();
+        let recovered = match args.recovered {
+            Some(r) => r,
+            None => {
+                let store = args.store.clone();
+                tokio::task::spawn_blocking(move || store.recover()).await??
+            }
+        };
+        let mut state = QueueState_ {
+            store: args.store,
+            clock: args.clock,
+            settings: args.settings,
+            events: args.events,
+            counts: args.counts,
+            q: recovered.state,
+            dirty: HashSet::new(),
+            completing: HashMap::new(),
+            workers: HashMap::new(),
+            by_pool: BTreeMap::new(),
+            started: HashMap::new(),
+            open: Batch::default(),
+            in_flight: None,
+            in_flight_completing: Vec::new(),
+            open_completing: Vec::new(),
+            timer: None,
+            paused: false,
+            batches: 0,
+            rng: rand::rngs::SmallRng::from_entropy(),
+        };
+        tracing::info!(
+            live = state.q.len(),
+            running = state.q.running_len(),
+            first_open,
+            "queue started"
+        );
+        if first_open {
+            // Every running ticket ran an attempt in a process that died:
+            // requeue it as a failed attempt (or fail it when spent).
+            let now = state.clock.now_ms();
+            let orphans = {
+                let rng = &mut state.rng;
+                state.q.orphans(now, || rand::Rng::gen(rng))
+            };
+            for (op, plan) in orphans {
+                state.apply_attempt_end(
+                    op,
+                    plan,
+                    None,
+                    "the process running the attempt died".into(),
+                    now,
+                    None,
+                );
+            }
+            state.flush_inline().await?;
+        }
+        state.publish_counts();
+        let _ = myself;
+        Ok(state)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<QueueMsg>,
+        state: &mut QueueState_,
+    ) -> Result<(), ActorProcessingErr> {
+        state.rearm(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<QueueMsg>,
+        state: &mut QueueState_,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some((_, t)) = state.timer.take() {
+            t.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<QueueMsg>,
+        msg: QueueMsg,
+        state: &mut QueueState_,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            QueueMsg::Enqueue(jobs, reply) => state.enqueue(jobs, reply),
+            QueueMsg::Cancel(key, reply) => state.cancel(&key, reply),
+            QueueMsg::Credit {
+                worker,
+                worker_id,
+                pool,
+                slots,
+            } => state.credit(worker, worker_id, pool, slots),
+            QueueMsg::Revoke { worker_id, slots } => {
+                if let Some(w) = state.workers.get_mut(&worker_id) {
+                    w.credit = w.credit.saturating_sub(u64::from(slots));
+                }
+            }
+            QueueMsg::Report(report) => state.report(report),
+            QueueMsg::Defer {
+                worker_id,
+                id,
+                attempt,
+                until_ms,
+            } => state.defer(worker_id, id, attempt, until_ms),
+            QueueMsg::WorkerGone { worker_id } => state.worker_gone(&worker_id),
+            QueueMsg::Pause(paused) => {
+                state.paused = paused;
+                tracing::info!(paused, "queue dispatch paused");
+            }
+            QueueMsg::Tick => {
+                state.timer = None;
+                state.expire_leases();
+            }
+            QueueMsg::Flushed(result) => {
+                let effects = state.in_flight.take().unwrap_or_default();
+                if let Err(e) = result {
+                    return Err(format!("journal commit failed: {e}").into());
+                }
+                for key in std::mem::take(&mut state.in_flight_completing) {
+                    state.done_completing(&key);
+                }
+                state.batches += 1;
+                state.run_effects(effects);
+                if state.store.snapshot_due() {
+                    state.flush_inline().await?;
+                    state.snapshot().await?;
+                }
+                state.publish_counts();
+            }
+            QueueMsg::Status(reply) => {
+                let _ = reply.send(state.status());
+            }
+            QueueMsg::Ticket(key, reply) => {
+                let view = state.ticket_view(&key)?;
+                let _ = reply.send(view);
+            }
+        }
+        state.dispatch();
+        state.start_flush(&myself);
+        state.rearm(&myself);
+        Ok(())
+    }
+}
+
+impl QueueState_ {
+    fn step(&mut self, op: Op) -> Applied {
+        let applied = self.q.step(&op);
+        match applied {
+            Applied::Enqueued(id)
+            | Applied::Selected(id)
+            | Applied::Completed(id, _)
+            | Applied::Cancelled(id)
+            | Applied::Requeued(id)
+            | Applied::Extended(id) => {
+                self.dirty.insert(id);
+                self.open.commit.ops.push(op);
+            }
+            Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}
+        }
+        applied
+    }
+
+    fn enqueue(&mut self, jobs: Vec<Job>, reply: RpcReplyPort<Vec<Result<Enqueued, String>>>) {
+        if jobs.len() > self.settings.enqueue_batch_max {
+            let err = format!(
+                "enqueue of {} jobs is over the limit of {} per call",
+                jobs.len(),
+                self.settings.enqueue_batch_max
+            );
+            let _ = reply.send(jobs.iter().map(|_| Err(err.clone())).collect());
+            return;
+        }
+        let mut answers = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            answers.push(self.enqueue_one(job));
+        }
+        self.open.effects.push(Effect::Enqueued(reply, answers));
+    }
+
+    fn enqueue_one(&mut self, job: Job) -> Result<Enqueued, String> {
+        if let Some(t) = self.q.by_key(&job.key) {
+            return Ok(Enqueued::Live(t.id));
+        }
+        if self.completing.contains_key(&job.key) {
+            return Ok(Enqueued::Done);
+        }
+        if self
+            .store
+            .contains(&done_key(&job.key))
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(Enqueued::Done);
+        }
+        let op = Op::Enqueue(job);
+        self.store.check_op(&op).map_err(|e| e.to_string())?;
+        let Op::Enqueue(job) = &op else {
+            unreachable!()
+        };
+        let (key, pool) = (job.key.clone(), job.pool.clone());
+        match self.step(op) {
+            Applied::Enqueued(id) => {
+                tracing::debug!(key = %key, id, pool = %pool, "ticket enqueued");
+                self.open
+                    .effects
+                    .push(Effect::Event(EngineEvent::Enqueued { key, id, pool }));
+                Ok(Enqueued::New(id))
+            }
+            other => Err(format!("enqueue of key {key:?} applied as {other:?}")),
+        }
+    }
+
+    fn cancel(&mut self, key: &str, reply: RpcReplyPort<Cancelled>) {
+        let answer = match self
+            .q
+            .by_key(key)
+            .map(|t| (t.id, t.place.clone(), t.attempt, t.tries, t.job.clone()))
+        {
+            Some((id, place, attempts, tries, job)) => {
+                let now = self.clock.now_ms();
+                let _ = self.step(Op::Cancel { id });
+                if let Place::Running { worker, .. } = &place {
+                    self.open
+                        .effects
+                        .push(Effect::CancelRunning(worker.clone(), id));
+                }
+                let record = DoneRecord {
+                    id,
+                    key: job.key.to_string(),
+                    task: job.task.to_string(),
+                    pool: job.pool.to_string(),
+                    status: DoneStatus::Cancelled,
+                    attempts,
+                    failures: tries.failures,
+                    error: None,
+                    output: Vec::new(),
+                    first_due_ms: tries.first_due_ms,
+                    started_ms: self.started.remove(&id),
+                    finished_ms: now,
+                };
+                self.record_done(&job, record);
+                tracing::info!(key, id, "ticket cancelled");
+                Cancelled::Cancelled(id)
+            }
+            None => {
+                if self.completing.contains_key(key)
+                    || self.store.contains(&done_key(key)).unwrap_or(false)
+                {
+                    Cancelled::AlreadyDone
+                } else {
+                    Cancelled::Unknown
+                }
+            }
+        };
+        self.open.effects.push(Effect::Cancelled(reply, answer));
+    }
+
+    /// Adds the done record of `job` to the open batch, with its expiry
+    /// entry, the event and the notification.
+    fn record_done(&mut self, job: &Job, record: DoneRecord) {
+        let key = done_key(&job.key);
+        match self.store.encode("done record", &record) {
+            Ok(bytes) => self.open.commit.puts.push((key.clone(), bytes)),
+            Err(e) => {
+                // A record of plain strings and numbers always encodes.
+                panic!("done record of {:?} does not encode: {e}", job.key);
+            }
+        }
+        let retention = job.retention_ms.unwrap_or(self.settings.retention_ms);
+        if retention > 0 {
+            self.open.commit.expiring.push(Expiring {
+                at_ms: record.finished_ms.saturating_add(retention),
+                key,
+            });
+        }
+        *self.completing.entry(job.key.clone()).or_insert(0) += 1;
+        self.open_completing.push(job.key.clone());
+        let completion = Completion {
+            key: job.key.clone(),
+            id: record.id,
+            status: record.status,
+        };
+        self.open
+            .effects
+            .push(Effect::Event(EngineEvent::Completed {
+                key: job.key.clone(),
+                id: record.id,
+                status: record.status,
+                attempts: record.attempts,
+            }));
+        if let Some(notify) = &job.notify {
+            self.open
+                .effects
+                .push(Effect::Notify(notify.clone(), completion));
+        }
+    }
+
+    fn done_completing(&mut self, key: &Arc<str>) {
+        if let Some(n) = self.completing.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                self.completing.remove(key);
+            }
+        }
+    }
+
+    fn credit(
+        &mut self,
+        worker: ActorRef<PoolMsg>,
+        worker_id: Arc<str>,
+        pool: Arc<str>,
+        slots: u32,
+    ) {
+        let entry = self
+            .workers
+            .entry(worker_id.clone())
+            .or_insert_with(|| Worker {
+                actor: worker,
+                pool: pool.clone(),
+                credit: 0,
+            });
+        entry.credit += u64::from(slots);
+        let list = self.by_pool.entry(pool).or_default();
+        if !list.contains(&worker_id) {
+            list.push(worker_id);
+        }
+    }
+
+    /// Hands due tickets to workers with credit.
+    fn dispatch(&mut self) {
+        if self.paused {
+            return;
+        }
+        let now = self.clock.now_ms();
+        let pools: Vec<Arc<str>> = self.by_pool.keys().cloned().collect();
+        for pool in pools {
+            loop {
+                if self.q.next_due_ms(&pool).is_none_or(|due| due > now) {
+                    break;
+                }
+                let Some(worker_id) = self.next_worker(&pool) else {
+                    break;
+                };
+                let actor = self.workers[&worker_id].actor.clone();
+                // The lease depends on the ticket's timeout: peek at the
+                // ticket select will take.
+                let lease_until_ms = now.saturating_add(self.lease_for_next(&pool));
+                let applied = self.step(Op::Select {
+                    pool: pool.clone(),
+                    now_ms: now,
+                    worker: worker_id.clone(),
+                    lease_until_ms,
+                });
+                let Applied::Selected(id) = applied else {
+                    break;
+                };
+                let w = self
+                    .workers
+                    .get_mut(&worker_id)
+                    .expect("worker with credit exists");
+                w.credit -= 1;
+                let t = self.q.ticket(id).expect("selected ticket is live");
+                let grant = Grant {
+                    id,
+                    attempt: t.attempt,
+                    job: t.job.clone(),
+                    lease_until_ms,
+                };
+                self.started.insert(id, now);
+                tracing::debug!(key = %t.job.key, id, attempt = t.attempt, worker = %worker_id, "ticket selected");
+                self.open.effects.push(Effect::Event(EngineEvent::Started {
+                    key: t.job.key.clone(),
+                    id,
+                    attempt: t.attempt,
+                    worker: worker_id.clone(),
+                }));
+                self.open.effects.push(Effect::Dispatch(actor, grant));
+            }
+        }
+    }
+
+    /// The lease of the ticket `pool` would select next.
+    fn lease_for_next(&self, pool: &str) -> u64 {
+        // The first pending ticket of the pool is the one select takes.
+        let timeout = self.q.peek_pending(pool).and_then(|t| t.job.timeout_ms);
+        match timeout {
+            Some(ms) => ms.saturating_add(self.settings.lease_grace_ms),
+            None => self.settings.lease_ms,
+        }
+    }
+
+    /// The next worker of `pool` with credit, round robin.
+    fn next_worker(&mut self, pool: &Arc<str>) -> Option<Arc<str>> {
+        let list = self.by_pool.get_mut(pool)?;
+        for i in 0..list.len() {
+            let id = &list[i];
+            if self.workers.get(id).is_some_and(|w| w.credit > 0) {
+                let id = id.clone();
+                list.rotate_left(i + 1);
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    fn report(&mut self, r: Report) {
+        let now = self.clock.now_ms();
+        self.open
+            .effects
+            .push(Effect::Ack(r.worker_id.clone(), vec![(r.id, r.attempt)]));
+        let draw = rand::Rng::gen(&mut self.rng);
+        let Some((op, plan)) = self.q.after_attempt(r.id, r.attempt, r.outcome, now, draw) else {
+            tracing::debug!(id = r.id, attempt = r.attempt, "stale report dropped");
+            return;
+        };
+        let error = r.error.clone().unwrap_or_default();
+        let output = if r.output.len() > self.settings.output_bytes_max {
+            r.output[..self.settings.output_bytes_max].to_vec()
+        } else {
+            r.output
+        };
+        self.apply_attempt_end(op, plan, Some(output), error, now, Some(r.started_ms));
+    }
+
+    /// Applies the Complete or Requeue that ends an attempt.
+    fn apply_attempt_end(
+        &mut self,
+        op: Op,
+        plan: Plan,
+        output: Option<Vec<u8>>,
+        error: String,
+        now: u64,
+        started_ms: Option<u64>,
+    ) {
+        let Some(t) = self.q.ticket(op_id(&op)) else {
+            return;
+        };
+        let (id, attempt, tries, job) = (t.id, t.attempt, t.tries, t.job.clone());
+        match op {
+            Op::Complete { terminal, .. } => {
+                let _ = self.step(op);
+                let status = match terminal {
+                    Terminal::Succeeded => DoneStatus::Succeeded,
+                    Terminal::Failed => DoneStatus::Failed,
+                };
+                let failures = tries.failures + u32::from(status == DoneStatus::Failed);
+                tracing::info!(key = %job.key, id, attempts = attempt, status = %status, plan = ?plan, "ticket completed");
+                let record = DoneRecord {
+                    id,
+                    key: job.key.to_string(),
+                    task: job.task.to_string(),
+                    pool: job.pool.to_string(),
+                    status,
+                    attempts: attempt,
+                    failures,
+                    error: if status == DoneStatus::Failed {
+                        Some(error)
+                    } else {
+                        None
+                    },
+                    output: if status == DoneStatus::Succeeded {
+                        output.unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    },
+                    first_due_ms: tries.first_due_ms,
+                    started_ms: started_ms.or_else(|| self.started.get(&id).copied()),
+                    finished_ms: now,
+                };
+                self.started.remove(&id);
+                self.record_done(&job, record);
+            }
+            Op::Requeue { due_ms, .. } => {
+                let _ = self.step(op);
+                self.started.remove(&id);
+                tracing::info!(key = %job.key, id, attempt, due_ms, error = %error, "attempt failed; ticket requeued");
+                self.open.effects.push(Effect::Event(EngineEvent::Retrying {
+                    key: job.key.clone(),
+                    id,
+                    attempt,
+                    due_ms,
+                    error,
+                }));
+            }
+            other => unreachable!("an attempt ends in Complete or Requeue, not {other:?}"),
+        }
+    }
+
+    fn defer(&mut self, worker_id: Arc<str>, id: TicketId, attempt: u32, until_ms: u64) {
+        self.open
+            .effects
+            .push(Effect::Ack(worker_id, vec![(id, attempt)]));
+        let Some(t) = self.q.ticket(id) else { return };
+        if t.attempt != attempt || !matches!(t.place, Place::Running { .. }) {
+            return;
+        }
+        let key = t.job.key.clone();
+        // The attempt never ran: give back the attempt number too, so the
+        // attempt count means attempts that ran.
+        let _ = self.step(Op::Defer {
+            id,
+            due_ms: until_ms,
+        });
+        self.started.remove(&id);
+        tracing::info!(key = %key, id, until_ms, "ticket deferred by its breaker");
+        self.open
+            .effects
+            .push(Effect::Event(EngineEvent::Deferred { key, id, until_ms }));
+    }
+
+    fn worker_gone(&mut self, worker_id: &Arc<str>) {
+        if let Some(w) = self.workers.remove(worker_id) {
+            if let Some(list) = self.by_pool.get_mut(&w.pool) {
+                list.retain(|x| x != worker_id);
+            }
+        }
+        let now = self.clock.now_ms();
+        let theirs: Vec<(TicketId, u32)> = self
+            .q
+            .tickets()
+            .filter(|t| matches!(&t.place, Place::Running { worker, .. } if worker == worker_id))
+            .map(|t| (t.id, t.attempt))
+            .collect();
+        tracing::warn!(worker = %worker_id, running = theirs.len(), "worker gone; requeueing its attempts");
+        for (id, attempt) in theirs {
+            let draw = rand::Rng::gen(&mut self.rng);
+            if let Some((op, plan)) =
+                self.q
+                    .after_attempt(id, attempt, AttemptOutcome::Retryable, now, draw)
+            {
+                self.apply_attempt_end(
+                    op,
+                    plan,
+                    None,
+                    format!("worker {worker_id} died during the attempt"),
+                    now,
+                    None,
+                );
+            }
+        }
+    }
+
+    fn expire_leases(&mut self) {
+        let now = self.clock.now_ms();
+        for id in self.q.expired_leases(now) {
+            let Some(t) = self.q.ticket(id) else { continue };
+            let (attempt, worker) = match &t.place {
+                Place::Running { worker, .. } => (t.attempt, worker.clone()),
+                Place::Pending { .. } => continue,
+            };
+            let draw = rand::Rng::gen(&mut self.rng);
+            if let Some((op, plan)) =
+                self.q
+                    .after_attempt(id, attempt, AttemptOutcome::Timeout, now, draw)
+            {
+                tracing::warn!(id, attempt, worker = %worker, "lease expired");
+                self.open.effects.push(Effect::CancelRunning(worker, id));
+                self.apply_attempt_end(
+                    op,
+                    plan,
+                    None,
+                    "the attempt's lease expired".into(),
+                    now,
+                    None,
+                );
+            }
+        }
+    }
+
+    /// Starts making the open batch durable, unless a batch is in flight.
+    fn start_flush(&mut self, myself: &ActorRef<QueueMsg>) {
+        if self.in_flight.is_some() || self.open.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.open);
+        self.in_flight = Some(batch.effects);
+        self.in_flight_completing = std::mem::take(&mut self.open_completing);
+        let store = self.store.clone();
+        let me = myself.clone();
+        let commit = batch.commit;
+        tokio::spawn(async move {
+            let result = tokio::task::spawn_blocking(move || store.commit(&commit).map(|_| ()))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            let _ = me.cast(QueueMsg::Flushed(result));
+        });
+    }
+
+    /// Makes the open batch durable now, waiting for it (and for any batch
+    /// in flight first, so order holds).
+    async fn flush_inline(&mut self) -> Result<(), ActorProcessingErr> {
+        // Called only with no batch in flight, so effects run in batch order.
+        debug_assert!(
+            self.in_flight.is_none(),
+            "inline flush with a batch in flight"
+        );
+        let batch = std::mem::take(&mut self.open);
+        let completing = std::mem::take(&mut self.open_completing);
+        let store = self.store.clone();
+        let commit = batch.commit;
+        tokio::task::spawn_blocking(move || store.commit(&commit)).await??;
+        for key in completing {
+            self.done_completing(&key);
+        }
+        self.batches += 1;
+        self.run_effects(batch.effects);
+        Ok(())
+    }
+
+    async fn snapshot(&mut self) -> Result<(), ActorProcessingErr> {
+        let seq = self.store.last_seq();
+        let changed: Vec<(TicketId, Option<weir_core::queue::Ticket>)> = self
+            .dirty
+            .drain()
+            .map(|id| (id, self.q.ticket(id).cloned()))
+            .collect();
+        let next_id = self.q.next_id();
+        let tickets = self.q.len() as u64;
+        let store = self.store.clone();
+        let n = changed.len();
+        tokio::task::spawn_blocking(move || {
+            store.write_snapshot(
+                seq,
+                next_id,
+                tickets,
+                changed.iter().map(|(id, t)| (*id, t.as_ref())),
+            )
+        })
+        .await??;
+        tracing::info!(seq, changed = n, tickets, "queue snapshot written");
+        Ok(())
+    }
+
+    fn run_effects(&mut self, effects: Vec<Effect>) {
+        let mut acks: HashMap<Arc<str>, Vec<(TicketId, u32)>> = HashMap::new();
+        for effect in effects {
+            match effect {
+                Effect::Enqueued(reply, answers) => {
+                    let _ = reply.send(answers);
+                }
+                Effect::Cancelled(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
+                Effect::Dispatch(worker, grant) => {
+                    let _ = worker.cast(PoolMsg::Run(grant));
+                }
+                Effect::Ack(worker, ids) => acks.entry(worker).or_default().extend(ids),
+                Effect::CancelRunning(worker, id) => {
+                    if let Some(w) = self.workers.get(&worker) {
+                        let _ = w.actor.cast(PoolMsg::Cancel(id));
+                    }
+                }
+                Effect::Notify(name, completion) => crate::notify::completion(&name, completion),
+                Effect::Event(e) => {
+                    let _ = self.events.send(e);
+                }
+            }
+        }
+        for (worker, ids) in acks {
+            if let Some(w) = self.workers.get(&worker) {
+                let _ = w.actor.cast(PoolMsg::Acked(ids));
+            }
+        }
+    }
+
+    /// Arms the timer for the earliest due instant of a pool with credit or
+    /// the earliest lease end.
+    fn rearm(&mut self, myself: &ActorRef<QueueMsg>) {
+        let mut wake: Option<u64> = self.q.next_lease_end_ms();
+        if !self.paused {
+            for (pool, list) in &self.by_pool {
+                if !list
+                    .iter()
+                    .any(|w| self.workers.get(w).is_some_and(|w| w.credit > 0))
+                {
+                    continue;
+                }
+                if let Some(due) = self.q.next_due_ms(pool) {
+                    wake = Some(wake.map_or(due, |w| w.min(due)));
+                }
+            }
+        }
+        match wake {
+            None => {
+                if let Some((_, t)) = self.timer.take() {
+                    t.abort();
+                }
+            }
+            Some(at) => {
+                if self.timer.as_ref().is_some_and(|(t, _)| *t == at) {
+                    return;
+                }
+                if let Some((_, t)) = self.timer.take() {
+                    t.abort();
+                }
+                let now = self.clock.now_ms();
+                let delay = Duration::from_millis(at.saturating_sub(now).max(1));
+                let handle = myself.send_after(delay, || QueueMsg::Tick);
+                self.timer = Some((at, handle));
+            }
+        }
+    }
+
+    fn publish_counts(&self) {
+        self.counts.send_replace(QueueCounts {
+            live: self.q.len(),
+            running: self.q.running_len(),
+            batches: self.batches,
+        });
+    }
+
+    fn status(&self) -> QueueStatus {
+        let now = self.clock.now_ms();
+        let mut pools: BTreeMap<String, PoolStatus> = BTreeMap::new();
+        for t in self.q.tickets() {
+            let p = pools.entry(t.job.pool.to_string()).or_default();
+            match t.place {
+                Place::Pending { due_ms } => {
+                    p.pending += 1;
+                    if due_ms <= now {
+                        p.due += 1;
+                    }
+                }
+                Place::Running { .. } => p.running += 1,
+            }
+        }
+        for w in self.workers.values() {
+            let p = pools.entry(w.pool.to_string()).or_default();
+            p.workers += 1;
+            p.credit += w.credit;
+        }
+        QueueStatus {
+            pools,
+            live: self.q.len(),
+            running: self.q.running_len(),
+            last_seq: self.store.last_seq(),
+        }
+    }
+
+    fn ticket_view(&self, key: &str) -> Result<Option<TicketView>, ActorProcessingErr> {
+        if let Some(t) = self.q.by_key(key) {
+            let (running, at_ms) = match t.place {
+                Place::Pending { due_ms } => (false, due_ms),
+                Place::Running { lease_until_ms, .. } => (true, lease_until_ms),
+            };
+            return Ok(Some(TicketView::Live {
+                id: t.id,
+                running,
+                attempts: t.attempt,
+                failures: t.tries.failures,
+                at_ms,
+            }));
+        }
+        Ok(self
+            .store
+            .get::<DoneRecord>(&done_key(key))?
+            .map(TicketView::Done))
+    }
+}
+
+fn op_id(op: &Op) -> TicketId {
+    match op {
+        Op::Complete { id, .. }
+        | Op::Cancel { id }
+        | Op::Requeue { id, .. }
+        | Op::Defer { id, .. }
+        | Op::Extend { id, .. } => *id,
+        Op::Enqueue(_) | Op::Select { .. } => u64::MAX,
+    }
+}

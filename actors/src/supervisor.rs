@@ -1,0 +1,439 @@
+//! The supervisor: spawns and links the engine's actors, and respawns a
+//! failed one with exponential backoff.
+//!
+//! ractor restarts nothing and, by default, stops a supervisor when a child
+//! fails; this one maps the failed child's id to its role and respawns it.
+//! OTP's intensity rule bounds that: more than `restarts_max` restarts of one
+//! role within `restart_window_ms` stop the engine with an error naming the
+//! role and its last failure. A child whose `pre_start` fails sends no
+//! supervision event, so a failed respawn is counted at the spawn call the
+//! same way. A failed store write (fail-stop) stops the engine at once:
+//! respawning cannot help.
+//!
+//! What a respawn does per role: the queue replays the store (running
+//! tickets stay running) and every pool is told to re-grant credit and
+//! resend unacknowledged reports; a pool's running tickets are requeued as
+//! failed attempts (`WorkerGone`) and a new incarnation takes its place; a
+//! breaker reloads its persisted state.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::{
+    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, watch};
+use weir_core::breaker::BreakerSettings;
+
+use crate::breaker::{BreakerActor, BreakerArgs, BreakerMsg};
+use crate::clock::Clock;
+use crate::events::EngineEvent;
+use crate::names::Names;
+use crate::pool::{PoolActor, PoolArgs, PoolMsg};
+use crate::queue::{QueueActor, QueueArgs, QueueCounts, QueueMsg, QueueSettings};
+use crate::store::{Recovered, Store};
+use crate::task::TaskRegistry;
+
+/// Restart limits (OTP's intensity and period) and backoff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SupervisorSettings {
+    /// Restarts of one role allowed within the window.
+    pub restarts_max: u32,
+    /// The window, in ms.
+    pub restart_window_ms: u64,
+    /// The first restart's backoff, in ms.
+    pub backoff_initial_ms: u64,
+    /// The longest backoff, in ms.
+    pub backoff_max_ms: u64,
+}
+
+impl Default for SupervisorSettings {
+    fn default() -> Self {
+        SupervisorSettings {
+            restarts_max: 10,
+            restart_window_ms: 10_000,
+            backoff_initial_ms: 10,
+            backoff_max_ms: 2_000,
+        }
+    }
+}
+
+/// A pool and its workers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolSpec {
+    /// Slots per worker.
+    pub capacity: u32,
+    /// Workers (pool actors) in this process.
+    pub workers: u32,
+}
+
+/// What a supervised actor does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Role {
+    /// The queue.
+    Queue,
+    /// Worker `index` of a pool.
+    Pool(Arc<str>, u32),
+    /// The breaker of a target.
+    Breaker(Arc<str>),
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Role::Queue => write!(f, "queue"),
+            Role::Pool(p, i) => write!(f, "pool {p} worker {i}"),
+            Role::Breaker(t) => write!(f, "breaker {t}"),
+        }
+    }
+}
+
+/// Messages of the supervisor.
+pub enum SupervisorMsg {
+    /// The breaker of a target, spawned if it is not running.
+    EnsureBreaker(Arc<str>, RpcReplyPort<Option<ActorRef<BreakerMsg>>>),
+    /// Respawn a role (after its backoff).
+    Respawn(Role),
+    /// Resize a pool's workers.
+    ResizePool(Arc<str>, u32),
+    /// The refs of every running child, for tests and tools.
+    Children(RpcReplyPort<Vec<(Role, ActorCell)>>),
+}
+
+impl ractor::Message for SupervisorMsg {}
+
+/// The supervisor actor.
+pub struct SupervisorActor;
+
+/// What the engine's actors need, kept for respawns.
+pub struct SupervisorArgs {
+    /// Names.
+    pub names: Names,
+    /// The store.
+    pub store: Store,
+    /// The state recovered at open (taken by the first queue).
+    pub recovered: Recovered,
+    /// The clock.
+    pub clock: Clock,
+    /// Queue settings.
+    pub queue: QueueSettings,
+    /// Pools by name.
+    pub pools: BTreeMap<Arc<str>, PoolSpec>,
+    /// Breaker settings by target; others get `breaker_default`.
+    pub breakers: HashMap<Arc<str>, BreakerSettings>,
+    /// Settings of breakers of unlisted targets.
+    pub breaker_default: BreakerSettings,
+    /// The tasks.
+    pub tasks: TaskRegistry,
+    /// Restart limits.
+    pub settings: SupervisorSettings,
+    /// Engine events.
+    pub events: broadcast::Sender<EngineEvent>,
+    /// Queue counts.
+    pub counts: watch::Sender<QueueCounts>,
+    /// Where the error that stopped the engine is left.
+    pub stopped: Arc<Mutex<Option<String>>>,
+}
+
+/// The supervisor's state.
+pub struct SupervisorState {
+    args: SupervisorArgs,
+    recovered: Option<Recovered>,
+    children: HashMap<ActorId, Role>,
+    refs: BTreeMap<Role, ActorCell>,
+    pool_workers: BTreeMap<(Arc<str>, u32), Arc<str>>,
+    pool_capacity: BTreeMap<Arc<str>, u32>,
+    restarts: HashMap<Role, VecDeque<u64>>,
+    incarnation: u64,
+}
+
+impl Actor for SupervisorActor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        mut args: SupervisorArgs,
+    ) -> Result<SupervisorState, ActorProcessingErr> {
+        let recovered = std::mem::replace(&mut args.recovered, empty_recovered());
+        let pool_capacity = args
+            .pools
+            .iter()
+            .map(|(k, v)| (k.clone(), v.capacity))
+            .collect();
+        let mut state = SupervisorState {
+            args,
+            recovered: Some(recovered),
+            children: HashMap::new(),
+            refs: BTreeMap::new(),
+            pool_workers: BTreeMap::new(),
+            pool_capacity,
+            restarts: HashMap::new(),
+            incarnation: 0,
+        };
+        // The queue first: pools grant it credit as they start. A failure
+        // here fails the engine's open, with its cause.
+        state.spawn(&myself, Role::Queue).await?;
+        let pools: Vec<(Arc<str>, PoolSpec)> = state
+            .args
+            .pools
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (name, spec) in pools {
+            for i in 0..spec.workers {
+                state.spawn(&myself, Role::Pool(name.clone(), i)).await?;
+            }
+        }
+        Ok(state)
+    }
+
+    async fn post_stop(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        _state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        myself
+            .stop_children_and_wait(
+                Some("engine stopping".into()),
+                Some(Duration::from_secs(10)),
+            )
+            .await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        msg: SupervisorMsg,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SupervisorMsg::EnsureBreaker(target, reply) => {
+                let role = Role::Breaker(target.clone());
+                let existing = state.refs.get(&role).cloned();
+                let cell = match existing {
+                    Some(c) => Some(c),
+                    None => match state.spawn(&myself, role.clone()).await {
+                        Ok(()) => state.refs.get(&role).cloned(),
+                        Err(e) => {
+                            tracing::error!(target = %target, error = %e, "breaker failed to start");
+                            state.failed(&myself, role, e.to_string());
+                            None
+                        }
+                    },
+                };
+                let _ = reply.send(cell.map(ActorRef::<BreakerMsg>::from));
+            }
+            SupervisorMsg::Respawn(role) => {
+                if let Err(e) = state.spawn(&myself, role.clone()).await {
+                    state.failed(&myself, role, format!("restart failed: {e}"));
+                }
+            }
+            SupervisorMsg::ResizePool(pool, capacity) => {
+                state.pool_capacity.insert(pool.clone(), capacity);
+                for (role, cell) in &state.refs {
+                    if matches!(role, Role::Pool(p, _) if *p == pool) {
+                        let _ =
+                            ActorRef::<PoolMsg>::from(cell.clone()).cast(PoolMsg::Resize(capacity));
+                    }
+                }
+            }
+            SupervisorMsg::Children(reply) => {
+                let _ = reply.send(
+                    state
+                        .refs
+                        .iter()
+                        .map(|(r, c)| (r.clone(), c.clone()))
+                        .collect(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<SupervisorMsg>,
+        event: SupervisionEvent,
+        state: &mut SupervisorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let (cell, why) = match event {
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            SupervisionEvent::ActorTerminated(cell, _, reason) => (
+                cell,
+                format!("stopped: {}", reason.unwrap_or_else(|| "no reason".into())),
+            ),
+            _ => return Ok(()),
+        };
+        let Some(role) = state.children.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        if state
+            .refs
+            .get(&role)
+            .is_some_and(|c| c.get_id() == cell.get_id())
+        {
+            state.refs.remove(&role);
+        }
+        tracing::warn!(role = %role, error = %why, "supervised actor failed");
+        if let Role::Pool(pool, index) = &role {
+            if let Some(worker_id) = state.pool_workers.remove(&(pool.clone(), *index)) {
+                if let Some(q) = ActorRef::<QueueMsg>::where_is(state.args.names.queue()) {
+                    let _ = q.cast(QueueMsg::WorkerGone { worker_id });
+                }
+            }
+        }
+        state.failed(&myself, role, why);
+        Ok(())
+    }
+}
+
+impl SupervisorState {
+    /// Counts a failure of `role`; stops the engine past the intensity
+    /// limit, else schedules a respawn after the backoff.
+    fn failed(&mut self, myself: &ActorRef<SupervisorMsg>, role: Role, why: String) {
+        if self.args.store.is_failed() {
+            let error = format!("{role} failed after a store write failed: {why}");
+            self.stop_engine(myself, error);
+            return;
+        }
+        let now = self.args.clock.now_ms();
+        let s = &self.args.settings;
+        let window = self.restarts.entry(role.clone()).or_default();
+        while window
+            .front()
+            .is_some_and(|&t| now.saturating_sub(t) > s.restart_window_ms)
+        {
+            window.pop_front();
+        }
+        window.push_back(now);
+        let n = window.len() as u32;
+        if n > s.restarts_max {
+            let error = format!(
+                "{role} failed {n} times within {} ms (limit {}); last failure: {why}",
+                s.restart_window_ms, s.restarts_max
+            );
+            self.stop_engine(myself, error);
+            return;
+        }
+        let backoff = s
+            .backoff_initial_ms
+            .saturating_mul(1u64 << (n - 1).min(20))
+            .min(s.backoff_max_ms);
+        let _ = self.args.events.send(EngineEvent::Restarted {
+            role: role.to_string(),
+            error: why.clone(),
+        });
+        tracing::info!(role = %role, restart = n, backoff_ms = backoff, "restarting");
+        myself.send_after(Duration::from_millis(backoff), move || {
+            SupervisorMsg::Respawn(role)
+        });
+    }
+
+    fn stop_engine(&mut self, myself: &ActorRef<SupervisorMsg>, error: String) {
+        tracing::error!(error = %error, "engine stopping");
+        *self.args.stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.clone());
+        let _ = self.args.events.send(EngineEvent::Stopped {
+            error: error.clone(),
+        });
+        myself.stop(Some(error));
+    }
+
+    async fn spawn(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        role: Role,
+    ) -> Result<(), ActorProcessingErr> {
+        let names = self.args.names.clone();
+        let sup = myself.get_cell();
+        let cell: ActorCell = match &role {
+            Role::Queue => {
+                let args = QueueArgs {
+                    store: self.args.store.clone(),
+                    recovered: self.recovered.take(),
+                    clock: self.args.clock.clone(),
+                    settings: self.args.queue.clone(),
+                    events: self.args.events.clone(),
+                    counts: self.args.counts.clone(),
+                };
+                let restart = args.recovered.is_none();
+                let (actor, _) =
+                    Actor::spawn_linked(Some(names.queue()), QueueActor, args, sup).await?;
+                if restart {
+                    for (r, c) in &self.refs {
+                        if matches!(r, Role::Pool(..)) {
+                            let _ =
+                                ActorRef::<PoolMsg>::from(c.clone()).cast(PoolMsg::QueueRestarted);
+                        }
+                    }
+                }
+                actor.get_cell()
+            }
+            Role::Pool(pool, index) => {
+                self.incarnation += 1;
+                let worker_id: Arc<str> = Arc::from(format!(
+                    "{pool}.{index}.{}.{}",
+                    names.prefix(),
+                    self.incarnation
+                ));
+                let args = PoolArgs {
+                    pool: pool.clone(),
+                    worker_id: worker_id.clone(),
+                    capacity: self.pool_capacity.get(pool).copied().unwrap_or(1),
+                    tasks: self.args.tasks.clone(),
+                    names: names.clone(),
+                    supervisor: Some(myself.clone()),
+                    clock: self.args.clock.clone(),
+                };
+                let (actor, _) = Actor::spawn_linked(
+                    Some(names.pool(pool, *index, self.incarnation)),
+                    PoolActor,
+                    args,
+                    sup,
+                )
+                .await?;
+                self.pool_workers.insert((pool.clone(), *index), worker_id);
+                actor.get_cell()
+            }
+            Role::Breaker(target) => {
+                let settings = self
+                    .args
+                    .breakers
+                    .get(target)
+                    .cloned()
+                    .unwrap_or_else(|| self.args.breaker_default.clone());
+                let args = BreakerArgs {
+                    target: target.clone(),
+                    settings,
+                    store: self.args.store.clone(),
+                    clock: self.args.clock.clone(),
+                    events: self.args.events.clone(),
+                };
+                let (actor, _) =
+                    Actor::spawn_linked(Some(names.breaker(target)), BreakerActor, args, sup)
+                        .await?;
+                actor.get_cell()
+            }
+        };
+        self.children.insert(cell.get_id(), role.clone());
+        self.refs.insert(role, cell);
+        Ok(())
+    }
+}
+
+fn empty_recovered() -> Recovered {
+    Recovered {
+        state: weir_core::queue::QueueState::new(),
+        snapshot: Default::default(),
+        snapshot_tickets: 0,
+        entries_replayed: 0,
+        ops_replayed: 0,
+        elapsed: Duration::ZERO,
+    }
+}

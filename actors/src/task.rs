@@ -1,0 +1,124 @@
+//! Tasks: what a ticket runs, by registered name.
+//!
+//! A [`Task`] is object-safe (it returns a boxed future), takes a
+//! [`TaskContext`] and returns output bytes or a [`TaskError`] that says
+//! whether retrying may help. The [`TaskRegistry`] maps names to tasks; a
+//! name that no registered task answers is offered to the resolvers in
+//! order (glazed's Finder and Dialects), so an application can answer whole
+//! families of names (`http.*`, say) without registering each.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use weir_core::queue::TicketId;
+
+/// What a task gets to run one attempt.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    /// The ticket's key (for graph nodes, the run id).
+    pub key: Arc<str>,
+    /// The ticket.
+    pub ticket: TicketId,
+    /// This attempt's number, 1 for the first.
+    pub attempt: u32,
+    /// The registered name of the task.
+    pub task: Arc<str>,
+    /// The input.
+    pub payload: Arc<[u8]>,
+    /// Cancelled when the ticket is cancelled, the attempt times out, or the
+    /// engine shuts down: a task that runs long should watch it.
+    pub cancel: CancellationToken,
+}
+
+/// Why an attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskError {
+    /// May succeed if tried again.
+    #[error("{0}")]
+    Retryable(String),
+    /// Will fail again: do not retry.
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+/// What an attempt returns.
+pub type TaskResult = Result<Vec<u8>, TaskError>;
+
+/// A task. Object-safe, so a registry holds `Arc<dyn Task>`.
+pub trait Task: Send + Sync + 'static {
+    /// Runs one attempt.
+    fn run(&self, ctx: TaskContext) -> BoxFuture<'static, TaskResult>;
+}
+
+/// A task from an async closure.
+pub struct FnTask<F>(pub F);
+
+impl<F, Fut> Task for FnTask<F>
+where
+    F: Fn(TaskContext) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = TaskResult> + Send + 'static,
+{
+    fn run(&self, ctx: TaskContext) -> BoxFuture<'static, TaskResult> {
+        Box::pin((self.0)(ctx))
+    }
+}
+
+/// A resolver: a task for a name no registered task answers, or `None`.
+pub type Resolver = Arc<dyn Fn(&str) -> Option<Arc<dyn Task>> + Send + Sync>;
+
+/// Tasks by name, plus resolvers for the rest.
+#[derive(Clone, Default)]
+pub struct TaskRegistry {
+    tasks: HashMap<String, Arc<dyn Task>>,
+    resolvers: Vec<Resolver>,
+}
+
+impl TaskRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        TaskRegistry::default()
+    }
+
+    /// Registers `task` under `name`, replacing any earlier one.
+    pub fn register(&mut self, name: impl Into<String>, task: Arc<dyn Task>) -> &mut Self {
+        self.tasks.insert(name.into(), task);
+        self
+    }
+
+    /// Registers an async closure under `name`.
+    pub fn register_fn<F, Fut>(&mut self, name: impl Into<String>, f: F) -> &mut Self
+    where
+        F: Fn(TaskContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = TaskResult> + Send + 'static,
+    {
+        self.register(name, Arc::new(FnTask(f)))
+    }
+
+    /// Adds a resolver, consulted after the registered names and the
+    /// resolvers added before it.
+    pub fn add_resolver(&mut self, resolver: Resolver) -> &mut Self {
+        self.resolvers.push(resolver);
+        self
+    }
+
+    /// The task for `name`.
+    pub fn find(&self, name: &str) -> Option<Arc<dyn Task>> {
+        if let Some(t) = self.tasks.get(name) {
+            return Some(t.clone());
+        }
+        self.resolvers.iter().find_map(|r| r(name))
+    }
+}
+
+impl std::fmt::Debug for TaskRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&String> = self.tasks.keys().collect();
+        names.sort();
+        f.debug_struct("TaskRegistry")
+            .field("tasks", &names)
+            .field("resolvers", &self.resolvers.len())
+            .finish()
+    }
+}

@@ -1,0 +1,525 @@
+//! The engine: what an application embeds.
+//!
+//! [`EngineBuilder`] takes the data directory, the durability mode, pools
+//! and their capacities, targets and their breaker settings, tasks and the
+//! supervisor's limits; [`EngineBuilder::open`] opens the store (replaying
+//! it), then spawns the supervisor, which spawns the queue and the pools.
+//! Everything the engine acknowledges is durable: `enqueue` returns only
+//! after the ticket's journal entry is flushed as the durability mode says.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::{Actor, ActorCell, ActorRef};
+use tokio::sync::{broadcast, watch};
+use weir_core::breaker::{Breaker, BreakerSettings};
+use weir_core::names::{Key, Name};
+use weir_core::queue::Job;
+
+use weir_actors::breaker::BreakerMsg;
+use weir_actors::clock::Clock;
+use weir_actors::events::EngineEvent;
+use weir_actors::names::Names;
+use weir_actors::queue::{
+    Cancelled, Enqueued, QueueCounts, QueueMsg, QueueSettings, QueueStatus, TicketView,
+};
+use weir_actors::store::{Durability, Store, StoreError, StoreSettings};
+use weir_actors::supervisor::{
+    PoolSpec, Role, SupervisorActor, SupervisorArgs, SupervisorMsg, SupervisorSettings,
+};
+use weir_actors::task::{Resolver, Task, TaskContext, TaskRegistry, TaskResult};
+
+/// How long a call to an engine actor may take before it is an error.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Events buffered per subscriber before the slowest misses some.
+pub const EVENTS_BUFFER: usize = 65_536;
+
+/// A failure of the engine's API.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A job is not valid.
+    #[error("job {key:?}: {what}")]
+    BadJob {
+        /// Its key.
+        key: String,
+        /// What is wrong.
+        what: String,
+    },
+    /// The engine stopped (an actor failed too often, or it was shut down).
+    #[error("engine stopped: {0}")]
+    Stopped(String),
+    /// An actor did not answer.
+    #[error("engine actor {actor} did not answer: {why}")]
+    Call {
+        /// Which.
+        actor: &'static str,
+        /// Why.
+        why: String,
+    },
+    /// A wait ran out.
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(Duration, &'static str),
+    /// Settings are not valid.
+    #[error("settings: {0}")]
+    Settings(String),
+}
+
+/// Builds an engine.
+pub struct EngineBuilder {
+    dir: PathBuf,
+    store: StoreSettings,
+    queue: QueueSettings,
+    pools: BTreeMap<Arc<str>, PoolSpec>,
+    breakers: HashMap<Arc<str>, BreakerSettings>,
+    breaker_default: BreakerSettings,
+    tasks: TaskRegistry,
+    supervisor: SupervisorSettings,
+    clock: Option<Clock>,
+    parent: Option<ActorCell>,
+}
+
+impl EngineBuilder {
+    /// An engine whose data lives in `dir`.
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        EngineBuilder {
+            dir: dir.as_ref().to_path_buf(),
+            store: StoreSettings::default(),
+            queue: QueueSettings::default(),
+            pools: BTreeMap::new(),
+            breakers: HashMap::new(),
+            breaker_default: BreakerSettings::default(),
+            tasks: TaskRegistry::new(),
+            supervisor: SupervisorSettings::default(),
+            clock: None,
+            parent: None,
+        }
+    }
+
+    /// The durability mode (default fsync).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.store.durability = durability;
+        self
+    }
+
+    /// All store settings.
+    pub fn store_settings(mut self, settings: StoreSettings) -> Self {
+        self.store = settings;
+        self
+    }
+
+    /// Queue settings.
+    pub fn queue_settings(mut self, settings: QueueSettings) -> Self {
+        self.queue = settings;
+        self
+    }
+
+    /// A pool of `capacity` slots served by one worker.
+    pub fn pool(self, name: &str, capacity: u32) -> Self {
+        self.pool_workers(name, capacity, 1)
+    }
+
+    /// A pool served by `workers` workers of `capacity` slots each.
+    pub fn pool_workers(mut self, name: &str, capacity: u32, workers: u32) -> Self {
+        self.pools
+            .insert(Arc::from(name), PoolSpec { capacity, workers });
+        self
+    }
+
+    /// Breaker settings of a target.
+    pub fn target(mut self, name: &str, settings: BreakerSettings) -> Self {
+        self.breakers.insert(Arc::from(name), settings);
+        self
+    }
+
+    /// Breaker settings of targets not listed.
+    pub fn breaker_default(mut self, settings: BreakerSettings) -> Self {
+        self.breaker_default = settings;
+        self
+    }
+
+    /// Registers a task.
+    pub fn task(mut self, name: &str, task: Arc<dyn Task>) -> Self {
+        self.tasks.register(name, task);
+        self
+    }
+
+    /// Registers an async closure as a task.
+    pub fn task_fn<F, Fut>(mut self, name: &str, f: F) -> Self
+    where
+        F: Fn(TaskContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = TaskResult> + Send + 'static,
+    {
+        self.tasks.register_fn(name, f);
+        self
+    }
+
+    /// Adds a resolver for task names no registered task answers.
+    pub fn resolver(mut self, resolver: Resolver) -> Self {
+        self.tasks.add_resolver(resolver);
+        self
+    }
+
+    /// The supervisor's restart limits.
+    pub fn supervisor_settings(mut self, settings: SupervisorSettings) -> Self {
+        self.supervisor = settings;
+        self
+    }
+
+    /// The clock (tests anchor it).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Links the engine's supervisor under an application's actor.
+    pub fn supervised_by(mut self, parent: ActorCell) -> Self {
+        self.parent = Some(parent);
+        self
+    }
+
+    /// Opens the store, replays it, and starts the actors.
+    pub async fn open(self) -> Result<Engine, EngineError> {
+        if self.pools.is_empty() {
+            return Err(EngineError::Settings(
+                "no pool: add at least one with .pool(name, capacity)".into(),
+            ));
+        }
+        for (name, spec) in &self.pools {
+            Name::new(name.to_string())
+                .map_err(|e| EngineError::Settings(format!("pool {name:?}: {e}")))?;
+            if spec.capacity == 0 || spec.workers == 0 {
+                return Err(EngineError::Settings(format!(
+                    "pool {name:?}: capacity and workers must be at least 1"
+                )));
+            }
+        }
+        for (name, s) in &self.breakers {
+            s.validate()
+                .map_err(|e| EngineError::Settings(format!("target {name:?}: {e}")))?;
+        }
+        let dir = self.dir.clone();
+        let store_settings = self.store.clone();
+        let (store, recovered) =
+            tokio::task::spawn_blocking(move || Store::open(dir, store_settings))
+                .await
+                .map_err(|e| EngineError::Settings(format!("store open panicked: {e}")))??;
+        let names = Names::unique();
+        let clock = self.clock.unwrap_or_else(Clock::system);
+        let (events, _) = broadcast::channel(EVENTS_BUFFER);
+        let (counts_tx, counts) = watch::channel(QueueCounts::default());
+        let stopped = Arc::new(Mutex::new(None));
+        let pools: BTreeMap<Arc<str>, PoolSpec> = self.pools.clone();
+        let args = SupervisorArgs {
+            names: names.clone(),
+            store: store.clone(),
+            recovered,
+            clock: clock.clone(),
+            queue: self.queue,
+            pools: self.pools,
+            breakers: self.breakers,
+            breaker_default: self.breaker_default,
+            tasks: self.tasks.clone(),
+            settings: self.supervisor,
+            events: events.clone(),
+            counts: counts_tx,
+            stopped: stopped.clone(),
+        };
+        let spawned = match self.parent {
+            Some(parent) => {
+                Actor::spawn_linked(Some(names.supervisor()), SupervisorActor, args, parent).await
+            }
+            None => Actor::spawn(Some(names.supervisor()), SupervisorActor, args).await,
+        };
+        let (supervisor, join) =
+            spawned.map_err(|e| EngineError::Stopped(format!("engine failed to start: {e}")))?;
+        Ok(Engine {
+            names,
+            store,
+            supervisor,
+            join: Mutex::new(Some(join)),
+            events,
+            counts,
+            stopped,
+            clock,
+            pools,
+            tasks: self.tasks,
+        })
+    }
+}
+
+/// A running engine.
+pub struct Engine {
+    names: Names,
+    store: Store,
+    supervisor: ActorRef<SupervisorMsg>,
+    join: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    events: broadcast::Sender<EngineEvent>,
+    counts: watch::Receiver<QueueCounts>,
+    stopped: Arc<Mutex<Option<String>>>,
+    clock: Clock,
+    pools: BTreeMap<Arc<str>, PoolSpec>,
+    tasks: TaskRegistry,
+}
+
+impl Engine {
+    /// A builder.
+    pub fn builder(dir: impl AsRef<Path>) -> EngineBuilder {
+        EngineBuilder::new(dir)
+    }
+
+    fn queue(&self) -> Result<ActorRef<QueueMsg>, EngineError> {
+        if let Some(e) = self.error() {
+            return Err(EngineError::Stopped(e));
+        }
+        ActorRef::<QueueMsg>::where_is(self.names.queue()).ok_or_else(|| EngineError::Call {
+            actor: "queue",
+            why: "not running (restarting?)".into(),
+        })
+    }
+
+    /// Checks a job before it is enqueued.
+    pub fn validate_job(&self, job: &Job) -> Result<(), EngineError> {
+        let bad = |what: String| EngineError::BadJob {
+            key: job.key.to_string(),
+            what,
+        };
+        Key::new(job.key.to_string()).map_err(|e| bad(e.to_string()))?;
+        if !self.pools.contains_key(&job.pool) {
+            return Err(bad(format!(
+                "pool {:?} is not a pool of this engine (pools: {})",
+                job.pool,
+                self.pools
+                    .keys()
+                    .map(|k| k.as_ref())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        if let Some(t) = &job.target {
+            Name::new(t.to_string()).map_err(|e| bad(format!("target: {e}")))?;
+        }
+        if self.tasks.find(&job.task).is_none() {
+            return Err(bad(format!(
+                "no task is registered under the name {:?}",
+                job.task
+            )));
+        }
+        job.policy
+            .validate()
+            .map_err(|e| bad(format!("retry policy: {e}")))?;
+        Ok(())
+    }
+
+    /// Enqueues a job; returns once it is durable. A key that is live or
+    /// already ended enqueues nothing and says so.
+    pub async fn enqueue(&self, job: Job) -> Result<Enqueued, EngineError> {
+        let key = job.key.to_string();
+        let mut answers = self.enqueue_many(vec![job]).await?;
+        answers
+            .pop()
+            .expect("one answer per job")
+            .map_err(|what| EngineError::BadJob { key, what })
+    }
+
+    /// Enqueues jobs in one durable batch; one answer per job, in order.
+    pub async fn enqueue_many(
+        &self,
+        jobs: Vec<Job>,
+    ) -> Result<Vec<Result<Enqueued, String>>, EngineError> {
+        for job in &jobs {
+            self.validate_job(job)?;
+        }
+        let queue = self.queue()?;
+        ractor::call_t!(
+            queue,
+            QueueMsg::Enqueue,
+            CALL_TIMEOUT.as_millis() as u64,
+            jobs
+        )
+        .map_err(|e| self.call_err("queue", e))
+    }
+
+    /// Cancels the live ticket of `key`; returns once durable.
+    pub async fn cancel(&self, key: &str) -> Result<Cancelled, EngineError> {
+        let queue = self.queue()?;
+        ractor::call_t!(
+            queue,
+            QueueMsg::Cancel,
+            CALL_TIMEOUT.as_millis() as u64,
+            key.to_string()
+        )
+        .map_err(|e| self.call_err("queue", e))
+    }
+
+    /// Counts per pool.
+    pub async fn status(&self) -> Result<QueueStatus, EngineError> {
+        let queue = self.queue()?;
+        ractor::call_t!(queue, QueueMsg::Status, CALL_TIMEOUT.as_millis() as u64)
+            .map_err(|e| self.call_err("queue", e))
+    }
+
+    /// A ticket's state: live with its tries, or its done record.
+    pub async fn ticket(&self, key: &str) -> Result<Option<TicketView>, EngineError> {
+        let queue = self.queue()?;
+        ractor::call_t!(
+            queue,
+            QueueMsg::Ticket,
+            CALL_TIMEOUT.as_millis() as u64,
+            key.to_string()
+        )
+        .map_err(|e| self.call_err("queue", e))
+    }
+
+    /// A target's breaker, if it has been used.
+    pub async fn breaker(&self, target: &str) -> Result<Option<Breaker>, EngineError> {
+        let Some(b) = ActorRef::<BreakerMsg>::where_is(self.names.breaker(target)) else {
+            return Ok(None);
+        };
+        ractor::call_t!(b, BreakerMsg::Get, CALL_TIMEOUT.as_millis() as u64)
+            .map(Some)
+            .map_err(|e| self.call_err("breaker", e))
+    }
+
+    /// Resizes every worker of a pool.
+    pub fn resize_pool(&self, pool: &str, capacity: u32) -> Result<(), EngineError> {
+        self.supervisor
+            .cast(SupervisorMsg::ResizePool(Arc::from(pool), capacity))
+            .map_err(|e| EngineError::Call {
+                actor: "supervisor",
+                why: e.to_string(),
+            })
+    }
+
+    /// The engine's events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<EngineEvent> {
+        self.events.subscribe()
+    }
+
+    /// Queue counts, updated after every durable batch.
+    pub fn counts(&self) -> watch::Receiver<QueueCounts> {
+        self.counts.clone()
+    }
+
+    /// Waits until no ticket is live (every enqueued job ended).
+    pub async fn drain_until_idle(&self, timeout: Duration) -> Result<(), EngineError> {
+        let mut counts = self.counts.clone();
+        let wait = async {
+            loop {
+                if let Some(e) = self.error() {
+                    return Err(EngineError::Stopped(e));
+                }
+                if counts.borrow_and_update().live == 0 {
+                    return Ok(());
+                }
+                // Wake on a change, or every 100 ms to notice a stop.
+                let _ = tokio::time::timeout(Duration::from_millis(100), counts.changed()).await;
+            }
+        };
+        tokio::time::timeout(timeout, wait)
+            .await
+            .map_err(|_| EngineError::Timeout(timeout, "the queue to drain"))?
+    }
+
+    /// The error that stopped the engine, if one did.
+    pub fn error(&self) -> Option<String> {
+        self.stopped
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Waits until the engine stops by itself (an actor failed too often);
+    /// returns its error.
+    pub async fn stopped(&self) -> Option<String> {
+        let join = self.join.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(join) = join {
+            let _ = join.await;
+        }
+        self.error()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The actor names of this engine.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// The supervisor.
+    pub fn supervisor(&self) -> &ActorRef<SupervisorMsg> {
+        &self.supervisor
+    }
+
+    /// The running children by role (for tests and tools).
+    pub async fn children(&self) -> Result<Vec<(Role, ActorCell)>, EngineError> {
+        ractor::call_t!(
+            self.supervisor,
+            SupervisorMsg::Children,
+            CALL_TIMEOUT.as_millis() as u64
+        )
+        .map_err(|e| self.call_err("supervisor", e))
+    }
+
+    /// Now, by the engine's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Stops gracefully: hands out no more tickets, waits up to `timeout`
+    /// for running attempts to end and their outcomes to be durable, stops
+    /// the actors and flushes the store.
+    pub async fn shutdown(self, timeout: Duration) -> Result<(), EngineError> {
+        if let Ok(queue) = self.queue() {
+            let _ = queue.cast(QueueMsg::Pause(true));
+            let mut counts = self.counts.clone();
+            let _ = tokio::time::timeout(timeout, async {
+                loop {
+                    if counts.borrow_and_update().running == 0 {
+                        break;
+                    }
+                    if counts.changed().await.is_err() {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }
+        self.supervisor
+            .stop_and_wait(Some("shutdown".into()), Some(timeout))
+            .await
+            .map_err(|e| EngineError::Call {
+                actor: "supervisor",
+                why: e.to_string(),
+            })?;
+        let join = self.join.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(join) = join {
+            let _ = join.await;
+        }
+        let store = self.store.clone();
+        if !store.is_failed() {
+            tokio::task::spawn_blocking(move || store.sync())
+                .await
+                .map_err(|e| EngineError::Settings(format!("flush panicked: {e}")))??;
+        }
+        tracing::info!("engine shut down");
+        Ok(())
+    }
+
+    fn call_err<E: std::fmt::Display>(&self, actor: &'static str, e: E) -> EngineError {
+        if let Some(stopped) = self.error() {
+            return EngineError::Stopped(stopped);
+        }
+        EngineError::Call {
+            actor,
+            why: e.to_string(),
+        }
+    }
+}
