@@ -513,6 +513,16 @@ impl Engine {
         Ok(())
     }
 
+    /// Stops (true) or resumes (false) handing out tickets.
+    pub fn pause(&self, paused: bool) -> Result<(), EngineError> {
+        self.queue()?
+            .cast(QueueMsg::Pause(paused))
+            .map_err(|e| EngineError::Call {
+                actor: "queue",
+                why: e.to_string(),
+            })
+    }
+
     fn call_err<E: std::fmt::Display>(&self, actor: &'static str, e: E) -> EngineError {
         if let Some(stopped) = self.error() {
             return EngineError::Stopped(stopped);

@@ -4,6 +4,7 @@
 //! bytes).
 
 mod core;
+pub mod drain;
 pub mod readiness;
 mod store;
 
@@ -31,13 +32,14 @@ impl BenchError {
 }
 
 /// The scenarios, by name.
-pub const SCENARIOS: &[&str] = &["core", "store"];
+pub const SCENARIOS: &[&str] = &["core", "store", "drain"];
 
 /// Runs a scenario.
 pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
     match scenario {
         "core" => core::run(quick),
         "store" => store::run(quick),
+        "drain" => drain::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }
