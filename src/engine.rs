@@ -25,6 +25,7 @@ use weir_actors::names::Names;
 use weir_actors::queue::{
     Cancelled, Enqueued, QueueCounts, QueueMsg, QueueSettings, QueueStatus, TicketView,
 };
+use weir_actors::scheduler::SchedulerSettings;
 use weir_actors::store::{Durability, Store, StoreError, StoreSettings};
 use weir_actors::supervisor::{
     PoolSpec, Role, SupervisorActor, SupervisorArgs, SupervisorMsg, SupervisorSettings,
@@ -67,6 +68,12 @@ pub enum EngineError {
     /// Settings are not valid.
     #[error("settings: {0}")]
     Settings(String),
+    /// A graph definition is not valid for this engine.
+    #[error("{0}")]
+    BadGraph(String),
+    /// A graph operation failed (unknown run or node, a contended record).
+    #[error("{0}")]
+    Graph(String),
 }
 
 /// Builds an engine.
@@ -81,6 +88,8 @@ pub struct EngineBuilder {
     supervisor: SupervisorSettings,
     clock: Option<Clock>,
     parent: Option<ActorCell>,
+    scheduler: SchedulerSettings,
+    expiry_interval_ms: u64,
 }
 
 impl EngineBuilder {
@@ -97,7 +106,21 @@ impl EngineBuilder {
             supervisor: SupervisorSettings::default(),
             clock: None,
             parent: None,
+            scheduler: SchedulerSettings::default(),
+            expiry_interval_ms: 60_000,
         }
+    }
+
+    /// Scheduler settings (reconcile interval, submit batch).
+    pub fn scheduler_settings(mut self, settings: SchedulerSettings) -> Self {
+        self.scheduler = settings;
+        self
+    }
+
+    /// Time between passes that delete expired records.
+    pub fn expiry_interval_ms(mut self, ms: u64) -> Self {
+        self.expiry_interval_ms = ms;
+        self
     }
 
     /// The durability mode (default fsync).
@@ -228,6 +251,8 @@ impl EngineBuilder {
             events: events.clone(),
             counts: counts_tx,
             stopped: stopped.clone(),
+            scheduler: self.scheduler,
+            expiry_interval_ms: self.expiry_interval_ms,
         };
         let spawned = match self.parent {
             Some(parent) => {
@@ -254,16 +279,16 @@ impl EngineBuilder {
 
 /// A running engine.
 pub struct Engine {
-    names: Names,
-    store: Store,
-    supervisor: ActorRef<SupervisorMsg>,
-    join: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    events: broadcast::Sender<EngineEvent>,
-    counts: watch::Receiver<QueueCounts>,
-    stopped: Arc<Mutex<Option<String>>>,
-    clock: Clock,
-    pools: BTreeMap<Arc<str>, PoolSpec>,
-    tasks: TaskRegistry,
+    pub(crate) names: Names,
+    pub(crate) store: Store,
+    pub(crate) supervisor: ActorRef<SupervisorMsg>,
+    pub(crate) join: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    pub(crate) events: broadcast::Sender<EngineEvent>,
+    pub(crate) counts: watch::Receiver<QueueCounts>,
+    pub(crate) stopped: Arc<Mutex<Option<String>>>,
+    pub(crate) clock: Clock,
+    pub(crate) pools: BTreeMap<Arc<str>, PoolSpec>,
+    pub(crate) tasks: TaskRegistry,
 }
 
 impl Engine {
@@ -523,7 +548,7 @@ impl Engine {
             })
     }
 
-    fn call_err<E: std::fmt::Display>(&self, actor: &'static str, e: E) -> EngineError {
+    pub(crate) fn call_err<E: std::fmt::Display>(&self, actor: &'static str, e: E) -> EngineError {
         if let Some(stopped) = self.error() {
             return EngineError::Stopped(stopped);
         }

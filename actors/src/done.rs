@@ -28,6 +28,10 @@ pub enum DoneStatus {
     Failed,
     /// It was cancelled.
     Cancelled,
+    /// A graph node whose trigger rule decided it would not run.
+    Skipped,
+    /// A graph node that cannot run because an upstream failed.
+    UpstreamFailed,
 }
 
 impl std::fmt::Display for DoneStatus {
@@ -36,6 +40,8 @@ impl std::fmt::Display for DoneStatus {
             DoneStatus::Succeeded => "succeeded",
             DoneStatus::Failed => "failed",
             DoneStatus::Cancelled => "cancelled",
+            DoneStatus::Skipped => "skipped",
+            DoneStatus::UpstreamFailed => "upstream_failed",
         })
     }
 }

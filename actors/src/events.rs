@@ -78,6 +78,53 @@ pub enum EngineEvent {
         /// Why it failed.
         error: String,
     },
+    /// A graph run started.
+    RunStarted {
+        /// The graph.
+        graph: String,
+        /// The partition.
+        partition: String,
+    },
+    /// A graph run settled (complete, failed or cancelled).
+    RunSettled {
+        /// The graph.
+        graph: String,
+        /// The partition.
+        partition: String,
+        /// Its final state.
+        state: String,
+    },
+    /// A node of a graph run changed state.
+    NodeChanged {
+        /// The graph.
+        graph: String,
+        /// The partition.
+        partition: String,
+        /// The node.
+        node: String,
+        /// The rerun count of the instance.
+        rerun: u32,
+        /// Its new state (ready, succeeded, failed, skipped, upstream_failed, cancelled).
+        state: String,
+    },
+    /// A reconciler pass ended.
+    Reconciled {
+        /// The graph.
+        graph: String,
+        /// Active runs visited.
+        active_runs: usize,
+        /// Nodes newly submitted.
+        submitted: usize,
+        /// Runs settled.
+        settled: usize,
+        /// Task instances cancelled for cancelled runs.
+        cancelled: usize,
+    },
+    /// Records expired.
+    Expired {
+        /// Records deleted.
+        records: usize,
+    },
     /// The engine stopped because an actor failed too often.
     Stopped {
         /// The error.

@@ -33,8 +33,11 @@ use crate::events::EngineEvent;
 use crate::names::Names;
 use crate::pool::{PoolActor, PoolArgs, PoolMsg};
 use crate::queue::{QueueActor, QueueArgs, QueueCounts, QueueMsg, QueueSettings};
+use crate::scheduler::records::GRAPH_PREFIX;
+use crate::scheduler::{SchedulerActor, SchedulerArgs, SchedulerMsg, SchedulerSettings};
 use crate::store::{Recovered, Store};
 use crate::task::TaskRegistry;
+use weir_core::names::Name;
 
 /// Restart limits (OTP's intensity and period) and backoff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,6 +82,8 @@ pub enum Role {
     Pool(Arc<str>, u32),
     /// The breaker of a target.
     Breaker(Arc<str>),
+    /// The scheduler of a graph.
+    Scheduler(Name),
 }
 
 impl std::fmt::Display for Role {
@@ -87,6 +92,7 @@ impl std::fmt::Display for Role {
             Role::Queue => write!(f, "queue"),
             Role::Pool(p, i) => write!(f, "pool {p} worker {i}"),
             Role::Breaker(t) => write!(f, "breaker {t}"),
+            Role::Scheduler(g) => write!(f, "scheduler {g}"),
         }
     }
 }
@@ -95,6 +101,10 @@ impl std::fmt::Display for Role {
 pub enum SupervisorMsg {
     /// The breaker of a target, spawned if it is not running.
     EnsureBreaker(Arc<str>, RpcReplyPort<Option<ActorRef<BreakerMsg>>>),
+    /// The scheduler of a graph, spawned if it is not running.
+    EnsureScheduler(Name, RpcReplyPort<Result<ActorRef<SchedulerMsg>, String>>),
+    /// Delete expired records (timer).
+    Expire,
     /// Respawn a role (after its backoff).
     Respawn(Role),
     /// Resize a pool's workers.
@@ -136,6 +146,10 @@ pub struct SupervisorArgs {
     pub counts: watch::Sender<QueueCounts>,
     /// Where the error that stopped the engine is left.
     pub stopped: Arc<Mutex<Option<String>>>,
+    /// Scheduler settings.
+    pub scheduler: SchedulerSettings,
+    /// Time between expiry passes.
+    pub expiry_interval_ms: u64,
 }
 
 /// The supervisor's state.
@@ -190,6 +204,14 @@ impl Actor for SupervisorActor {
                 state.spawn(&myself, Role::Pool(name.clone(), i)).await?;
             }
         }
+        // A scheduler for every adopted graph, so active runs resume.
+        for key in state.args.store.scan_keys(GRAPH_PREFIX)? {
+            let graph = Name::new(&key[GRAPH_PREFIX.len()..])
+                .map_err(|e| format!("graph record {key}: {e}"))?;
+            state.spawn(&myself, Role::Scheduler(graph)).await?;
+        }
+        let every = Duration::from_millis(state.args.expiry_interval_ms.max(1));
+        myself.send_interval(every, || SupervisorMsg::Expire);
         Ok(state)
     }
 
@@ -229,6 +251,31 @@ impl Actor for SupervisorActor {
                     },
                 };
                 let _ = reply.send(cell.map(ActorRef::<BreakerMsg>::from));
+            }
+            SupervisorMsg::EnsureScheduler(graph, reply) => {
+                let role = Role::Scheduler(graph.clone());
+                if !state.refs.contains_key(&role) {
+                    if let Err(e) = state.spawn(&myself, role.clone()).await {
+                        let _ = reply.send(Err(format!(
+                            "scheduler of graph {graph} failed to start: {e}"
+                        )));
+                        return Ok(());
+                    }
+                }
+                let cell = state.refs.get(&role).cloned().expect("spawned");
+                let _ = reply.send(Ok(ActorRef::<SchedulerMsg>::from(cell)));
+            }
+            SupervisorMsg::Expire => {
+                let store = state.args.store.clone();
+                let now = state.args.clock.now_ms();
+                let deleted = tokio::task::spawn_blocking(move || expire(&store, now)).await??;
+                if deleted > 0 {
+                    tracing::info!(records = deleted, "records expired");
+                    let _ = state
+                        .args
+                        .events
+                        .send(EngineEvent::Expired { records: deleted });
+                }
             }
             SupervisorMsg::Respawn(role) => {
                 if let Err(e) = state.spawn(&myself, role.clone()).await {
@@ -401,6 +448,24 @@ impl SupervisorState {
                 self.pool_workers.insert((pool.clone(), *index), worker_id);
                 actor.get_cell()
             }
+            Role::Scheduler(graph) => {
+                let args = SchedulerArgs {
+                    graph: graph.clone(),
+                    names: names.clone(),
+                    store: self.args.store.clone(),
+                    clock: self.args.clock.clone(),
+                    events: self.args.events.clone(),
+                    settings: self.args.scheduler.clone(),
+                };
+                let (actor, _) = Actor::spawn_linked(
+                    Some(names.scheduler(graph.as_str())),
+                    SchedulerActor,
+                    args,
+                    sup,
+                )
+                .await?;
+                actor.get_cell()
+            }
             Role::Breaker(target) => {
                 let settings = self
                     .args
@@ -424,6 +489,24 @@ impl SupervisorState {
         self.children.insert(cell.get_id(), role.clone());
         self.refs.insert(role, cell);
         Ok(())
+    }
+}
+
+/// One expiry pass: deletes due records; a deleted run takes its node
+/// records with it. Returns the records deleted.
+pub fn expire(store: &Store, now_ms: u64) -> Result<usize, crate::store::StoreError> {
+    let mut deleted = 0;
+    loop {
+        let keys = store.expire_due(now_ms)?;
+        if keys.is_empty() {
+            return Ok(deleted);
+        }
+        deleted += keys.len();
+        for key in keys {
+            if let Some(rest) = key.strip_prefix("run/") {
+                deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DONE_PREFIX))?;
+            }
+        }
     }
 }
 

@@ -228,4 +228,37 @@ impl Store {
         self.sync()?;
         Ok(keys)
     }
+
+    /// Deletes every record under `prefix` (a settled run's node records),
+    /// in batches of `expiry_batch_max`, durably. Returns how many.
+    pub fn delete_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
+        self.check_writable()?;
+        let mut deleted = 0;
+        loop {
+            let keys: Vec<sled::IVec> = self
+                .inner
+                .records
+                .scan_prefix(prefix.as_bytes())
+                .keys()
+                .take(self.inner.settings.expiry_batch_max)
+                .collect::<Result<_, _>>()
+                .map_err(|e| self.sled_err(e))?;
+            if keys.is_empty() {
+                break;
+            }
+            let mut batch = sled::Batch::default();
+            for k in &keys {
+                batch.remove(k.clone());
+            }
+            if let Err(e) = self.inner.records.apply_batch(batch) {
+                self.fail();
+                return Err(self.sled_err(e));
+            }
+            deleted += keys.len();
+        }
+        if deleted > 0 {
+            self.sync()?;
+        }
+        Ok(deleted)
+    }
 }

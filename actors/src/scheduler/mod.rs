@@ -1,0 +1,926 @@
+//! The scheduler actor of one graph: starts runs, submits a node when its
+//! trigger rule is met, records nodes that can no longer run, settles runs,
+//! reruns and cancels (swale's scheduler, as an actor).
+//!
+//! It keeps every active run of its graph in memory as a
+//! [`RunTracker`] (weir-core), so one node's terminal record costs time in
+//! proportion to the node's degree. Everything it knows is in the store:
+//! run records (`run/…`), node records (`done/…`, written by the queue
+//! with each Complete, or by the scheduler for decided nodes) and
+//! definitions, so a restarted scheduler rebuilds its runs and reconciles
+//! them at once.
+//!
+//! Order of effects: a decided node's record is durable before any node it
+//! makes ready is submitted; a submit (an Enqueue, idempotent by run id) is
+//! durable before the scheduler moves on; a run is settled by a
+//! compare-and-put of its record. A lost completion notice is repaired by
+//! the reconciler, which submits every ready node of every active run
+//! (the queue ignores a run id that is live or done) — so no node runs twice
+//! and no run wedges.
+
+pub mod records;
+pub mod view;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+use weir_core::graph::{Graph, GraphDef};
+use weir_core::names::Name;
+use weir_core::partition::Partition;
+use weir_core::queue::Job;
+use weir_core::readiness::{
+    current_records, rerun_scope, Change, NodeState, RunOutcome, RunTracker,
+};
+
+use crate::clock::Clock;
+use crate::done::{done_key, DoneRecord, DoneStatus};
+use crate::events::EngineEvent;
+use crate::names::Names;
+use crate::queue::{Cancelled, Completion, Enqueued, QueueMsg};
+use crate::store::{Expiring, Store};
+use records::{
+    def_key, done_status, graph_key, node_records_prefix, parse_run_id, run_id, run_key,
+    runs_prefix, GraphRecord, GraphRunRecord, NodeRecord, RunState, TaskInput, UpstreamRecord,
+};
+
+/// How long the scheduler waits for the queue.
+pub const QUEUE_CALL_MS: u64 = 60_000;
+
+/// Settings of a scheduler.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SchedulerSettings {
+    /// Time between reconciler passes.
+    pub reconcile_interval_ms: u64,
+    /// Jobs in one submit to the queue at most.
+    pub submit_batch_max: usize,
+}
+
+impl Default for SchedulerSettings {
+    fn default() -> Self {
+        SchedulerSettings {
+            reconcile_interval_ms: 60_000,
+            submit_batch_max: 10_000,
+        }
+    }
+}
+
+/// The result of starting a run (swale's StartOutcome).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartOutcome {
+    /// The partition.
+    pub partition: String,
+    /// Whether this call created the run; `false` when one existed.
+    pub started: bool,
+    /// Run ids of the root nodes submitted.
+    pub submitted: Vec<String>,
+}
+
+/// The result of a rerun (swale's RerunOutcome).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RerunOutcome {
+    /// The task instance at the next rerun count was submitted.
+    Submitted(String),
+    /// It is active from an earlier rerun: nothing was submitted.
+    Active(String),
+    /// The node has no record yet.
+    NoRecord,
+    /// The node's upstreams do not satisfy its trigger rule.
+    NotReady,
+}
+
+/// Counts of a reconciler pass (swale's ReconcileReport).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReconcileReport {
+    /// Active runs visited.
+    pub active_runs: usize,
+    /// Nodes newly submitted.
+    pub submitted: usize,
+    /// Runs settled.
+    pub settled: usize,
+    /// Task instances cancelled for cancelled runs.
+    pub cancelled: usize,
+}
+
+/// Messages of a graph's scheduler.
+pub enum SchedulerMsg {
+    /// A ticket of this graph ended (from the queue, once durable).
+    Completed(Completion),
+    /// A new definition was adopted for the graph.
+    Adopted(String),
+    /// Start runs of the adopted definition.
+    StartRuns(
+        Vec<Partition>,
+        RpcReplyPort<Result<Vec<StartOutcome>, String>>,
+    ),
+    /// Rerun a node of a run.
+    Rerun(
+        Partition,
+        String,
+        RpcReplyPort<Result<RerunOutcome, String>>,
+    ),
+    /// Cancel a run.
+    CancelRun(Partition, RpcReplyPort<Result<bool, String>>),
+    /// A reconciler pass (timer, or on request with a reply).
+    Reconcile(Option<RpcReplyPort<ReconcileReport>>),
+    /// Active runs.
+    ActiveRuns(RpcReplyPort<Vec<String>>),
+}
+
+impl ractor::Message for SchedulerMsg {}
+
+/// The scheduler actor.
+pub struct SchedulerActor;
+
+/// What it needs to start.
+pub struct SchedulerArgs {
+    /// Its graph.
+    pub graph: Name,
+    /// Engine names.
+    pub names: Names,
+    /// The store.
+    pub store: Store,
+    /// The clock.
+    pub clock: Clock,
+    /// Engine events.
+    pub events: broadcast::Sender<EngineEvent>,
+    /// Settings.
+    pub settings: SchedulerSettings,
+}
+
+struct ActiveRun {
+    partition: Partition,
+    graph: Arc<Graph>,
+    record: GraphRunRecord,
+    bytes: Vec<u8>,
+    tracker: RunTracker,
+    /// The rerun count of each node's current record, if it has one.
+    recorded: Vec<Option<u32>>,
+    /// Nodes submitted at their expected count since loaded.
+    submitted: HashSet<usize>,
+}
+
+impl ActiveRun {
+    fn expected(&self, idx: usize) -> u32 {
+        let name = &self.graph.node_at(idx).name;
+        self.record.expected_reruns.get(name).copied().unwrap_or(0)
+    }
+}
+
+/// The scheduler's state.
+pub struct SchedulerState {
+    graph: Name,
+    names: Names,
+    store: Store,
+    clock: Clock,
+    events: broadcast::Sender<EngineEvent>,
+    settings: SchedulerSettings,
+    adopted: Option<String>,
+    defs: HashMap<String, Arc<Graph>>,
+    runs: BTreeMap<String, ActiveRun>,
+}
+
+impl Actor for SchedulerActor {
+    type Msg = SchedulerMsg;
+    type State = SchedulerState;
+    type Arguments = SchedulerArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<SchedulerMsg>,
+        args: SchedulerArgs,
+    ) -> Result<SchedulerState, ActorProcessingErr> {
+        let mut state = SchedulerState {
+            graph: args.graph,
+            names: args.names,
+            store: args.store,
+            clock: args.clock,
+            events: args.events,
+            settings: args.settings,
+            adopted: None,
+            defs: HashMap::new(),
+            runs: BTreeMap::new(),
+        };
+        state.adopted = state
+            .store
+            .get::<GraphRecord>(&graph_key(state.graph.as_str()))?
+            .map(|g| g.definition);
+        let runs: Vec<(String, GraphRunRecord)> =
+            state.store.scan(&runs_prefix(state.graph.as_str()))?;
+        let prefix_len = runs_prefix(state.graph.as_str()).len();
+        let mut cancelled = Vec::new();
+        for (key, record) in runs {
+            let partition: Partition = key[prefix_len..]
+                .parse()
+                .map_err(|e| format!("run record {key}: partition does not parse: {e}"))?;
+            match record.state {
+                RunState::Active => {
+                    let run = state.load_run(&partition)?;
+                    if let Some(run) = run {
+                        state.runs.insert(partition.to_string(), run);
+                    }
+                }
+                RunState::Cancelled => cancelled.push(partition),
+                RunState::Complete | RunState::Failed => {}
+            }
+        }
+        tracing::info!(graph = %state.graph, active_runs = state.runs.len(), "scheduler started");
+        // Cancelled runs whose cancels a crash may have cut short.
+        let mut n = 0;
+        for p in cancelled {
+            n += state.cancel_unrecorded(&p).await?;
+        }
+        if n > 0 {
+            tracing::info!(graph = %state.graph, cancelled = n, "cancelled leftover task instances of cancelled runs");
+        }
+        Ok(state)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<SchedulerMsg>,
+        state: &mut SchedulerState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Reconcile at once: a crash may have cut an advance short.
+        let report = state.reconcile().await?;
+        state.emit_report(report);
+        let interval = Duration::from_millis(state.settings.reconcile_interval_ms.max(1));
+        myself.send_interval(interval, || SchedulerMsg::Reconcile(None));
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<SchedulerMsg>,
+        msg: SchedulerMsg,
+        state: &mut SchedulerState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            SchedulerMsg::Completed(c) => state.completed(c).await?,
+            SchedulerMsg::Adopted(hash) => {
+                tracing::info!(graph = %state.graph, definition = %hash, "definition adopted");
+                state.adopted = Some(hash);
+            }
+            SchedulerMsg::StartRuns(partitions, reply) => {
+                let r = state.start_runs(partitions).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::Rerun(partition, node, reply) => {
+                let r = state.rerun(&partition, &node).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::CancelRun(partition, reply) => {
+                let r = state.cancel_run(&partition).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::Reconcile(reply) => {
+                let report = state.reconcile().await?;
+                state.emit_report(report);
+                if let Some(reply) = reply {
+                    let _ = reply.send(report);
+                }
+            }
+            SchedulerMsg::ActiveRuns(reply) => {
+                let _ = reply.send(state.runs.keys().cloned().collect());
+            }
+        }
+        Ok(())
+    }
+}
+
+type Res<T> = Result<T, ActorProcessingErr>;
+
+impl SchedulerState {
+    fn graph_def(&mut self, hash: &str) -> Res<Arc<Graph>> {
+        if let Some(g) = self.defs.get(hash) {
+            return Ok(g.clone());
+        }
+        let def: GraphDef = self.store.get(&def_key(hash))?.ok_or_else(|| {
+            format!(
+                "graph {}: definition {hash} is not in the store",
+                self.graph
+            )
+        })?;
+        let graph = Arc::new(
+            def.validate()
+                .map_err(|e| format!("stored definition {hash}: {e}"))?,
+        );
+        self.defs.insert(hash.to_string(), graph.clone());
+        Ok(graph)
+    }
+
+    /// Reads a run and its node records from the store.
+    fn load_run(&mut self, partition: &Partition) -> Res<Option<ActiveRun>> {
+        let key = run_key(self.graph.as_str(), partition);
+        let Some(bytes) = self.store.get_raw(&key)? else {
+            return Ok(None);
+        };
+        let record: GraphRunRecord =
+            weir_core::codec::decode(&bytes).map_err(|e| format!("run record {key}: {e}"))?;
+        let graph = self.graph_def(&record.definition)?;
+        // Every node record of the run, the newest rerun of each node.
+        let prefix = node_records_prefix(self.graph.as_str(), partition);
+        let mut latest: BTreeMap<Name, NodeRecord> = BTreeMap::new();
+        for (k, done) in self.store.scan::<DoneRecord>(&prefix)? {
+            let Some(id) = parse_run_id(&k[crate::done::DONE_PREFIX.len()..]) else {
+                continue;
+            };
+            let Ok(name) = Name::new(id.node) else {
+                continue;
+            };
+            if graph.index_of(name.as_str()).is_none() {
+                continue;
+            }
+            let newer = latest.get(&name).is_none_or(|r| r.rerun < id.rerun);
+            if newer {
+                latest.insert(
+                    name,
+                    NodeRecord {
+                        rerun: id.rerun,
+                        done,
+                    },
+                );
+            }
+        }
+        let current = current_records(&record.expected_reruns, &latest);
+        let tracker = RunTracker::new(&graph, &current);
+        let mut recorded = vec![None; graph.len()];
+        for (name, r) in &current {
+            if let Some(i) = graph.index_of(name.as_str()) {
+                recorded[i] = Some(r.rerun);
+            }
+        }
+        Ok(Some(ActiveRun {
+            partition: partition.clone(),
+            graph,
+            record,
+            bytes,
+            tracker,
+            recorded,
+            submitted: HashSet::new(),
+        }))
+    }
+
+    async fn start_runs(&mut self, partitions: Vec<Partition>) -> Res<Vec<StartOutcome>> {
+        let hash = self
+            .adopted
+            .clone()
+            .ok_or_else(|| format!("graph {} has no adopted definition", self.graph))?;
+        let graph = self.graph_def(&hash)?;
+        let mut out = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            let now = self.clock.now_ms();
+            let record = GraphRunRecord {
+                definition: hash.clone(),
+                state: RunState::Active,
+                requested_at_ms: now,
+                settled_at_ms: None,
+                expected_reruns: BTreeMap::new(),
+                retention_ms: graph.def().retention_ms,
+            };
+            let key = run_key(self.graph.as_str(), &partition);
+            let bytes = self.store.encode("run record", &record)?;
+            let store = self.store.clone();
+            let b = bytes.clone();
+            let k = key.clone();
+            let created = tokio::task::spawn_blocking(move || {
+                store.compare_and_put(&k, None, Some(&b), &[], &[])
+            })
+            .await??;
+            if !created {
+                out.push(StartOutcome {
+                    partition: partition.to_string(),
+                    started: false,
+                    submitted: Vec::new(),
+                });
+                continue;
+            }
+            tracing::info!(graph = %self.graph, partition = %partition, definition = %hash, "graph run started");
+            let _ = self.events.send(EngineEvent::RunStarted {
+                graph: self.graph.to_string(),
+                partition: partition.to_string(),
+            });
+            let tracker = RunTracker::new(&graph, &BTreeMap::<Name, NodeRecord>::new());
+            let run = ActiveRun {
+                partition: partition.clone(),
+                graph: graph.clone(),
+                record,
+                bytes,
+                tracker,
+                recorded: vec![None; graph.len()],
+                submitted: HashSet::new(),
+            };
+            let p = partition.to_string();
+            self.runs.insert(p.clone(), run);
+            let roots: Vec<usize> = graph.roots().to_vec();
+            let submitted = self.submit(&p, &roots).await?;
+            out.push(StartOutcome {
+                partition: p.clone(),
+                started: true,
+                submitted: submitted.into_iter().map(|(id, _)| id).collect(),
+            });
+            // A graph whose roots all decide at once (none here: roots are
+            // always ready) still settles through the normal path.
+            self.settle_if_done(&p).await?;
+        }
+        Ok(out)
+    }
+
+    /// Submits `nodes` of run `p` at their expected rerun counts, with the
+    /// records of their upstreams. Returns (run id, newly submitted).
+    async fn submit(&mut self, p: &str, nodes: &[usize]) -> Res<Vec<(String, bool)>> {
+        if nodes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let notify: Arc<str> = Arc::from(self.names.scheduler(self.graph.as_str()));
+        let now = self.clock.now_ms();
+        let run = self
+            .runs
+            .get(p)
+            .ok_or("submit to a run that is not active")?;
+        let mut jobs = Vec::with_capacity(nodes.len());
+        let mut ids = Vec::with_capacity(nodes.len());
+        for &idx in nodes {
+            let node = run.graph.node_at(idx);
+            let rerun = run.expected(idx);
+            let id = run_id(
+                self.graph.as_str(),
+                &run.partition,
+                node.name.as_str(),
+                rerun,
+            );
+            let mut upstreams = BTreeMap::new();
+            for &u in run.graph.upstreams(idx) {
+                let un = run.graph.node_at(u).name.as_str();
+                let Some(ur) = run.recorded[u] else { continue };
+                let key = done_key(&run_id(self.graph.as_str(), &run.partition, un, ur));
+                if let Some(d) = self.store.get::<DoneRecord>(&key)? {
+                    upstreams.insert(
+                        un.to_string(),
+                        UpstreamRecord {
+                            status: d.status,
+                            output: d.output,
+                            rerun: ur,
+                        },
+                    );
+                }
+            }
+            let input = TaskInput {
+                graph: self.graph.to_string(),
+                partition: run.partition.to_string(),
+                node: node.name.to_string(),
+                rerun,
+                definition: run.record.definition.clone(),
+                config: node.task.config.clone(),
+                upstreams,
+            };
+            let payload =
+                weir_core::codec::encode(&input).map_err(|e| format!("task input of {id}: {e}"))?;
+            jobs.push(Job {
+                key: Arc::from(id.as_str()),
+                task: Arc::from(node.task.task.as_str()),
+                pool: Arc::from(node.pool.as_str()),
+                target: node.target.as_ref().map(|t| Arc::from(t.as_str())),
+                due_ms: now,
+                payload,
+                policy: node.retry.clone(),
+                timeout_ms: node.timeout_ms,
+                notify: Some(notify.clone()),
+                // Node records live as long as their run: the run's expiry
+                // deletes them.
+                retention_ms: Some(0),
+            });
+            ids.push((idx, id));
+        }
+        let queue =
+            ActorRef::<QueueMsg>::where_is(self.names.queue()).ok_or("the queue is not running")?;
+        let mut answers = Vec::with_capacity(jobs.len());
+        let mut rest = jobs;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(self.settings.submit_batch_max));
+            let batch = std::mem::replace(&mut rest, tail);
+            let a = ractor::call_t!(queue, QueueMsg::Enqueue, QUEUE_CALL_MS, batch)
+                .map_err(|e| format!("submit to the queue: {e}"))?;
+            answers.extend(a);
+        }
+        let run = self.runs.get_mut(p).expect("checked above");
+        let mut out = Vec::with_capacity(ids.len());
+        for ((idx, id), answer) in ids.into_iter().zip(answers) {
+            let new = match answer {
+                Ok(Enqueued::New(_)) => true,
+                Ok(Enqueued::Live(_)) | Ok(Enqueued::Done) => false,
+                Err(e) => return Err(format!("submit of {id}: {e}").into()),
+            };
+            run.submitted.insert(idx);
+            if new {
+                tracing::debug!(run_id = %id, "task instance submitted");
+            }
+            out.push((id, new));
+        }
+        Ok(out)
+    }
+
+    async fn completed(&mut self, c: Completion) -> Res<()> {
+        let Some(id) = parse_run_id(&c.key) else {
+            return Ok(());
+        };
+        let Some(run) = self.runs.get_mut(&id.partition) else {
+            return Ok(());
+        };
+        let Some(idx) = run.graph.index_of(&id.node) else {
+            return Ok(());
+        };
+        if id.rerun != run.expected(idx) || run.tracker.state(idx).is_terminal() {
+            // A superseded instance, or a repeat: nothing changes.
+            return Ok(());
+        }
+        let status = records::node_status(c.status);
+        run.recorded[idx] = Some(id.rerun);
+        let graph = run.graph.clone();
+        let changes = run.tracker.record(&graph, idx, status);
+        let _ = self.events.send(EngineEvent::NodeChanged {
+            graph: self.graph.to_string(),
+            partition: id.partition.clone(),
+            node: id.node.clone(),
+            rerun: id.rerun,
+            state: done_status(status).to_string(),
+        });
+        let p = id.partition;
+        self.apply_changes(&p, changes).await?;
+        self.settle_if_done(&p).await?;
+        Ok(())
+    }
+
+    /// Records decided nodes (durably), then submits the ready ones.
+    /// Returns how many submits were new to the queue.
+    async fn apply_changes(&mut self, p: &str, changes: Vec<Change>) -> Res<usize> {
+        if changes.is_empty() {
+            return Ok(0);
+        }
+        let now = self.clock.now_ms();
+        let run = self
+            .runs
+            .get_mut(p)
+            .ok_or("changes to a run that is not active")?;
+        let mut puts = Vec::new();
+        let mut ready = Vec::new();
+        for ch in &changes {
+            let name = run.graph.node_at(ch.node).name.clone();
+            let rerun = run.expected(ch.node);
+            let status = match ch.state {
+                NodeState::Ready => {
+                    ready.push(ch.node);
+                    None
+                }
+                NodeState::Skipped => Some(DoneStatus::Skipped),
+                NodeState::UpstreamFailed => Some(DoneStatus::UpstreamFailed),
+                _ => None,
+            };
+            let _ = self.events.send(EngineEvent::NodeChanged {
+                graph: self.graph.to_string(),
+                partition: p.to_string(),
+                node: name.to_string(),
+                rerun,
+                state: state_name(ch.state).to_string(),
+            });
+            if let Some(status) = status {
+                let id = run_id(self.graph.as_str(), &run.partition, name.as_str(), rerun);
+                let node = run.graph.node_at(ch.node);
+                let record = DoneRecord {
+                    id: 0,
+                    key: id.clone(),
+                    task: node.task.task.to_string(),
+                    pool: node.pool.to_string(),
+                    status,
+                    attempts: 0,
+                    failures: 0,
+                    error: None,
+                    output: Vec::new(),
+                    first_due_ms: now,
+                    started_ms: None,
+                    finished_ms: now,
+                };
+                puts.push((done_key(&id), self.store.encode("node record", &record)?));
+                run.recorded[ch.node] = Some(rerun);
+                tracing::info!(run_id = %id, status = %status, "node decided without running");
+            }
+        }
+        if !puts.is_empty() {
+            let store = self.store.clone();
+            tokio::task::spawn_blocking(move || store.put_batch(&puts, &[])).await??;
+        }
+        let ready: Vec<usize> = ready
+            .into_iter()
+            .filter(|i| !run.submitted.contains(i))
+            .collect();
+        let submitted = self.submit(p, &ready).await?;
+        Ok(submitted.iter().filter(|(_, new)| *new).count())
+    }
+
+    /// Settles run `p` when every node is terminal: a compare-and-put of its
+    /// record, with its expiry.
+    async fn settle_if_done(&mut self, p: &str) -> Res<bool> {
+        let Some(run) = self.runs.get(p) else {
+            return Ok(false);
+        };
+        let Some(outcome) = run.tracker.outcome() else {
+            return Ok(false);
+        };
+        let state = match outcome {
+            RunOutcome::Complete => RunState::Complete,
+            RunOutcome::Failed => RunState::Failed,
+        };
+        let written = self.write_settled(p, state).await?;
+        if written {
+            self.runs.remove(p);
+        }
+        Ok(written)
+    }
+
+    /// Writes the final state of run `p` against its stored bytes.
+    async fn write_settled(&mut self, p: &str, state: RunState) -> Res<bool> {
+        let run = self
+            .runs
+            .get(p)
+            .ok_or("settle of a run that is not active")?;
+        let now = self.clock.now_ms();
+        let mut settled = run.record.clone();
+        settled.state = state;
+        settled.settled_at_ms = Some(now);
+        let key = run_key(self.graph.as_str(), &run.partition);
+        let bytes = self.store.encode("run record", &settled)?;
+        let expiring = Expiring {
+            at_ms: now.saturating_add(settled.retention_ms),
+            key: key.clone(),
+        };
+        let store = self.store.clone();
+        let expected = run.bytes.clone();
+        let b = bytes.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            store.compare_and_put(&key, Some(&expected), Some(&b), &[expiring], &[])
+        })
+        .await??;
+        if written {
+            tracing::info!(graph = %self.graph, partition = p, state = %state, "graph run settled");
+            let _ = self.events.send(EngineEvent::RunSettled {
+                graph: self.graph.to_string(),
+                partition: p.to_string(),
+                state: state.to_string(),
+            });
+        } else {
+            // Someone else wrote the record: reload it and try again on the
+            // next event or reconcile.
+            tracing::warn!(graph = %self.graph, partition = p, "run record changed under the scheduler; reloading");
+            let partition = run.partition.clone();
+            match self.load_run(&partition)? {
+                Some(r) if r.record.state == RunState::Active => {
+                    self.runs.insert(p.to_string(), r);
+                }
+                _ => {
+                    self.runs.remove(p);
+                }
+            }
+        }
+        Ok(written)
+    }
+
+    async fn rerun(&mut self, partition: &Partition, node: &str) -> Res<RerunOutcome> {
+        let p = partition.to_string();
+        if !self.runs.contains_key(&p) {
+            let run = self
+                .load_run(partition)?
+                .ok_or_else(|| format!("graph {} has no run for partition {p}", self.graph))?;
+            if run.record.state == RunState::Cancelled {
+                return Err(format!(
+                    "the run of graph {} for partition {p} is cancelled",
+                    self.graph
+                )
+                .into());
+            }
+            self.runs.insert(p.clone(), run);
+        }
+        let result = self.rerun_loaded(&p, node).await;
+        // A run loaded only for this rerun and left settled goes back out.
+        if let Some(run) = self.runs.get(&p) {
+            if run.record.state != RunState::Active {
+                self.runs.remove(&p);
+            }
+        }
+        result
+    }
+
+    async fn rerun_loaded(&mut self, p: &str, node: &str) -> Res<RerunOutcome> {
+        let run = self.runs.get(p).expect("loaded");
+        let idx = run
+            .graph
+            .index_of(node)
+            .ok_or_else(|| format!("graph {} has no node {node:?}", self.graph))?;
+        let Some(rec_rerun) = run.recorded[idx] else {
+            // Not recorded yet: active at its expected count, or never run.
+            let id = run_id(self.graph.as_str(), &run.partition, node, run.expected(idx));
+            return Ok(
+                if run.submitted.contains(&idx) || run.tracker.state(idx) == NodeState::Ready {
+                    RerunOutcome::Active(id)
+                } else {
+                    RerunOutcome::NoRecord
+                },
+            );
+        };
+        let graph = run.graph.clone();
+        let scope = rerun_scope(&graph, idx);
+        let mut record = run.record.clone();
+        let next = rec_rerun + 1;
+        for &s in &scope {
+            let name = graph.node_at(s).name.clone();
+            if s == idx {
+                record.expected_reruns.insert(name, next);
+            } else if let Some(r) = run.recorded[s] {
+                record.expected_reruns.insert(name, r + 1);
+            }
+        }
+        // Check readiness on a copy first: a refused rerun changes nothing.
+        let mut tracker = run.tracker.clone();
+        let changes = tracker.rerun(&graph, idx, &scope);
+        if tracker.state(idx) != NodeState::Ready {
+            return Ok(RerunOutcome::NotReady);
+        }
+        let was_settled = record.settled_at_ms;
+        record.state = RunState::Active;
+        record.settled_at_ms = None;
+        let key = run_key(self.graph.as_str(), &run.partition);
+        let bytes = self.store.encode("run record", &record)?;
+        let unexpire: Vec<Expiring> = was_settled
+            .map(|at| Expiring {
+                at_ms: at.saturating_add(record.retention_ms),
+                key: key.clone(),
+            })
+            .into_iter()
+            .collect();
+        let store = self.store.clone();
+        let expected = run.bytes.clone();
+        let b = bytes.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            store.compare_and_put(&key, Some(&expected), Some(&b), &[], &unexpire)
+        })
+        .await??;
+        if !written {
+            return Err(format!(
+                "the run of graph {} for partition {p} changed during the rerun; try again",
+                self.graph
+            )
+            .into());
+        }
+        if was_settled.is_some() {
+            let _ = self.events.send(EngineEvent::RunStarted {
+                graph: self.graph.to_string(),
+                partition: p.to_string(),
+            });
+        }
+        let run = self.runs.get_mut(p).expect("loaded");
+        run.record = record;
+        run.bytes = bytes;
+        run.tracker = tracker;
+        for &s in &scope {
+            if s == idx || run.recorded[s].is_some() {
+                run.recorded[s] = None;
+                run.submitted.remove(&s);
+            }
+        }
+        tracing::info!(graph = %self.graph, partition = p, node, rerun = next, scope = scope.len(), "node rerun");
+        // Decided nodes in the scope are recorded again at their new
+        // counts; the node itself is submitted on its own, for its answer.
+        let others: Vec<Change> = changes.into_iter().filter(|c| c.node != idx).collect();
+        self.apply_changes(p, others).await?;
+        let submitted = self.submit(p, &[idx]).await?;
+        let (id, new) = submitted
+            .into_iter()
+            .next()
+            .ok_or("a submit of one node answers once")?;
+        Ok(if new {
+            RerunOutcome::Submitted(id)
+        } else {
+            RerunOutcome::Active(id)
+        })
+    }
+
+    async fn cancel_run(&mut self, partition: &Partition) -> Res<bool> {
+        let p = partition.to_string();
+        if !self.runs.contains_key(&p) {
+            return Ok(false);
+        }
+        let written = self.write_settled(&p, RunState::Cancelled).await?;
+        if !written {
+            return Ok(false);
+        }
+        let run = self.runs.remove(&p).expect("active");
+        let n = self.cancel_instances(&run).await?;
+        tracing::info!(graph = %self.graph, partition = %p, cancelled = n, "graph run cancelled");
+        Ok(true)
+    }
+
+    /// Cancels the live task instance of every node of `run` without a
+    /// current record.
+    async fn cancel_instances(&mut self, run: &ActiveRun) -> Res<usize> {
+        let queue =
+            ActorRef::<QueueMsg>::where_is(self.names.queue()).ok_or("the queue is not running")?;
+        let mut n = 0;
+        for idx in 0..run.graph.len() {
+            if run.recorded[idx].is_some() {
+                continue;
+            }
+            let id = run_id(
+                self.graph.as_str(),
+                &run.partition,
+                run.graph.node_at(idx).name.as_str(),
+                run.expected(idx),
+            );
+            let r = ractor::call_t!(queue, QueueMsg::Cancel, QUEUE_CALL_MS, id)
+                .map_err(|e| format!("cancel: {e}"))?;
+            if matches!(r, Cancelled::Cancelled(_)) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn cancel_unrecorded(&mut self, partition: &Partition) -> Res<usize> {
+        let Some(run) = self.load_run(partition)? else {
+            return Ok(0);
+        };
+        self.cancel_instances(&run).await
+    }
+
+    /// Advances every active run: submits ready nodes, records decisions a
+    /// crash left unwritten, settles what is done.
+    async fn reconcile(&mut self) -> Res<ReconcileReport> {
+        let mut report = ReconcileReport {
+            active_runs: self.runs.len(),
+            ..ReconcileReport::default()
+        };
+        let keys: Vec<String> = self.runs.keys().cloned().collect();
+        for p in keys {
+            let Some(run) = self.runs.get_mut(&p) else {
+                continue;
+            };
+            // Decided nodes without a current record.
+            let graph = run.graph.clone();
+            let undecided: Vec<Change> = (0..graph.len())
+                .filter(|&i| run.recorded[i].is_none())
+                .filter(|&i| {
+                    matches!(
+                        run.tracker.state(i),
+                        NodeState::Skipped | NodeState::UpstreamFailed
+                    )
+                })
+                .map(|i| Change {
+                    node: i,
+                    state: run.tracker.state(i),
+                })
+                .collect();
+            let ready: Vec<usize> = run.tracker.ready().collect();
+            // Resubmit every ready node: the queue ignores live and done
+            // run ids, so only a lost submit is new.
+            for &i in &ready {
+                run.submitted.remove(&i);
+            }
+            let mut changes = undecided;
+            changes.extend(ready.iter().map(|&i| Change {
+                node: i,
+                state: NodeState::Ready,
+            }));
+            // Count only the submits that were new to the queue.
+            report.submitted += self.apply_changes(&p, changes).await?;
+            if self.settle_if_done(&p).await? {
+                report.settled += 1;
+            }
+        }
+        Ok(report)
+    }
+
+    fn emit_report(&self, report: ReconcileReport) {
+        tracing::info!(graph = %self.graph, active_runs = report.active_runs, submitted = report.submitted, settled = report.settled, cancelled = report.cancelled, "reconciled");
+        let _ = self.events.send(EngineEvent::Reconciled {
+            graph: self.graph.to_string(),
+            active_runs: report.active_runs,
+            submitted: report.submitted,
+            settled: report.settled,
+            cancelled: report.cancelled,
+        });
+    }
+}
+
+fn state_name(s: NodeState) -> &'static str {
+    match s {
+        NodeState::Pending => "pending",
+        NodeState::Ready => "ready",
+        NodeState::Succeeded => "succeeded",
+        NodeState::Failed => "failed",
+        NodeState::Skipped => "skipped",
+        NodeState::UpstreamFailed => "upstream_failed",
+        NodeState::Cancelled => "cancelled",
+    }
+}

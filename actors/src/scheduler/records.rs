@@ -1,0 +1,240 @@
+//! The records of graphs: definitions by content hash, the adopted
+//! definition of each graph, graph runs, and the keys of node records.
+//!
+//! Keys:
+//! - `def/<hash>`: a [`GraphDef`] (adopted once, kept while runs use it);
+//! - `graph/<graph>`: [`GraphRecord`], the adopted hash;
+//! - `run/<graph>/<partition>`: [`GraphRunRecord`];
+//! - `done/<graph>/<partition>/<node>/<rerun>`: the node record, a
+//!   [`DoneRecord`] written by the queue with the task instance's Complete,
+//!   or by the scheduler for a node decided skipped or upstream-failed. The
+//!   same string (without `done/`) is the task instance's run id and its
+//!   queue key, so a repeated submit is a no-op. User job keys cannot hold
+//!   `/`, so they never collide with run ids.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use weir_core::names::Name;
+use weir_core::partition::Partition;
+use weir_core::readiness::{NodeStatus, Recorded};
+
+use crate::done::{DoneRecord, DoneStatus, DONE_PREFIX};
+
+/// A graph's adopted definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphRecord {
+    /// The content hash of the adopted definition.
+    pub definition: String,
+    /// When it was adopted.
+    pub adopted_at_ms: u64,
+}
+
+/// A graph run's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Nodes may still run.
+    Active,
+    /// Every node succeeded or was skipped.
+    Complete,
+    /// Some node failed, was upstream-failed or cancelled.
+    Failed,
+    /// A user cancelled it.
+    Cancelled,
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunState::Active => "active",
+            RunState::Complete => "complete",
+            RunState::Failed => "failed",
+            RunState::Cancelled => "cancelled",
+        })
+    }
+}
+
+/// A graph run (swale's GraphRunRecord).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphRunRecord {
+    /// The definition it runs (kept even when another is adopted).
+    pub definition: String,
+    /// Its state.
+    pub state: RunState,
+    /// When it was started.
+    pub requested_at_ms: u64,
+    /// When it settled, if it has.
+    #[serde(default)]
+    pub settled_at_ms: Option<u64>,
+    /// Expected rerun counts after reruns: a record of a node below its
+    /// expected count is superseded.
+    #[serde(default)]
+    pub expected_reruns: BTreeMap<Name, u32>,
+    /// How long after settling its records are kept.
+    #[serde(default)]
+    pub retention_ms: u64,
+}
+
+/// The key of a graph record.
+pub fn graph_key(graph: &str) -> String {
+    format!("graph/{graph}")
+}
+
+/// The prefix of graph records.
+pub const GRAPH_PREFIX: &str = "graph/";
+
+/// The key of a definition.
+pub fn def_key(hash: &str) -> String {
+    format!("def/{hash}")
+}
+
+/// The key of a graph run.
+pub fn run_key(graph: &str, partition: &Partition) -> String {
+    format!("run/{graph}/{partition}")
+}
+
+/// The prefix of a graph's runs.
+pub fn runs_prefix(graph: &str) -> String {
+    format!("run/{graph}/")
+}
+
+/// The run id (queue key) of a task instance.
+pub fn run_id(graph: &str, partition: &Partition, node: &str, rerun: u32) -> String {
+    format!("{graph}/{partition}/{node}/{rerun}")
+}
+
+/// The prefix of a run's node records.
+pub fn node_records_prefix(graph: &str, partition: &Partition) -> String {
+    format!("{DONE_PREFIX}{graph}/{partition}/")
+}
+
+/// A parsed run id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunId {
+    /// The graph.
+    pub graph: String,
+    /// The partition, as written.
+    pub partition: String,
+    /// The node.
+    pub node: String,
+    /// The rerun count.
+    pub rerun: u32,
+}
+
+/// Parses a run id; `None` for a key that is not one.
+pub fn parse_run_id(key: &str) -> Option<RunId> {
+    let mut parts = key.split('/');
+    let graph = parts.next()?;
+    let partition = parts.next()?;
+    let node = parts.next()?;
+    let rerun = parts.next()?.parse().ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(RunId {
+        graph: graph.to_string(),
+        partition: partition.to_string(),
+        node: node.to_string(),
+        rerun,
+    })
+}
+
+/// A node record: the done record of a task instance, and its rerun count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRecord {
+    /// The rerun count it is of.
+    pub rerun: u32,
+    /// The record.
+    pub done: DoneRecord,
+}
+
+/// The readiness status of a done status.
+pub fn node_status(status: DoneStatus) -> NodeStatus {
+    match status {
+        DoneStatus::Succeeded => NodeStatus::Succeeded,
+        DoneStatus::Failed => NodeStatus::Failed,
+        DoneStatus::Cancelled => NodeStatus::Cancelled,
+        DoneStatus::Skipped => NodeStatus::Skipped,
+        DoneStatus::UpstreamFailed => NodeStatus::UpstreamFailed,
+    }
+}
+
+/// The done status of a readiness status.
+pub fn done_status(status: NodeStatus) -> DoneStatus {
+    match status {
+        NodeStatus::Succeeded => DoneStatus::Succeeded,
+        NodeStatus::Failed => DoneStatus::Failed,
+        NodeStatus::Cancelled => DoneStatus::Cancelled,
+        NodeStatus::Skipped => DoneStatus::Skipped,
+        NodeStatus::UpstreamFailed => DoneStatus::UpstreamFailed,
+    }
+}
+
+impl Recorded for NodeRecord {
+    fn status(&self) -> NodeStatus {
+        node_status(self.done.status)
+    }
+    fn rerun(&self) -> u32 {
+        self.rerun
+    }
+}
+
+/// What a graph task receives as its payload (weir-core's envelope).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskInput {
+    /// The graph.
+    pub graph: String,
+    /// The partition.
+    pub partition: String,
+    /// The node.
+    pub node: String,
+    /// The rerun count.
+    pub rerun: u32,
+    /// The definition's hash.
+    pub definition: String,
+    /// The node's task config.
+    pub config: serde_json::Value,
+    /// The records of its upstreams, by node name.
+    pub upstreams: BTreeMap<String, UpstreamRecord>,
+}
+
+/// An upstream's record as a task sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamRecord {
+    /// How it ended.
+    pub status: DoneStatus,
+    /// Its output.
+    #[serde(with = "serde_bytes")]
+    pub output: Vec<u8>,
+    /// Its rerun count.
+    pub rerun: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_round_trip() {
+        let p: Partition = "2026-11-29".parse().unwrap();
+        let id = run_id("etl", &p, "load", 3);
+        assert_eq!(id, "etl/2026-11-29/load/3");
+        let parsed = parse_run_id(&id).unwrap();
+        assert_eq!(
+            parsed,
+            RunId {
+                graph: "etl".into(),
+                partition: "2026-11-29".into(),
+                node: "load".into(),
+                rerun: 3
+            }
+        );
+        let keyed: Partition = "key=a;b@c:d".parse().unwrap();
+        let id = run_id("g", &keyed, "n", 0);
+        assert_eq!(parse_run_id(&id).unwrap().partition, "key=a;b@c:d");
+        assert_eq!(parse_run_id("no-slashes"), None);
+        assert_eq!(parse_run_id("a/b/c/x"), None);
+        assert_eq!(parse_run_id("a/b/c/1/extra"), None);
+    }
+}
