@@ -85,7 +85,7 @@ pub struct GraphDef {
     /// Targets (guarded by a breaker each) by name, with their breaker
     /// settings. Empty means "not given": any target name is accepted.
     #[serde(default)]
-    pub targets: BTreeMap<Name, serde_json::Value>,
+    pub targets: BTreeMap<Name, crate::breaker::BreakerSettings>,
     /// How long settled runs and their records are kept, in ms.
     #[serde(default = "retention_ms_default")]
     pub retention_ms: u64,
@@ -101,7 +101,7 @@ pub struct GraphDef {
     pub catchup: bool,
     /// The inventory and schedule of a keyed graph, if any.
     #[serde(default)]
-    pub keyed: Option<serde_json::Value>,
+    pub keyed: Option<crate::keyed::KeyedSpec>,
 }
 
 impl GraphDef {
@@ -312,6 +312,16 @@ pub enum GraphError {
         /// The graph.
         graph: Name,
     },
+    /// A graph-level setting is not valid.
+    #[error("graph {graph:?}: {field}: {what}")]
+    BadSetting {
+        /// The graph.
+        graph: Name,
+        /// The setting.
+        field: &'static str,
+        /// What is wrong.
+        what: String,
+    },
 }
 
 fn join_path(path: &[Name]) -> String {
@@ -363,6 +373,61 @@ impl Graph {
         }
         if def.max_active_runs == 0 {
             return Err(GraphError::ZeroMaxActiveRuns { graph: graph() });
+        }
+        let bad = |field: &'static str, what: String| GraphError::BadSetting {
+            graph: def.name.clone(),
+            field,
+            what,
+        };
+        use crate::partition::Partitioning;
+        if let Some(cron) = &def.cron {
+            crate::cron::Schedule::parse(cron).map_err(|e| bad("cron", e.to_string()))?;
+            if matches!(def.partitioning, Partitioning::None | Partitioning::Keyed) {
+                return Err(bad(
+                    "cron",
+                    format!(
+                        "a cron graph needs a time partitioning (hourly, daily, weekly, monthly), not {:?}",
+                        def.partitioning
+                    ),
+                ));
+            }
+        }
+        match (&def.keyed, def.partitioning) {
+            (Some(_), p) if p != Partitioning::Keyed => {
+                return Err(bad(
+                    "keyed",
+                    "a keyed graph needs partitioning = \"keyed\"".into(),
+                ));
+            }
+            (None, Partitioning::Keyed) => {
+                return Err(bad(
+                    "partitioning",
+                    "keyed partitioning needs a [keyed] inventory".into(),
+                ));
+            }
+            (Some(k), _) => {
+                if k.batch_size == 0 {
+                    return Err(bad("keyed.batch_size", "must be at least 1".into()));
+                }
+                if k.refresh_ms == 0 {
+                    return Err(bad("keyed.refresh", "must be more than 0".into()));
+                }
+                match &k.inventory {
+                    crate::keyed::InventorySource::File(f) if f.is_empty() => {
+                        return Err(bad("keyed.inventory", "the file name is empty".into()));
+                    }
+                    crate::keyed::InventorySource::Command(argv) if argv.is_empty() => {
+                        return Err(bad("keyed.inventory", "the command's argv is empty".into()));
+                    }
+                    _ => {}
+                }
+            }
+            (None, _) => {}
+        }
+        for (target, settings) in &def.targets {
+            settings
+                .validate()
+                .map_err(|e| bad("targets", format!("target {:?}: {e}", target.as_str())))?;
         }
         if let Some((pool, _)) = def.pools.iter().find(|(_, capacity)| **capacity == 0) {
             return Err(GraphError::ZeroPoolCapacity {
@@ -781,7 +846,8 @@ pub(crate) mod tests {
                         n
                     }],
                     |d| {
-                        d.targets.insert(name("db1"), serde_json::json!({}));
+                        d.targets
+                            .insert(name("db1"), crate::breaker::BreakerSettings::default());
                     },
                 ),
                 r#"graph "etl": node "a": target "db2" is not one of the graph's targets"#,
@@ -977,16 +1043,27 @@ pub(crate) mod tests {
                 "targets",
                 Box::new(|d| {
                     d.targets
-                        .insert(name("db"), serde_json::json!({"threshold": 5}));
+                        .insert(name("db"), crate::breaker::BreakerSettings::default());
                 }),
             ),
             ("retention", Box::new(|d| d.retention_ms = 1)),
             ("max active runs", Box::new(|d| d.max_active_runs = 1)),
-            ("cron", Box::new(|d| d.cron = Some("0 * * * *".into()))),
+            (
+                "cron",
+                Box::new(|d| {
+                    d.cron = Some("0 * * * *".into());
+                    d.partitioning = crate::partition::Partitioning::Hourly;
+                }),
+            ),
             ("catchup", Box::new(|d| d.catchup = true)),
             (
                 "keyed",
-                Box::new(|d| d.keyed = Some(serde_json::json!({"inventory": "x"}))),
+                Box::new(|d| {
+                    d.keyed = Some(crate::keyed::KeyedSpec::new(
+                        crate::keyed::InventorySource::File("x".into()),
+                    ));
+                    d.partitioning = crate::partition::Partitioning::Keyed;
+                }),
             ),
         ];
         let mut seen = BTreeMap::new();
