@@ -10,8 +10,10 @@ pub use weir_core as core;
 
 pub mod bench;
 pub mod cli;
+pub mod definition;
 mod engine;
 mod graphs;
+pub mod task;
 
 pub use engine::{Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
 pub use graphs::AdoptOutcome;

@@ -1,0 +1,316 @@
+//! The command task: a node that runs a program.
+//!
+//! The command is an argv array, never a shell string. `{graph}`,
+//! `{partition}`, `{node}`, `{attempt}` and `{run_id}` are substituted inside
+//! arguments as literal text, so a key or partition can never inject a
+//! command. The environment carries WEIR_GRAPH, WEIR_PARTITION, WEIR_NODE,
+//! WEIR_ATTEMPT, WEIR_RUN_ID, WEIR_UPSTREAMS (the path of a JSON file with
+//! the upstream records and outputs), WEIR_OUTPUT (a path whose content,
+//! at most `OUTPUT_BYTES_MAX`, becomes the node's output) and WEIR_DATA (a
+//! folder under the data directory for the commands' own files). The process runs
+//! in its own process group, killed whole on timeout or cancel. Exit 0
+//! succeeds; an exit code listed in `permanent_exit_codes` fails without
+//! retry; any other exit or a signal fails and may retry. The tail of stdout
+//! and stderr goes to the log and, on failure, into the node record.
+
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use weir_actors::scheduler::records::TaskInput;
+use weir_actors::task::{Task, TaskContext, TaskError, TaskResult};
+
+/// The registered name of the command task.
+pub const COMMAND_TASK: &str = "command";
+/// The largest output a command may leave in WEIR_OUTPUT.
+pub const OUTPUT_BYTES_MAX: u64 = 1 << 20;
+/// How much of the end of stdout and of stderr is kept.
+pub const LOG_TAIL_BYTES: usize = 4 << 10;
+
+/// A command node's config (its task spec's config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandConfig {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Exit codes that fail without retry.
+    #[serde(default)]
+    pub permanent_exit_codes: Vec<i32>,
+    /// Extra environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Working directory.
+    pub cwd: String,
+}
+
+/// The command task.
+#[derive(Debug, Clone)]
+pub struct CommandTask {
+    /// Where attempts keep their WEIR_UPSTREAMS and WEIR_OUTPUT files.
+    pub scratch: PathBuf,
+    /// A folder under the data directory for the commands' own files,
+    /// passed as WEIR_DATA.
+    pub work: PathBuf,
+}
+
+/// `{name}` placeholders replaced by their values, in one pass, so a value
+/// that itself holds `{…}` is never expanded again.
+pub fn substitute(arg: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    'outer: while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open..];
+        for (name, value) in vars {
+            let token = format!("{{{name}}}");
+            if after.starts_with(&token) {
+                out.push_str(value);
+                rest = &after[token.len()..];
+                continue 'outer;
+            }
+        }
+        out.push('{');
+        rest = &after[1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Kills a process group when dropped (the attempt timed out and its
+/// future was dropped), unless disarmed.
+struct GroupKill(Option<i32>);
+
+impl GroupKill {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // SAFETY: a signal to a process group we created; no memory involved.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn tail<R: AsyncRead + Unpin>(mut r: R) -> Vec<u8> {
+    let mut keep: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                keep.extend_from_slice(&buf[..n]);
+                if keep.len() > 2 * LOG_TAIL_BYTES {
+                    keep.drain(..keep.len() - LOG_TAIL_BYTES);
+                }
+            }
+        }
+    }
+    if keep.len() > LOG_TAIL_BYTES {
+        keep.drain(..keep.len() - LOG_TAIL_BYTES);
+    }
+    keep
+}
+
+#[derive(Serialize)]
+struct UpstreamJson<'a> {
+    status: String,
+    rerun: u32,
+    output: String,
+    output_bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
+}
+
+impl Task for CommandTask {
+    fn run(&self, ctx: TaskContext) -> BoxFuture<'static, TaskResult> {
+        let (scratch, work) = (self.scratch.clone(), self.work.clone());
+        Box::pin(async move { run(scratch, work, ctx).await })
+    }
+}
+
+async fn run(scratch: PathBuf, work: PathBuf, ctx: TaskContext) -> TaskResult {
+    let input: TaskInput = weir_core::codec::decode(&ctx.payload).map_err(|e| {
+        TaskError::Permanent(format!(
+            "command task: the payload is not a graph task input: {e}"
+        ))
+    })?;
+    let config: CommandConfig = serde_json::from_value(input.config.clone()).map_err(|e| {
+        TaskError::Permanent(format!(
+            "command task: node {}: bad config: {e}",
+            input.node
+        ))
+    })?;
+    if config.argv.is_empty() {
+        return Err(TaskError::Permanent(format!(
+            "node {}: the command's argv is empty",
+            input.node
+        )));
+    }
+    let dir = scratch.join(format!("t{}-a{}", ctx.ticket, ctx.attempt));
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| TaskError::Retryable(format!("cannot create {}: {e}", dir.display())))?;
+    let upstreams_path = dir.join("upstreams.json");
+    let output_path = dir.join("output");
+    let ups: BTreeMap<&String, UpstreamJson> = input
+        .upstreams
+        .iter()
+        .map(|(k, u)| {
+            let (output, note) = match std::str::from_utf8(&u.output) {
+                Ok(s) => (s.to_string(), None),
+                Err(_) => (
+                    String::from_utf8_lossy(&u.output).into_owned(),
+                    Some("output is not UTF-8; shown lossily"),
+                ),
+            };
+            (
+                k,
+                UpstreamJson {
+                    status: u.status.to_string(),
+                    rerun: u.rerun,
+                    output,
+                    output_bytes: u.output.len(),
+                    note,
+                },
+            )
+        })
+        .collect();
+    let json = serde_json::to_vec_pretty(&ups).map_err(|e| TaskError::Permanent(e.to_string()))?;
+    tokio::fs::write(&upstreams_path, json).await.map_err(|e| {
+        TaskError::Retryable(format!("cannot write {}: {e}", upstreams_path.display()))
+    })?;
+
+    let attempt = ctx.attempt.to_string();
+    let vars: [(&str, &str); 5] = [
+        ("graph", &input.graph),
+        ("partition", &input.partition),
+        ("node", &input.node),
+        ("attempt", &attempt),
+        ("run_id", &ctx.key),
+    ];
+    let argv: Vec<String> = config.argv.iter().map(|a| substitute(a, &vars)).collect();
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(&config.cwd)
+        .envs(&config.env)
+        .env("WEIR_GRAPH", &input.graph)
+        .env("WEIR_PARTITION", &input.partition)
+        .env("WEIR_NODE", &input.node)
+        .env("WEIR_ATTEMPT", &attempt)
+        .env("WEIR_RUN_ID", ctx.key.as_ref())
+        .env("WEIR_UPSTREAMS", &upstreams_path)
+        .env("WEIR_OUTPUT", &output_path)
+        .env("WEIR_DATA", &work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| {
+        let what = format!(
+            "node {}: cannot start {:?} in {}: {e}",
+            input.node, argv[0], config.cwd
+        );
+        // A missing program stays missing: do not retry it.
+        if e.kind() == std::io::ErrorKind::NotFound
+            || e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            TaskError::Permanent(what)
+        } else {
+            TaskError::Retryable(what)
+        }
+    })?;
+    let mut guard = GroupKill(child.id().map(|p| p as i32));
+    let out = tokio::spawn(tail(child.stdout.take().expect("piped")));
+    let err = tokio::spawn(tail(child.stderr.take().expect("piped")));
+    let status = tokio::select! {
+        s = child.wait() => s,
+        () = ctx.cancel.cancelled() => {
+            guard.kill();
+            let _ = child.wait().await;
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+            return Err(TaskError::Retryable("cancelled; the process group was killed".into()));
+        }
+    };
+    // The leader exited; stragglers of its group go with it.
+    guard.kill();
+    let status = status.map_err(|e| TaskError::Retryable(format!("wait failed: {e}")))?;
+    let stdout = out.await.unwrap_or_default();
+    let stderr = err.await.unwrap_or_default();
+    let logs = format!(
+        "stdout (tail): {}\nstderr (tail): {}",
+        String::from_utf8_lossy(&stdout).trim_end(),
+        String::from_utf8_lossy(&stderr).trim_end()
+    );
+    let result = if status.success() {
+        match tokio::fs::metadata(&output_path).await {
+            Err(_) => Ok(Vec::new()),
+            Ok(m) if m.len() > OUTPUT_BYTES_MAX => Err(TaskError::Permanent(format!(
+                "node {}: WEIR_OUTPUT holds {} bytes, over the limit of {OUTPUT_BYTES_MAX}",
+                input.node,
+                m.len()
+            ))),
+            Ok(_) => tokio::fs::read(&output_path)
+                .await
+                .map_err(|e| TaskError::Retryable(format!("cannot read WEIR_OUTPUT: {e}"))),
+        }
+    } else {
+        let how = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exit code {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => "ended abnormally".to_string(),
+        };
+        let what = format!("node {}: {} {how}\n{logs}", input.node, argv[0]);
+        match status.code() {
+            Some(code) if config.permanent_exit_codes.contains(&code) => {
+                Err(TaskError::Permanent(what))
+            }
+            _ => Err(TaskError::Retryable(what)),
+        }
+    };
+    match &result {
+        Ok(_) => {
+            tracing::debug!(run_id = %ctx.key, attempt = ctx.attempt, stdout = %String::from_utf8_lossy(&stdout).trim_end(), "command succeeded")
+        }
+        Err(e) => {
+            tracing::warn!(run_id = %ctx.key, attempt = ctx.attempt, error = %e, "command failed")
+        }
+    }
+    let _ = tokio::fs::remove_dir_all(&dir).await;
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substitution_is_literal_and_single_pass() {
+        let vars = [
+            ("graph", "g"),
+            ("partition", "key=a;rm -rf x {node}"),
+            ("node", "n"),
+        ];
+        let cases = [
+            ("{graph}", "g"),
+            ("--p={partition}", "--p=key=a;rm -rf x {node}"),
+            ("{unknown}", "{unknown}"),
+            ("{{node}}", "{n}"),
+            ("{", "{"),
+            ("a{node}b{node}", "anbn"),
+            ("é{node}ü", "énü"),
+        ];
+        for (i, (arg, want)) in cases.iter().enumerate() {
+            assert_eq!(substitute(arg, &vars), *want, "#{i}: {arg}");
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! Built-in tasks of the `weir` program.
+
+pub mod command;
