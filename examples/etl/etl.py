@@ -7,6 +7,9 @@ import csv, json, os, random, sys
 step, partition = sys.argv[1], sys.argv[2]
 base = os.path.join(os.environ["WEIR_DATA"], "etl", partition)
 os.makedirs(base, exist_ok=True)
+# A start log, so tests can check which steps ran in which process.
+with open(os.path.join(os.environ["WEIR_DATA"], "starts.log"), "a") as f:
+    f.write(f"{os.environ.get('ETL_ROUND', '-')} {os.environ['WEIR_RUN_ID']}\n")
 
 
 def out(summary):

@@ -1,0 +1,246 @@
+//! The `weir` program end to end: the ETL example to completion, bad
+//! definitions, literal arguments, kill -9 and Ctrl-C with resume.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn weir() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));
+    c.env("RUST_LOG", "warn");
+    c
+}
+
+fn etl() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/etl")
+}
+
+fn starts(data: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(data.join("work/starts.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
+        .collect()
+}
+
+/// Node states of every run, from `weir status` (no engine running).
+fn node_states(data: &Path, partitions: &[&str]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for p in partitions {
+        let o = weir().args(["status", "--data"]).arg(data).args(["etl", p]).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        for line in text.lines().skip(3) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() >= 2 {
+                out.insert(format!("etl/{p}/{}", cols[0]), cols[1].to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn etl_example_runs_to_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let o = weir()
+        .args(["run"])
+        .arg(etl())
+        .arg("--data")
+        .arg(&data)
+        .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle", "--durability", "flush"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("3 run(s): 3 settled, 0 failed"), "{stdout}");
+    for p in ["2026-11-01", "2026-11-02", "2026-11-03"] {
+        let report = std::fs::read_to_string(data.join(format!("work/etl/{p}/report.txt"))).unwrap();
+        assert!(report.contains("loaded") && report.contains("clean orders"), "{report}");
+        let raw = std::fs::read_to_string(data.join(format!("work/etl/{p}/raw.csv"))).unwrap();
+        let extracted = raw.lines().count() - 1;
+        assert!(report.contains(&format!("extracted {extracted} rows")), "{report}");
+    }
+    // Every node ran exactly once.
+    let s = starts(&data);
+    let unique: BTreeSet<&String> = s.iter().map(|(_, id)| id).collect();
+    assert_eq!(s.len(), 18);
+    assert_eq!(unique.len(), 18);
+    // A second run over the same data dir starts nothing again.
+    let o = weir()
+        .args(["run"])
+        .arg(etl())
+        .arg("--data")
+        .arg(&data)
+        .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle", "--durability", "flush"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(starts(&data).len(), 18, "completed runs are not run again");
+}
+
+#[test]
+fn bad_definitions_name_what_and_where() {
+    let dir = tempfile::tempdir().unwrap();
+    // (file content, a fragment the error must hold)
+    let cases: &[(&str, &str)] = &[
+        ("name = \"x\"\n[[nodes]\nname = \"a\"\n", "x.toml:2"),
+        (
+            "name = \"x\"\n[[nodes]]\nname = \"a\"\nupstreams = [\"b\"]\ncommand = [\"true\"]\n[[nodes]]\nname = \"b\"\nupstreams = [\"a\"]\ncommand = [\"true\"]\n",
+            "cycle a -> b -> a",
+        ),
+        (
+            "name = \"etl\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n[[nodes]]\nname = \"load\"\nupstreams = [\"transfrom\"]\ncommand = [\"true\"]\n",
+            "node \"load\": upstream \"transfrom\" is not a node",
+        ),
+        (
+            "name = \"x\"\n[pools]\ncpu = 2\n[[nodes]]\nname = \"a\"\npool = \"gpu\"\ncommand = [\"true\"]\n",
+            "pool \"gpu\"",
+        ),
+        (
+            "name = \"x\"\npartitioning = \"daily\"\ncron = \"61 * * * *\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n",
+            "cron expression \"61 * * * *\"",
+        ),
+        ("name = \"x\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\ntimeout = \"5 parsecs\"\n", "field timeout"),
+        ("name = \"a/b\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n", "'/'"),
+        ("name = \"x\"\n[[nodes]]\nname = \"a\"\ncommand = []\n", "argv is empty"),
+        (
+            "name = \"x\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\ntrigger_rule = \"most_success\"\n",
+            "trigger rule \"most_success\" is unknown",
+        ),
+        ("name = \"x\"\n[[nodes]]\nname = \"a\"\ncomand = [\"true\"]\n", "unknown field `comand`"),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let f = dir.path().join("x.toml");
+        std::fs::write(&f, text).unwrap();
+        for cmd in ["validate", "run"] {
+            let mut c = weir();
+            c.arg(cmd).arg(&f);
+            if cmd == "run" {
+                c.arg("--data").arg(dir.path().join("data")).arg("--until-idle");
+            }
+            let o = c.output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "#{i} {cmd}: {err}");
+            assert!(err.contains("x.toml") && err.contains(want), "#{i} {cmd}: error {err:?} lacks {want:?}");
+        }
+        // Nothing of a bad file is adopted: no store was even created.
+        assert!(!dir.path().join("data/weir.lock").exists(), "#{i}: a bad definition opened the store");
+    }
+}
+
+#[test]
+fn arguments_reach_commands_literally() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("args.txt");
+    let def = format!(
+        "name = \"lit\"\npartitioning = \"daily\"\n[[nodes]]\nname = \"echo\"\ncommand = [\"python3\", \"-c\", \"import sys; open(sys.argv[1], 'a').write(repr(sys.argv[2:]) + '\\\\n')\", \"{}\", \"{{partition}}\", \"--node={{node}};$(id)\", \"{{run_id}}\"]\n",
+        out.display()
+    );
+    let f = dir.path().join("lit.toml");
+    std::fs::write(&f, def).unwrap();
+    let o = weir()
+        .arg("run")
+        .arg(&f)
+        .args(["--data"])
+        .arg(dir.path().join("data"))
+        .args(["--partition", "2026-11-29", "--until-idle", "--durability", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(got.trim(), "['2026-11-29', '--node=echo;$(id)', 'lit/2026-11-29/echo/0']");
+}
+
+/// kill -9 in the middle of the ETL, then a second `weir run`: every run
+/// finishes, and no node whose completion was recorded starts again.
+#[test]
+fn kill_9_then_resume() {
+    let rounds: usize = std::env::var("WEIR_SOAK").map_or(2, |_| 10);
+    for round in 0..rounds {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let partitions = ["2026-11-01", "2026-11-02", "2026-11-03"];
+        let mut child = weir()
+            .arg("run")
+            .arg(etl())
+            .arg("--data")
+            .arg(&data)
+            .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle"])
+            .env("ETL_ROUND", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill once some steps have started (a varying point each round).
+        let want = 3 + round % 6;
+        let t0 = Instant::now();
+        while starts(&data).len() < want && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let recorded: BTreeSet<String> = node_states(&data, &partitions)
+            .into_iter()
+            .filter(|(_, s)| s == "succeeded")
+            .map(|(id, _)| id)
+            .collect();
+        let o = weir()
+            .arg("run")
+            .arg(etl())
+            .arg("--data")
+            .arg(&data)
+            .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle"])
+            .env("ETL_ROUND", "2")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "round {round}: {}", String::from_utf8_lossy(&o.stderr));
+        let states = node_states(&data, &partitions);
+        assert_eq!(states.len(), 18, "round {round}: {states:?}");
+        assert!(states.values().all(|s| s == "succeeded"), "round {round}: {states:?}");
+        for (r, id) in starts(&data) {
+            if r == "2" {
+                let node_id = id.rsplit_once('/').unwrap().0.to_string();
+                assert!(!recorded.contains(&node_id), "round {round}: {id} started again after it was recorded complete");
+            }
+        }
+    }
+}
+
+#[test]
+fn interrupt_then_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = weir()
+        .arg("run")
+        .arg(etl())
+        .arg("--data")
+        .arg(&data)
+        .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle", "--grace-secs", "10"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while starts(&data).len() < 2 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "a graceful interrupt exits 130");
+    let o = weir()
+        .arg("run")
+        .arg(etl())
+        .arg("--data")
+        .arg(&data)
+        .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let states = node_states(&data, &["2026-11-01", "2026-11-02", "2026-11-03"]);
+    assert_eq!(states.len(), 18);
+    assert!(states.values().all(|s| s == "succeeded"), "{states:?}");
+}
