@@ -244,3 +244,20 @@ fn interrupt_then_resume() {
     assert_eq!(states.len(), 18);
     assert!(states.values().all(|s| s == "succeeded"), "{states:?}");
 }
+
+#[test]
+fn fanout_example_runs_to_completion() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/fanout");
+    let o = weir()
+        .arg("run")
+        .arg(example)
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .args(["--until-idle", "--durability", "flush"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("fanout") && stdout.contains("complete") && stdout.contains("10/10"), "{stdout}");
+}
