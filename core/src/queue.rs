@@ -539,19 +539,25 @@ impl QueueState {
             ticket.tries.failures = ticket.tries.failures.saturating_add(1);
         }
         ticket.place = Place::Pending { due_ms };
-        self.pending
-            .entry(ticket.job.pool.clone())
-            .or_default()
-            .insert((due_ms, id));
+        let pool = ticket.job.pool.clone();
+        self.pending_of(&pool).insert((due_ms, id));
         Applied::Requeued(id)
+    }
+
+    /// The pending order of `pool`, created when missing. Looks up by
+    /// reference first: `entry` would take (and drop) an owned key on
+    /// every call, and this is the hottest path of enqueue.
+    fn pending_of(&mut self, pool: &Arc<str>) -> &mut BTreeSet<(u64, TicketId)> {
+        if !self.pending.contains_key(pool) {
+            self.pending.insert(pool.clone(), BTreeSet::new());
+        }
+        self.pending.get_mut(pool).expect("inserted above")
     }
 
     fn index(&mut self, ticket: &Ticket) {
         match &ticket.place {
             Place::Pending { due_ms } => {
-                self.pending
-                    .entry(ticket.job.pool.clone())
-                    .or_default()
+                self.pending_of(&ticket.job.pool)
                     .insert((*due_ms, ticket.id));
             }
             Place::Running { lease_until_ms, .. } => {
