@@ -31,6 +31,7 @@ use weir_actors::supervisor::{
     PoolSpec, Role, SupervisorActor, SupervisorArgs, SupervisorMsg, SupervisorSettings,
 };
 use weir_actors::task::{Resolver, Task, TaskContext, TaskRegistry, TaskResult};
+use weir_actors::trigger::TriggerSettings;
 
 /// How long a call to an engine actor may take before it is an error.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -90,6 +91,7 @@ pub struct EngineBuilder {
     parent: Option<ActorCell>,
     scheduler: SchedulerSettings,
     expiry_interval_ms: u64,
+    trigger: TriggerSettings,
 }
 
 impl EngineBuilder {
@@ -108,12 +110,20 @@ impl EngineBuilder {
             parent: None,
             scheduler: SchedulerSettings::default(),
             expiry_interval_ms: 60_000,
+            trigger: TriggerSettings::default(),
         }
     }
 
     /// Scheduler settings (reconcile interval, submit batch).
     pub fn scheduler_settings(mut self, settings: SchedulerSettings) -> Self {
         self.scheduler = settings;
+        self
+    }
+
+    /// Trigger settings (cron catch-up bound, backfill and inventory
+    /// limits).
+    pub fn trigger_settings(mut self, settings: TriggerSettings) -> Self {
+        self.trigger = settings;
         self
     }
 
@@ -253,6 +263,7 @@ impl EngineBuilder {
             stopped: stopped.clone(),
             scheduler: self.scheduler,
             expiry_interval_ms: self.expiry_interval_ms,
+            trigger: self.trigger.clone(),
         };
         let spawned = match self.parent {
             Some(parent) => {
@@ -273,6 +284,7 @@ impl EngineBuilder {
             clock,
             pools,
             tasks: self.tasks,
+            trigger_settings: self.trigger,
         })
     }
 }
@@ -289,6 +301,7 @@ pub struct Engine {
     pub(crate) clock: Clock,
     pub(crate) pools: BTreeMap<Arc<str>, PoolSpec>,
     pub(crate) tasks: TaskRegistry,
+    pub(crate) trigger_settings: TriggerSettings,
 }
 
 impl Engine {

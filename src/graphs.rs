@@ -53,6 +53,9 @@ impl Engine {
                 )));
             }
         }
+        // A keyed graph whose inventory does not load is refused here, so
+        // nothing is adopted that could not schedule.
+        let keys = self.check_inventory(&graph).await?;
         let hash = graph.hash().to_string();
         let store = self.store.clone();
         let def = graph.def().clone();
@@ -90,6 +93,7 @@ impl Engine {
             let _ = scheduler.cast(SchedulerMsg::Adopted(hash.clone()));
             tracing::info!(graph = %name, definition = %hash, "definition adopted");
         }
+        self.ensure_trigger(&graph, keys).await?;
         Ok(AdoptOutcome {
             graph: name,
             hash,

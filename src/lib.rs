@@ -14,6 +14,7 @@ pub mod definition;
 mod engine;
 mod graphs;
 pub mod task;
+mod triggers;
 
 pub use engine::{Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
 pub use graphs::AdoptOutcome;
@@ -26,9 +27,15 @@ pub use weir_actors::scheduler::{ReconcileReport, RerunOutcome, SchedulerSetting
 pub use weir_actors::store::{Durability, StoreSettings};
 pub use weir_actors::supervisor::SupervisorSettings;
 pub use weir_actors::task::{Task, TaskContext, TaskError, TaskRegistry, TaskResult};
+pub use weir_actors::trigger::backfill::{Backfill, BackfillOrder};
+pub use weir_actors::trigger::keyed::{InventoryChange, KeyScheduleView};
+pub use weir_actors::trigger::{TriggerSettings, TriggerStatus};
 pub use weir_core::breaker::BreakerSettings;
 pub use weir_core::graph::{GraphDef, NodeDef, TaskSpec};
+pub use weir_core::keyed::{InventorySource, KeyedSpec};
+pub use weir_core::partition::PartitionRange;
 pub use weir_core::partition::{Partition, Partitioning};
 pub use weir_core::queue::Job;
 pub use weir_core::retry::RetryPolicy;
+pub use weir_core::schedule::{Debounce, ScheduleSettings};
 pub use weir_core::trigger::TriggerRule;

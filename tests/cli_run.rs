@@ -19,7 +19,10 @@ fn etl() -> PathBuf {
 fn starts(data: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(data.join("work/starts.log")).unwrap_or_default();
     text.lines()
-        .filter_map(|l| l.split_once(' ').map(|(a, b)| (a.to_string(), b.to_string())))
+        .filter_map(|l| {
+            l.split_once(' ')
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+        })
         .collect()
 }
 
@@ -27,7 +30,12 @@ fn starts(data: &Path) -> Vec<(String, String)> {
 fn node_states(data: &Path, partitions: &[&str]) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for p in partitions {
-        let o = weir().args(["status", "--data"]).arg(data).args(["etl", p]).output().unwrap();
+        let o = weir()
+            .args(["status", "--data"])
+            .arg(data)
+            .args(["etl", p])
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&o.stdout);
         for line in text.lines().skip(3) {
             let cols: Vec<&str> = line.split_whitespace().collect();
@@ -48,18 +56,36 @@ fn etl_example_runs_to_completion() {
         .arg(etl())
         .arg("--data")
         .arg(&data)
-        .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle", "--durability", "flush"])
+        .args([
+            "--backfill",
+            "2026-11-01..2026-11-03",
+            "--until-idle",
+            "--durability",
+            "flush",
+        ])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "stdout: {stdout}\nstderr: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(stdout.contains("3 run(s): 3 settled, 0 failed"), "{stdout}");
     for p in ["2026-11-01", "2026-11-02", "2026-11-03"] {
-        let report = std::fs::read_to_string(data.join(format!("work/etl/{p}/report.txt"))).unwrap();
-        assert!(report.contains("loaded") && report.contains("clean orders"), "{report}");
+        let report =
+            std::fs::read_to_string(data.join(format!("work/etl/{p}/report.txt"))).unwrap();
+        assert!(
+            report.contains("loaded") && report.contains("clean orders"),
+            "{report}"
+        );
         let raw = std::fs::read_to_string(data.join(format!("work/etl/{p}/raw.csv"))).unwrap();
         let extracted = raw.lines().count() - 1;
-        assert!(report.contains(&format!("extracted {extracted} rows")), "{report}");
+        assert!(
+            report.contains(&format!("extracted {extracted} rows")),
+            "{report}"
+        );
     }
     // Every node ran exactly once.
     let s = starts(&data);
@@ -72,7 +98,13 @@ fn etl_example_runs_to_completion() {
         .arg(etl())
         .arg("--data")
         .arg(&data)
-        .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle", "--durability", "flush"])
+        .args([
+            "--backfill",
+            "2026-11-01..2026-11-03",
+            "--until-idle",
+            "--durability",
+            "flush",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
@@ -117,15 +149,23 @@ fn bad_definitions_name_what_and_where() {
             let mut c = weir();
             c.arg(cmd).arg(&f);
             if cmd == "run" {
-                c.arg("--data").arg(dir.path().join("data")).arg("--until-idle");
+                c.arg("--data")
+                    .arg(dir.path().join("data"))
+                    .arg("--until-idle");
             }
             let o = c.output().unwrap();
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(2), "#{i} {cmd}: {err}");
-            assert!(err.contains("x.toml") && err.contains(want), "#{i} {cmd}: error {err:?} lacks {want:?}");
+            assert!(
+                err.contains("x.toml") && err.contains(want),
+                "#{i} {cmd}: error {err:?} lacks {want:?}"
+            );
         }
         // Nothing of a bad file is adopted: no store was even created.
-        assert!(!dir.path().join("data/weir.lock").exists(), "#{i}: a bad definition opened the store");
+        assert!(
+            !dir.path().join("data/weir.lock").exists(),
+            "#{i}: a bad definition opened the store"
+        );
     }
 }
 
@@ -144,12 +184,26 @@ fn arguments_reach_commands_literally() {
         .arg(&f)
         .args(["--data"])
         .arg(dir.path().join("data"))
-        .args(["--partition", "2026-11-29", "--until-idle", "--durability", "none"])
+        .args([
+            "--partition",
+            "2026-11-29",
+            "--until-idle",
+            "--durability",
+            "none",
+        ])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let got = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(got.trim(), "['2026-11-29', '--node=echo;$(id)', 'lit/2026-11-29/echo/0']");
+    assert_eq!(
+        got.trim(),
+        "['2026-11-29', '--node=echo;$(id)', 'lit/2026-11-29/echo/0']"
+    );
 }
 
 /// kill -9 in the middle of the ETL, then a second `weir run`: every run
@@ -194,14 +248,25 @@ fn kill_9_then_resume() {
             .env("ETL_ROUND", "2")
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "round {round}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "round {round}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let states = node_states(&data, &partitions);
         assert_eq!(states.len(), 18, "round {round}: {states:?}");
-        assert!(states.values().all(|s| s == "succeeded"), "round {round}: {states:?}");
+        assert!(
+            states.values().all(|s| s == "succeeded"),
+            "round {round}: {states:?}"
+        );
         for (r, id) in starts(&data) {
             if r == "2" {
                 let node_id = id.rsplit_once('/').unwrap().0.to_string();
-                assert!(!recorded.contains(&node_id), "round {round}: {id} started again after it was recorded complete");
+                assert!(
+                    !recorded.contains(&node_id),
+                    "round {round}: {id} started again after it was recorded complete"
+                );
             }
         }
     }
@@ -211,12 +276,18 @@ fn kill_9_then_resume() {
 fn interrupt_then_resume() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let mut child = weir()
+    let child = weir()
         .arg("run")
         .arg(etl())
         .arg("--data")
         .arg(&data)
-        .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle", "--grace-secs", "10"])
+        .args([
+            "--backfill",
+            "2026-11-01..2026-11-03",
+            "--until-idle",
+            "--grace-secs",
+            "10",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -229,8 +300,13 @@ fn interrupt_then_resume() {
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130), "a graceful interrupt exits 130");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "a graceful interrupt exits 130: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let o = weir()
         .arg("run")
         .arg(etl())
@@ -239,7 +315,12 @@ fn interrupt_then_resume() {
         .args(["--backfill", "2026-11-01..2026-11-03", "--until-idle"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let states = node_states(&data, &["2026-11-01", "2026-11-02", "2026-11-03"]);
     assert_eq!(states.len(), 18);
     assert!(states.values().all(|s| s == "succeeded"), "{states:?}");
@@ -258,6 +339,92 @@ fn fanout_example_runs_to_completion() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
-    assert!(stdout.contains("fanout") && stdout.contains("complete") && stdout.contains("10/10"), "{stdout}");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("fanout") && stdout.contains("complete") && stdout.contains("10/10"),
+        "{stdout}"
+    );
+}
+
+/// The keyed example: every host of the inventory is checked, the flaky
+/// one trips the ssh breaker (work deferred, no attempts spent), and a
+/// signal written while the engine runs makes a key due at once.
+#[test]
+fn hosts_example_checks_keys_trips_the_breaker_and_takes_signals() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hosts");
+    let child = weir()
+        .arg("run")
+        .arg(&example)
+        .arg("--data")
+        .arg(&data)
+        .args(["--for", "12s", "--durability", "flush"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once the first checks ran, signal web-2 to run again at once.
+    let history = data.join("work/hosts/history.jsonl");
+    let t0 = Instant::now();
+    while std::fs::read_to_string(&history)
+        .unwrap_or_default()
+        .lines()
+        .count()
+        < 3
+        && t0.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = weir()
+        .args(["signal", "--data"])
+        .arg(&data)
+        .args(["hosts", "web-2", "--immediate"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let text = std::fs::read_to_string(&history).unwrap();
+    for host in ["web-1", "web-2", "db-1"] {
+        assert!(
+            text.contains(&format!("\"host\": \"{host}\"")),
+            "{host} never checked: {text}"
+        );
+    }
+    let web2 = text
+        .lines()
+        .filter(|l| l.contains("\"host\": \"web-2\""))
+        .count();
+    assert!(
+        web2 >= 2,
+        "the signal made web-2 run again: {text}\n{stdout}"
+    );
+    let inbox: Vec<_> = std::fs::read_dir(data.join("inbox"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert!(
+        inbox.is_empty(),
+        "the signal was applied and removed from the inbox"
+    );
+    let summary = stdout.lines().last().unwrap_or("");
+    let openings: u64 = summary
+        .rsplit(' ')
+        .next()
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    assert!(openings >= 1, "the flaky host opened the breaker: {stdout}");
 }

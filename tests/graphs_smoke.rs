@@ -80,7 +80,7 @@ async fn diamond_runs_in_order_with_outputs() {
         "a second start of the same partition changes nothing"
     );
     let states = engine
-        .wait_settled("diamond", &[p.clone()], Duration::from_secs(20))
+        .wait_settled("diamond", std::slice::from_ref(&p), Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(states, vec![RunState::Complete]);
@@ -120,7 +120,7 @@ async fn failure_propagates_as_upstream_failed() {
     let p = Partition::NONE;
     engine.start_run("g", p.clone()).await.unwrap();
     let states = engine
-        .wait_settled("g", &[p.clone()], Duration::from_secs(20))
+        .wait_settled("g", std::slice::from_ref(&p), Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(states, vec![RunState::Failed]);

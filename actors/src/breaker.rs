@@ -30,6 +30,9 @@ pub enum BreakerMsg {
     },
     /// The breaker as it is.
     Get(RpcReplyPort<Breaker>),
+    /// Fault injection, for tests only: the handler panics, so the
+    /// supervisor sees the actor fail exactly as it would on a bug.
+    Panic,
 }
 
 impl ractor::Message for BreakerMsg {}
@@ -109,6 +112,7 @@ impl Actor for BreakerActor {
             BreakerMsg::Get(reply) => {
                 let _ = reply.send(state.breaker.clone());
             }
+            BreakerMsg::Panic => panic!("breaker {}: fault injected by a test", state.target),
         }
         Ok(())
     }

@@ -125,6 +125,49 @@ pub enum EngineEvent {
         /// Records deleted.
         records: usize,
     },
+    /// A keyed graph's inventory loaded.
+    InventoryLoaded {
+        /// The graph.
+        graph: String,
+        /// Keys it lists.
+        keys: usize,
+        /// Keys new to it.
+        added: usize,
+        /// Keys no longer listed (their schedules are gone).
+        removed: usize,
+    },
+    /// An inventory load failed; the keys of the last good load are kept.
+    InventoryFailed {
+        /// The graph.
+        graph: String,
+        /// Why, naming the graph and the file or command.
+        error: String,
+        /// Keys kept.
+        keys_kept: usize,
+    },
+    /// A cron firing (several, after downtime) made windows due.
+    CronFired {
+        /// The graph.
+        graph: String,
+        /// The newest firing handled, in ms since the epoch.
+        firing_ms: u64,
+        /// The windows made due, oldest first.
+        windows: Vec<String>,
+        /// Whether older missed firings were left out (catch-up off or
+        /// past its bound).
+        older_dropped: bool,
+    },
+    /// A backfill handled its last window.
+    BackfillDone {
+        /// The graph.
+        graph: String,
+        /// The backfill's number.
+        id: u64,
+        /// Runs it started.
+        started: u64,
+        /// Windows skipped because their run existed.
+        skipped: u64,
+    },
     /// The engine stopped because an actor failed too often.
     Stopped {
         /// The error.

@@ -34,3 +34,4 @@ pub mod scheduler;
 pub mod store;
 pub mod supervisor;
 pub mod task;
+pub mod trigger;

@@ -61,8 +61,8 @@ impl Names {
         format!("{}.scheduler.{graph}", self.prefix)
     }
 
-    /// The trigger actor.
-    pub fn trigger(&self) -> String {
-        format!("{}.trigger", self.prefix)
+    /// The trigger of `graph`.
+    pub fn trigger(&self, graph: &str) -> String {
+        format!("{}.trigger.{graph}", self.prefix)
     }
 }

@@ -14,7 +14,7 @@ use crate::scheduler::SchedulerMsg;
 
 /// Sends `completion` to the actor named `name`, if it is alive.
 pub fn completion(name: &Arc<str>, completion: Completion) {
-    match ActorRef::<SchedulerMsg>::where_is(name.to_string()) {
+    match ActorRef::<SchedulerMsg>::where_is(name.as_ref()) {
         Some(actor) => {
             if actor.cast(SchedulerMsg::Completed(completion)).is_err() {
                 tracing::debug!(notify = %name, "notice dropped: actor stopping");

@@ -7,7 +7,9 @@
 //! first: a denied ticket goes back to the queue as a Defer (no attempt
 //! spent, no slot held). Outcomes go to the breaker and to the queue; a
 //! report stays in `unacked` until the queue acknowledges it, and is sent
-//! again when the queue restarts, so a queue crash loses no outcome.
+//! again when the queue restarts, so a queue crash loses no outcome. A
+//! Defer is kept the same way: a lost one would leave its ticket running,
+//! on a live worker, until its lease ran out.
 //! Several pool actors may serve one pool name; each adds its slots.
 //! Invariants: slots in use never exceed capacity (except after a shrink,
 //! until enough attempts end), outstanding credit never exceeds free slots.
@@ -65,6 +67,9 @@ pub enum PoolMsg {
     Resize(u32),
     /// Status of this worker.
     Status(RpcReplyPort<PoolView>),
+    /// Fault injection, for tests only: the handler panics, so the
+    /// supervisor sees the actor fail exactly as it would on a bug.
+    Panic,
 }
 
 impl ractor::Message for PoolMsg {}
@@ -107,6 +112,18 @@ pub struct PoolArgs {
     pub clock: Clock,
 }
 
+/// A message to the queue kept until the queue acknowledges it.
+#[derive(Clone)]
+enum Unacked {
+    /// An attempt's outcome.
+    Report(Report),
+    /// A ticket given back without running.
+    Defer {
+        /// When it may run.
+        until_ms: u64,
+    },
+}
+
 struct Running {
     attempt: u32,
     cancel: CancellationToken,
@@ -122,7 +139,7 @@ pub struct PoolState {
     /// Credit granted to the queue and not yet used by a grant.
     outstanding: u32,
     running: HashMap<TicketId, Running>,
-    unacked: BTreeMap<(TicketId, u32), Report>,
+    unacked: BTreeMap<(TicketId, u32), Unacked>,
     tasks: TaskRegistry,
     names: Names,
     supervisor: Option<ActorRef<SupervisorMsg>>,
@@ -207,11 +224,38 @@ impl Actor for PoolActor {
                 }
             }
             PoolMsg::QueueRestarted => {
-                state.outstanding = 0;
-                let reports: Vec<Report> = state.unacked.values().cloned().collect();
-                tracing::info!(worker = %state.worker_id, resent = reports.len(), "queue restarted; re-registering");
-                for r in reports {
-                    state.send_queue(QueueMsg::Report(r));
+                // Register with the new queue before resending, even with
+                // no free slot: the queue acknowledges only workers it
+                // knows, so reports sent before a Credit would stay unacked.
+                // What this worker holds: a running ticket the queue
+                // thinks is here but is not was granted by a batch whose
+                // effects died with the old queue.
+                let mut held: Vec<TicketId> = state.running.keys().copied().collect();
+                held.extend(state.unacked.keys().map(|(id, _)| *id));
+                state.send_queue(QueueMsg::Holding {
+                    worker_id: state.worker_id.clone(),
+                    held,
+                });
+                state.outstanding = state.units.free();
+                state.send_queue(QueueMsg::Credit {
+                    worker: myself.clone(),
+                    worker_id: state.worker_id.clone(),
+                    pool: state.pool.clone(),
+                    slots: state.outstanding,
+                });
+                let resend: Vec<((TicketId, u32), Unacked)> =
+                    state.unacked.iter().map(|(k, u)| (*k, u.clone())).collect();
+                tracing::info!(worker = %state.worker_id, resent = resend.len(), "queue restarted; re-registering");
+                for ((id, attempt), u) in resend {
+                    match u {
+                        Unacked::Report(r) => state.send_queue(QueueMsg::Report(r)),
+                        Unacked::Defer { until_ms } => state.send_queue(QueueMsg::Defer {
+                            worker_id: state.worker_id.clone(),
+                            id,
+                            attempt,
+                            until_ms,
+                        }),
+                    }
                 }
             }
             PoolMsg::Resize(capacity) => {
@@ -230,6 +274,7 @@ impl Actor for PoolActor {
                 }
                 tracing::info!(pool = %state.pool, worker = %state.worker_id, capacity, "pool resized");
             }
+            PoolMsg::Panic => panic!("pool {}: fault injected by a test", state.pool),
             PoolMsg::Status(reply) => {
                 let _ = reply.send(PoolView {
                     pool: state.pool.to_string(),
@@ -274,6 +319,8 @@ impl PoolState {
     }
 
     fn defer(&mut self, id: TicketId, attempt: u32, until_ms: u64) {
+        self.unacked
+            .insert((id, attempt), Unacked::Defer { until_ms });
         self.send_queue(QueueMsg::Defer {
             worker_id: self.worker_id.clone(),
             id,
@@ -447,7 +494,8 @@ impl PoolState {
             finished_ms: self.clock.now_ms(),
         };
         tracing::debug!(id, attempt, ?outcome, worker = %self.worker_id, "attempt ended");
-        self.unacked.insert((id, attempt), report.clone());
+        self.unacked
+            .insert((id, attempt), Unacked::Report(report.clone()));
         self.send_queue(QueueMsg::Report(report));
     }
 }

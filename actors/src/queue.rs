@@ -55,6 +55,13 @@ pub struct QueueSettings {
     pub retention_ms: u64,
     /// Jobs in one enqueue call at most.
     pub enqueue_batch_max: usize,
+    /// After a batch is durable and its tickets are handed out, the next
+    /// commit waits up to this long (µs) for their reports, so that a
+    /// completion and the next selection on its slot share one flush rather
+    /// than taking one each. 0 = commit at once.
+    pub commit_linger_us: u64,
+    /// Ops in the open batch past which it is committed without lingering.
+    pub batch_ops_linger_max: usize,
 }
 
 impl Default for QueueSettings {
@@ -65,6 +72,8 @@ impl Default for QueueSettings {
             output_bytes_max: 1 << 20,
             retention_ms: 7 * 24 * 3_600_000,
             enqueue_batch_max: 100_000,
+            commit_linger_us: 1_000,
+            batch_ops_linger_max: 4_096,
         }
     }
 }
@@ -150,7 +159,8 @@ pub struct Completion {
 /// Counts of the queue, published after every batch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QueueCounts {
-    /// Live tickets.
+    /// Live tickets, counting those that ended but whose done record is
+    /// not durable yet.
     pub live: usize,
     /// Running tickets.
     pub running: usize,
@@ -243,6 +253,16 @@ pub enum QueueMsg {
         /// When the breaker may admit it.
         until_ms: u64,
     },
+    /// After a queue restart, the tickets a live worker runs or has
+    /// unacknowledged reports for: a ticket the queue has running there
+    /// and not in the list was never handed over (its grant died with the
+    /// old queue) and is pending again, no attempt spent.
+    Holding {
+        /// The worker.
+        worker_id: Arc<str>,
+        /// Its tickets.
+        held: Vec<TicketId>,
+    },
     /// A worker died: its running tickets are requeued as failed attempts.
     WorkerGone {
         /// The worker.
@@ -252,12 +272,17 @@ pub enum QueueMsg {
     Pause(bool),
     /// Timer: something falls due or a lease runs out.
     Tick,
+    /// Timer: the linger after a batch is over; commit what is open.
+    FlushNow,
     /// The batch in flight is durable (or failed).
     Flushed(Result<(), String>),
     /// Status of the queue.
     Status(RpcReplyPort<QueueStatus>),
     /// A ticket by key.
     Ticket(String, RpcReplyPort<Option<TicketView>>),
+    /// Fault injection, for tests only: the handler panics, so the
+    /// supervisor sees the actor fail exactly as it would on a bug.
+    Panic,
 }
 
 impl ractor::Message for QueueMsg {}
@@ -294,6 +319,63 @@ struct Worker {
     credit: u64,
 }
 
+/// What the incarnations of the queue share: the supervisor keeps it and
+/// hands it to each.
+#[derive(Default)]
+pub struct QueueShared {
+    /// Held while a journal write runs: a killed queue's write goes on on
+    /// its blocking thread, and the next incarnation must not replay the
+    /// store before that write has landed (it would miss ops, then journal
+    /// over them).
+    gate: Arc<tokio::sync::Mutex<()>>,
+    /// The events and notices of the batch being made durable, until they
+    /// have gone out. A queue that dies in between loses its effects; the
+    /// next incarnation sends these if the batch landed, so that each
+    /// Completed event and notice goes out once.
+    unfinished: std::sync::Mutex<Option<Unfinished>>,
+}
+
+struct Unfinished {
+    events: Vec<EngineEvent>,
+    notices: Vec<(Arc<str>, Completion)>,
+    landed: bool,
+}
+
+impl QueueShared {
+    fn unfinished(&self) -> std::sync::MutexGuard<'_, Option<Unfinished>> {
+        self.unfinished.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers the events and notices of a batch about to be written.
+    fn begin(&self, effects: &[Effect]) {
+        let mut events = Vec::new();
+        let mut notices = Vec::new();
+        for e in effects {
+            match e {
+                Effect::Event(e) => events.push(e.clone()),
+                Effect::Notify(name, c) => notices.push((name.clone(), c.clone())),
+                _ => {}
+            }
+        }
+        *self.unfinished() = Some(Unfinished {
+            events,
+            notices,
+            landed: false,
+        });
+    }
+
+    fn landed(&self) {
+        if let Some(u) = self.unfinished().as_mut() {
+            u.landed = true;
+        }
+    }
+
+    /// The batch's effects ran.
+    fn finish(&self) {
+        *self.unfinished() = None;
+    }
+}
+
 /// The queue actor.
 pub struct QueueActor;
 
@@ -312,7 +394,15 @@ pub struct QueueArgs {
     pub events: broadcast::Sender<EngineEvent>,
     /// Published counts.
     pub counts: watch::Sender<QueueCounts>,
+    /// What every incarnation shares (the supervisor keeps it).
+    pub shared: Arc<QueueShared>,
+    /// On a restart, the pool workers alive now: a running ticket of any
+    /// other worker is requeued, since that worker's `WorkerGone` may have
+    /// gone to the dead queue.
+    pub workers: Vec<Arc<str>>,
 }
+
+type TimerHandle = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<QueueMsg>>>;
 
 /// The queue actor's state.
 pub struct QueueState_ {
@@ -321,6 +411,7 @@ pub struct QueueState_ {
     settings: QueueSettings,
     events: broadcast::Sender<EngineEvent>,
     counts: watch::Sender<QueueCounts>,
+    shared: Arc<QueueShared>,
     q: QueueState,
     /// Ticket ids changed since the last snapshot.
     dirty: HashSet<TicketId>,
@@ -337,11 +428,13 @@ pub struct QueueState_ {
     /// Keys of the batch in flight to clear from `completing` once durable.
     in_flight_completing: Vec<Arc<str>>,
     open_completing: Vec<Arc<str>>,
-    timer: Option<(
-        u64,
-        tokio::task::JoinHandle<Result<(), ractor::MessagingErr<QueueMsg>>>,
-    )>,
+    /// The armed timer: when it fires, and its task.
+    timer: Option<(u64, TimerHandle)>,
     paused: bool,
+    /// Grants handed out whose report (or defer) has not come back.
+    awaiting_reports: usize,
+    /// Until when the next commit waits for those reports.
+    linger_until: Option<tokio::time::Instant>,
     batches: u64,
     rng: rand::rngs::SmallRng,
 }
@@ -361,18 +454,45 @@ impl Actor for QueueActor {
         let recovered = match args.recovered {
             Some(r) => r,
             None => {
+                // Wait for the writes of the incarnation before this one,
+                // then send what it made durable and did not get to send.
+                let gate = args.shared.gate.clone().lock_owned().await;
+                if let Some(u) = args.shared.unfinished().take() {
+                    if u.landed {
+                        tracing::info!(
+                            events = u.events.len(),
+                            "sending the effects of a batch the last queue made durable"
+                        );
+                        for e in u.events {
+                            let _ = args.events.send(e);
+                        }
+                        for (name, c) in u.notices {
+                            crate::notify::completion(&name, c);
+                        }
+                    }
+                }
                 let store = args.store.clone();
-                tokio::task::spawn_blocking(move || store.recover()).await??
+                tokio::task::spawn_blocking(move || {
+                    let recovered = store.recover();
+                    drop(gate);
+                    recovered
+                })
+                .await??
             }
         };
+        let args_store_changed: HashSet<TicketId> =
+            args.store.changed_since_snapshot().into_iter().collect();
         let mut state = QueueState_ {
             store: args.store,
             clock: args.clock,
             settings: args.settings,
             events: args.events,
             counts: args.counts,
+            shared: args.shared,
             q: recovered.state,
-            dirty: HashSet::new(),
+            // Tickets the replayed journal tail changed: the next snapshot
+            // must write them, or removing the tail would lose them.
+            dirty: args_store_changed,
             completing: HashMap::new(),
             workers: HashMap::new(),
             by_pool: BTreeMap::new(),
@@ -383,6 +503,8 @@ impl Actor for QueueActor {
             open_completing: Vec::new(),
             timer: None,
             paused: false,
+            awaiting_reports: 0,
+            linger_until: None,
             batches: 0,
             rng: rand::rngs::SmallRng::from_entropy(),
         };
@@ -411,6 +533,27 @@ impl Actor for QueueActor {
                 );
             }
             state.flush_inline().await?;
+        } else {
+            // Attempts of workers that died while no queue was running.
+            let alive: HashSet<&Arc<str>> = args.workers.iter().collect();
+            let mut gone: Vec<Arc<str>> = state
+                .q
+                .tickets()
+                .filter_map(|t| match &t.place {
+                    Place::Running { worker, .. } if !alive.contains(worker) => {
+                        Some(worker.clone())
+                    }
+                    _ => None,
+                })
+                .collect();
+            gone.sort();
+            gone.dedup();
+            for worker in &gone {
+                state.worker_gone(worker);
+            }
+            if !gone.is_empty() {
+                state.flush_inline().await?;
+            }
         }
         state.publish_counts();
         let _ = myself;
@@ -465,6 +608,7 @@ impl Actor for QueueActor {
                 until_ms,
             } => state.defer(worker_id, id, attempt, until_ms),
             QueueMsg::WorkerGone { worker_id } => state.worker_gone(&worker_id),
+            QueueMsg::Holding { worker_id, held } => state.holding(&worker_id, held),
             QueueMsg::Pause(paused) => {
                 state.paused = paused;
                 tracing::info!(paused, "queue dispatch paused");
@@ -473,16 +617,30 @@ impl Actor for QueueActor {
                 state.timer = None;
                 state.expire_leases();
             }
+            QueueMsg::FlushNow => {
+                state.linger_until = None;
+            }
             QueueMsg::Flushed(result) => {
                 let effects = state.in_flight.take().unwrap_or_default();
                 if let Err(e) = result {
                     return Err(format!("journal commit failed: {e}").into());
                 }
+                state.batches += 1;
+                // Counts before and after the effects: a caller answered by
+                // them must not then read counts older than its answer, and
+                // a key leaves the live count only once its Completed event
+                // went out.
+                state.publish_counts();
+                state.run_effects(effects);
+                state.shared.finish();
+                if state.settings.commit_linger_us > 0 && state.awaiting_reports > 0 {
+                    let linger = Duration::from_micros(state.settings.commit_linger_us);
+                    state.linger_until = Some(tokio::time::Instant::now() + linger);
+                    myself.send_after(linger, || QueueMsg::FlushNow);
+                }
                 for key in std::mem::take(&mut state.in_flight_completing) {
                     state.done_completing(&key);
                 }
-                state.batches += 1;
-                state.run_effects(effects);
                 if state.store.snapshot_due() {
                     state.flush_inline().await?;
                     state.snapshot().await?;
@@ -496,6 +654,7 @@ impl Actor for QueueActor {
                 let view = state.ticket_view(&key)?;
                 let _ = reply.send(view);
             }
+            QueueMsg::Panic => panic!("queue: fault injected by a test"),
         }
         state.dispatch();
         state.start_flush(&myself);
@@ -765,6 +924,7 @@ impl QueueState_ {
     }
 
     fn report(&mut self, r: Report) {
+        self.awaiting_reports = self.awaiting_reports.saturating_sub(1);
         let now = self.clock.now_ms();
         self.open
             .effects
@@ -805,7 +965,7 @@ impl QueueState_ {
                     Terminal::Failed => DoneStatus::Failed,
                 };
                 let failures = tries.failures + u32::from(status == DoneStatus::Failed);
-                tracing::info!(key = %job.key, id, attempts = attempt, status = %status, plan = ?plan, "ticket completed");
+                tracing::debug!(key = %job.key, id, attempts = attempt, status = %status, plan = ?plan, "ticket completed");
                 let record = DoneRecord {
                     id,
                     key: job.key.to_string(),
@@ -848,6 +1008,7 @@ impl QueueState_ {
     }
 
     fn defer(&mut self, worker_id: Arc<str>, id: TicketId, attempt: u32, until_ms: u64) {
+        self.awaiting_reports = self.awaiting_reports.saturating_sub(1);
         self.open
             .effects
             .push(Effect::Ack(worker_id, vec![(id, attempt)]));
@@ -856,8 +1017,9 @@ impl QueueState_ {
             return;
         }
         let key = t.job.key.clone();
-        // The attempt never ran: give back the attempt number too, so the
-        // attempt count means attempts that ran.
+        // The attempt never ran: no failure is counted, so the retry policy
+        // spends nothing. The attempt number stays (the next grant gets a
+        // new one), so a late report of this grant is told from it.
         let _ = self.step(Op::Defer {
             id,
             due_ms: until_ms,
@@ -867,6 +1029,31 @@ impl QueueState_ {
         self.open
             .effects
             .push(Effect::Event(EngineEvent::Deferred { key, id, until_ms }));
+    }
+
+    fn holding(&mut self, worker_id: &Arc<str>, held: Vec<TicketId>) {
+        let held: HashSet<TicketId> = held.into_iter().collect();
+        let lost: Vec<TicketId> = self
+            .q
+            .tickets()
+            .filter(|t| {
+                matches!(&t.place, Place::Running { worker, .. } if worker == worker_id)
+                    && !held.contains(&t.id)
+                    // Granted by this incarnation: the worker may not have
+                    // had it yet when it listed what it holds.
+                    && !self.started.contains_key(&t.id)
+            })
+            .map(|t| t.id)
+            .collect();
+        if lost.is_empty() {
+            return;
+        }
+        tracing::warn!(worker = %worker_id, lost = lost.len(), "grants lost with a queue incarnation; tickets pending again");
+        let now = self.clock.now_ms();
+        for id in lost {
+            let _ = self.step(Op::Defer { id, due_ms: now });
+            self.started.remove(&id);
+        }
     }
 
     fn worker_gone(&mut self, worker_id: &Arc<str>) {
@@ -883,6 +1070,8 @@ impl QueueState_ {
             .map(|t| (t.id, t.attempt))
             .collect();
         tracing::warn!(worker = %worker_id, running = theirs.len(), "worker gone; requeueing its attempts");
+        // Their reports will never come: stop waiting for them.
+        self.awaiting_reports = self.awaiting_reports.saturating_sub(theirs.len());
         for (id, attempt) in theirs {
             let draw = rand::Rng::gen(&mut self.rng);
             if let Some((op, plan)) =
@@ -933,17 +1122,47 @@ impl QueueState_ {
         if self.in_flight.is_some() || self.open.is_empty() {
             return;
         }
+        // Linger: hold the open batch while reports of the tickets just
+        // handed out are still due, up to the linger's end or the batch cap.
+        if let Some(until) = self.linger_until {
+            let waiting = self.awaiting_reports > 0
+                && self.open.commit.ops.len() < self.settings.batch_ops_linger_max
+                && tokio::time::Instant::now() < until;
+            if waiting {
+                return;
+            }
+            self.linger_until = None;
+        }
         let batch = std::mem::take(&mut self.open);
+        self.shared.begin(&batch.effects);
         self.in_flight = Some(batch.effects);
         self.in_flight_completing = std::mem::take(&mut self.open_completing);
         let store = self.store.clone();
         let me = myself.clone();
         let commit = batch.commit;
+        // Taken here, not in the task, so that a kill after this handler
+        // cannot let the next incarnation replay before this write lands.
+        // Nothing else of this incarnation writes while a batch is in
+        // flight, and pre_start waited for the earlier ones.
+        let gate = self
+            .shared
+            .gate
+            .clone()
+            .try_lock_owned()
+            .expect("no other journal write runs while a batch is in flight");
+        let shared = self.shared.clone();
         tokio::spawn(async move {
-            let result = tokio::task::spawn_blocking(move || store.commit(&commit).map(|_| ()))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
+            let result = tokio::task::spawn_blocking(move || {
+                let written = store.commit(&commit).map(|_| ());
+                if written.is_ok() {
+                    shared.landed();
+                }
+                drop(gate);
+                written
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
             let _ = me.cast(QueueMsg::Flushed(result));
         });
     }
@@ -960,12 +1179,26 @@ impl QueueState_ {
         let completing = std::mem::take(&mut self.open_completing);
         let store = self.store.clone();
         let commit = batch.commit;
-        tokio::task::spawn_blocking(move || store.commit(&commit)).await??;
+        let gate = self.shared.gate.clone().lock_owned().await;
+        self.shared.begin(&batch.effects);
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let written = store.commit(&commit);
+            if written.is_ok() {
+                shared.landed();
+            }
+            drop(gate);
+            written
+        })
+        .await??;
+        self.batches += 1;
+        self.publish_counts();
+        self.run_effects(batch.effects);
+        self.shared.finish();
         for key in completing {
             self.done_completing(&key);
         }
-        self.batches += 1;
-        self.run_effects(batch.effects);
+        self.publish_counts();
         Ok(())
     }
 
@@ -980,13 +1213,16 @@ impl QueueState_ {
         let tickets = self.q.len() as u64;
         let store = self.store.clone();
         let n = changed.len();
+        let gate = self.shared.gate.clone().lock_owned().await;
         tokio::task::spawn_blocking(move || {
-            store.write_snapshot(
+            let written = store.write_snapshot(
                 seq,
                 next_id,
                 tickets,
                 changed.iter().map(|(id, t)| (*id, t.as_ref())),
-            )
+            );
+            drop(gate);
+            written
         })
         .await??;
         tracing::info!(seq, changed = n, tickets, "queue snapshot written");
@@ -1004,7 +1240,9 @@ impl QueueState_ {
                     let _ = reply.send(answer);
                 }
                 Effect::Dispatch(worker, grant) => {
-                    let _ = worker.cast(PoolMsg::Run(grant));
+                    if worker.cast(PoolMsg::Run(grant)).is_ok() {
+                        self.awaiting_reports += 1;
+                    }
                 }
                 Effect::Ack(worker, ids) => acks.entry(worker).or_default().extend(ids),
                 Effect::CancelRunning(worker, id) => {
@@ -1064,8 +1302,12 @@ impl QueueState_ {
     }
 
     fn publish_counts(&self) {
+        // A ticket whose Complete or Cancel is applied in memory but not yet
+        // durable still counts as live: a waiter that sees `live == 0` must
+        // find every done record readable.
+        let completing: usize = self.completing.values().map(|&n| n as usize).sum();
         self.counts.send_replace(QueueCounts {
-            live: self.q.len(),
+            live: self.q.len() + completing,
             running: self.q.running_len(),
             batches: self.batches,
         });

@@ -32,11 +32,12 @@ use crate::clock::Clock;
 use crate::events::EngineEvent;
 use crate::names::Names;
 use crate::pool::{PoolActor, PoolArgs, PoolMsg};
-use crate::queue::{QueueActor, QueueArgs, QueueCounts, QueueMsg, QueueSettings};
+use crate::queue::{QueueActor, QueueArgs, QueueCounts, QueueMsg, QueueSettings, QueueShared};
 use crate::scheduler::records::GRAPH_PREFIX;
 use crate::scheduler::{SchedulerActor, SchedulerArgs, SchedulerMsg, SchedulerSettings};
 use crate::store::{Recovered, Store};
 use crate::task::TaskRegistry;
+use crate::trigger::{TriggerActor, TriggerArgs, TriggerMsg, TriggerSettings};
 use weir_core::names::Name;
 
 /// Restart limits (OTP's intensity and period) and backoff.
@@ -84,6 +85,8 @@ pub enum Role {
     Breaker(Arc<str>),
     /// The scheduler of a graph.
     Scheduler(Name),
+    /// The trigger of a graph (cron, backfills, key schedules).
+    Trigger(Name),
 }
 
 impl std::fmt::Display for Role {
@@ -93,6 +96,7 @@ impl std::fmt::Display for Role {
             Role::Pool(p, i) => write!(f, "pool {p} worker {i}"),
             Role::Breaker(t) => write!(f, "breaker {t}"),
             Role::Scheduler(g) => write!(f, "scheduler {g}"),
+            Role::Trigger(g) => write!(f, "trigger {g}"),
         }
     }
 }
@@ -103,6 +107,9 @@ pub enum SupervisorMsg {
     EnsureBreaker(Arc<str>, RpcReplyPort<Option<ActorRef<BreakerMsg>>>),
     /// The scheduler of a graph, spawned if it is not running.
     EnsureScheduler(Name, RpcReplyPort<Result<ActorRef<SchedulerMsg>, String>>),
+    /// The trigger of a graph, spawned if it is not running; a running one
+    /// is told that a definition was adopted.
+    EnsureTrigger(Name, RpcReplyPort<Result<ActorRef<TriggerMsg>, String>>),
     /// Delete expired records (timer).
     Expire,
     /// Respawn a role (after its backoff).
@@ -150,6 +157,8 @@ pub struct SupervisorArgs {
     pub scheduler: SchedulerSettings,
     /// Time between expiry passes.
     pub expiry_interval_ms: u64,
+    /// Trigger settings.
+    pub trigger: TriggerSettings,
 }
 
 /// The supervisor's state.
@@ -162,6 +171,8 @@ pub struct SupervisorState {
     pool_capacity: BTreeMap<Arc<str>, u32>,
     restarts: HashMap<Role, VecDeque<u64>>,
     incarnation: u64,
+    /// Shared by every incarnation of the queue.
+    queue_shared: Arc<QueueShared>,
 }
 
 impl Actor for SupervisorActor {
@@ -189,6 +200,7 @@ impl Actor for SupervisorActor {
             pool_capacity,
             restarts: HashMap::new(),
             incarnation: 0,
+            queue_shared: Arc::default(),
         };
         // The queue first: pools grant it credit as they start. A failure
         // here fails the engine's open, with its cause.
@@ -209,6 +221,15 @@ impl Actor for SupervisorActor {
             let graph = Name::new(&key[GRAPH_PREFIX.len()..])
                 .map_err(|e| format!("graph record {key}: {e}"))?;
             state.spawn(&myself, Role::Scheduler(graph)).await?;
+        }
+        // A trigger for every graph with cron, keys or a backfill, after the
+        // schedulers it starts runs on.
+        for key in state.args.store.scan_keys(GRAPH_PREFIX)? {
+            let graph = Name::new(&key[GRAPH_PREFIX.len()..])
+                .map_err(|e| format!("graph record {key}: {e}"))?;
+            if crate::trigger::needed(&state.args.store, graph.as_str())? {
+                state.spawn(&myself, Role::Trigger(graph)).await?;
+            }
         }
         let every = Duration::from_millis(state.args.expiry_interval_ms.max(1));
         myself.send_interval(every, || SupervisorMsg::Expire);
@@ -265,6 +286,23 @@ impl Actor for SupervisorActor {
                 let cell = state.refs.get(&role).cloned().expect("spawned");
                 let _ = reply.send(Ok(ActorRef::<SchedulerMsg>::from(cell)));
             }
+            SupervisorMsg::EnsureTrigger(graph, reply) => {
+                let role = Role::Trigger(graph.clone());
+                if let Some(cell) = state.refs.get(&role) {
+                    let trigger = ActorRef::<TriggerMsg>::from(cell.clone());
+                    let _ = trigger.cast(TriggerMsg::Adopted);
+                    let _ = reply.send(Ok(trigger));
+                    return Ok(());
+                }
+                if let Err(e) = state.spawn(&myself, role.clone()).await {
+                    let _ = reply.send(Err(format!(
+                        "trigger of graph {graph} failed to start: {e}"
+                    )));
+                    return Ok(());
+                }
+                let cell = state.refs.get(&role).cloned().expect("spawned");
+                let _ = reply.send(Ok(ActorRef::<TriggerMsg>::from(cell)));
+            }
             SupervisorMsg::Expire => {
                 let store = state.args.store.clone();
                 let now = state.args.clock.now_ms();
@@ -278,7 +316,12 @@ impl Actor for SupervisorActor {
                 }
             }
             SupervisorMsg::Respawn(role) => {
-                if let Err(e) = state.spawn(&myself, role.clone()).await {
+                // A breaker may have been spawned on demand (EnsureBreaker)
+                // during the backoff: spawning it again would fail on its
+                // name and count as another failure, over and over.
+                if state.refs.contains_key(&role) {
+                    tracing::debug!(role = %role, "already running; respawn skipped");
+                } else if let Err(e) = state.spawn(&myself, role.clone()).await {
                     state.failed(&myself, role, format!("restart failed: {e}"));
                 }
             }
@@ -408,6 +451,8 @@ impl SupervisorState {
                     settings: self.args.queue.clone(),
                     events: self.args.events.clone(),
                     counts: self.args.counts.clone(),
+                    shared: self.queue_shared.clone(),
+                    workers: self.pool_workers.values().cloned().collect(),
                 };
                 let restart = args.recovered.is_none();
                 let (actor, _) =
@@ -466,6 +511,24 @@ impl SupervisorState {
                 .await?;
                 actor.get_cell()
             }
+            Role::Trigger(graph) => {
+                let args = TriggerArgs {
+                    graph: graph.clone(),
+                    names: names.clone(),
+                    store: self.args.store.clone(),
+                    clock: self.args.clock.clone(),
+                    events: self.args.events.clone(),
+                    settings: self.args.trigger.clone(),
+                };
+                let (actor, _) = Actor::spawn_linked(
+                    Some(names.trigger(graph.as_str())),
+                    TriggerActor,
+                    args,
+                    sup,
+                )
+                .await?;
+                actor.get_cell()
+            }
             Role::Breaker(target) => {
                 let settings = self
                     .args
@@ -497,16 +560,19 @@ impl SupervisorState {
 pub fn expire(store: &Store, now_ms: u64) -> Result<usize, crate::store::StoreError> {
     let mut deleted = 0;
     loop {
-        let keys = store.expire_due(now_ms)?;
+        // A run's node records go before the run record and its index
+        // entry: a crash in between leaves the entry, and the next pass
+        // deletes the rest (deleting a prefix again is harmless).
+        let keys = store.expire_due_with(now_ms, |key| {
+            if let Some(rest) = key.strip_prefix("run/") {
+                deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DONE_PREFIX))?;
+            }
+            Ok(())
+        })?;
         if keys.is_empty() {
             return Ok(deleted);
         }
         deleted += keys.len();
-        for key in keys {
-            if let Some(rest) = key.strip_prefix("run/") {
-                deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DONE_PREFIX))?;
-            }
-        }
     }
 }
 

@@ -4,8 +4,13 @@
 //! bytes).
 
 mod core;
+mod crash;
 pub mod drain;
+pub mod graphs;
+pub mod keys;
+mod latency;
 pub mod readiness;
+mod recovery;
 mod store;
 
 use std::fmt::Write as _;
@@ -32,7 +37,9 @@ impl BenchError {
 }
 
 /// The scenarios, by name.
-pub const SCENARIOS: &[&str] = &["core", "store", "drain"];
+pub const SCENARIOS: &[&str] = &[
+    "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
+];
 
 /// Runs a scenario.
 pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
@@ -40,6 +47,13 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "core" => core::run(quick),
         "store" => store::run(quick),
         "drain" => drain::run(quick),
+        "keys" => keys::run(quick),
+        "chain" => graphs::run_chain(quick),
+        "fanout" => graphs::run_fanout(quick),
+        "latency" => latency::run_latency(quick),
+        "sweep" => latency::run_sweep(quick),
+        "recovery" => recovery::run(quick),
+        "crash" => crash::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

@@ -5,6 +5,7 @@
 
 mod inspect;
 mod run;
+mod signal;
 mod status;
 mod validate;
 
@@ -58,6 +59,22 @@ enum Command {
         graph: Option<String>,
         /// A partition of it.
         partition: Option<String>,
+    },
+    /// Signals a key of a keyed graph (applied by the running engine, or at the next start).
+    Signal {
+        /// The data directory.
+        #[arg(long, default_value = ".weir")]
+        data: PathBuf,
+        /// The graph.
+        graph: String,
+        /// The key.
+        key: String,
+        /// Due now instead of after the debounce.
+        #[arg(long)]
+        immediate: bool,
+        /// Where the signal comes from (kept as the due reason).
+        #[arg(long, default_value = "cli")]
+        source: String,
     },
     /// Shows store health: entries, snapshot, size, last sequence.
     Inspect {
@@ -139,6 +156,13 @@ pub fn main() -> ExitCode {
             partition,
         } => status::run(&data, graph.as_deref(), partition.as_deref()),
         Command::Inspect { data } => inspect::run(&data),
+        Command::Signal {
+            data,
+            graph,
+            key,
+            immediate,
+            source,
+        } => signal::run(&data, &graph, &key, &source, immediate),
         Command::Run(args) => run::run(args),
     };
     match result {

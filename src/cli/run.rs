@@ -18,6 +18,7 @@ use clap::Args;
 use weir_actors::events::EngineEvent;
 use weir_actors::scheduler::records::RunState;
 use weir_actors::store::Durability;
+use weir_actors::trigger::backfill::BackfillOrder;
 use weir_core::partition::{Partition, PartitionRange, Partitioning};
 
 use super::{init_logging, Failure, LogFormat};
@@ -54,6 +55,9 @@ pub struct RunArgs {
     /// Seconds running attempts get to finish at shutdown.
     #[arg(long, default_value_t = 30)]
     pub grace_secs: u64,
+    /// Run for this long (e.g. 30s), then shut down gracefully.
+    #[arg(long = "for")]
+    pub run_for: Option<String>,
 }
 
 /// Runs the command.
@@ -61,6 +65,9 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     let progress = std::io::stderr().is_terminal() && args.log_format == LogFormat::Plain;
     init_logging(args.log_format, if progress { "warn" } else { "info" });
     let durability: Durability = args.durability.parse().map_err(Failure::input)?;
+    if let Some(d) = &args.run_for {
+        definition::parse_duration_ms(d).map_err(|e| Failure::input(format!("--for: {e}")))?;
+    }
     let defs = definition::load(&args.path).map_err(|e| Failure::input(e.to_string()))?;
     let requested = requested_partitions(&args, &defs)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -70,16 +77,25 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     rt.block_on(run_async(args, defs, durability, requested, progress))
 }
 
+/// What to start in one graph: explicit partitions, and a backfill (its
+/// range and windows) that the graph's trigger paces by max_active_runs.
+#[derive(Debug, Default)]
+struct Requested {
+    partitions: Vec<Partition>,
+    backfill: Option<(PartitionRange, Vec<Partition>)>,
+}
+
 /// The partitions to start, per graph.
 fn requested_partitions(
     args: &RunArgs,
     defs: &Definitions,
-) -> Result<BTreeMap<String, Vec<Partition>>, Failure> {
-    let mut out: BTreeMap<String, Vec<Partition>> = BTreeMap::new();
+) -> Result<BTreeMap<String, Requested>, Failure> {
+    let mut out: BTreeMap<String, Requested> = BTreeMap::new();
     for loaded in &defs.graphs {
         let g = &loaded.graph;
         let d = g.def();
         let mut ps = Vec::new();
+        let mut backfill = None;
         for p in &args.partitions {
             let part: Partition = p
                 .parse()
@@ -96,10 +112,11 @@ fn requested_partitions(
                 let windows = r
                     .windows(d.partitioning, weir_core::partition::WINDOWS_MAX_DEFAULT)
                     .map_err(|e| Failure::input(format!("--backfill {range:?}: {e}")))?;
-                ps.extend(windows);
+                backfill = Some((r, windows));
             }
         }
         if ps.is_empty()
+            && backfill.is_none()
             && args.partitions.is_empty()
             && args.backfill.is_none()
             && d.partitioning == Partitioning::None
@@ -107,8 +124,14 @@ fn requested_partitions(
         {
             ps.push(Partition::NONE);
         }
-        if !ps.is_empty() {
-            out.insert(g.name().to_string(), ps);
+        if !ps.is_empty() || backfill.is_some() {
+            out.insert(
+                g.name().to_string(),
+                Requested {
+                    partitions: ps,
+                    backfill,
+                },
+            );
         }
     }
     if (!args.partitions.is_empty() || args.backfill.is_some()) && out.is_empty() {
@@ -123,7 +146,7 @@ async fn run_async(
     args: RunArgs,
     defs: Definitions,
     durability: Durability,
-    requested: BTreeMap<String, Vec<Partition>>,
+    requested: BTreeMap<String, Requested>,
     progress: bool,
 ) -> Result<u8, Failure> {
     let data = args.data.clone().unwrap_or_else(|| defs.root.join(".weir"));
@@ -161,19 +184,37 @@ async fn run_async(
             .map_err(|e| Failure::input(format!("definition {}: {e}", loaded.file.display())))?;
     }
     let mut watched: Vec<(String, Partition)> = Vec::new();
-    for (graph, partitions) in &requested {
-        let outcomes = engine
-            .start_runs(graph, partitions.clone())
-            .await
-            .map_err(|e| Failure::store(format!("graph {graph}: {e}")))?;
-        for (o, p) in outcomes.iter().zip(partitions) {
-            if !o.started {
-                tracing::info!(graph, partition = %p, "run exists already; resuming it");
+    for (graph, req) in &requested {
+        if !req.partitions.is_empty() {
+            let outcomes = engine
+                .start_runs(graph, req.partitions.clone())
+                .await
+                .map_err(|e| Failure::store(format!("graph {graph}: {e}")))?;
+            for (o, p) in outcomes.iter().zip(&req.partitions) {
+                if !o.started {
+                    tracing::info!(graph, partition = %p, "run exists already; resuming it");
+                }
+                watched.push((graph.clone(), p.clone()));
             }
-            watched.push((graph.clone(), p.clone()));
+        }
+        if let Some((range, windows)) = &req.backfill {
+            engine
+                .backfill(graph, range.clone(), BackfillOrder::Oldest)
+                .await
+                .map_err(|e| Failure::store(format!("graph {graph}: backfill {range}: {e}")))?;
+            for p in windows {
+                if !watched.iter().any(|(g, q)| g == graph && q == p) {
+                    watched.push((graph.clone(), p.clone()));
+                }
+            }
         }
     }
     let started_at = Instant::now();
+    let run_for = args
+        .run_for
+        .as_deref()
+        .map(|d| Duration::from_millis(definition::parse_duration_ms(d).unwrap_or(0)));
+    let inbox = data.join("inbox");
     let mut counters = Counters::default();
     let mut interrupts =
         Interrupts::new().map_err(|e| Failure::store(format!("cannot watch signals: {e}")))?;
@@ -182,6 +223,10 @@ async fn run_async(
     loop {
         tokio::select! {
             _ = tick.tick() => {
+                super::signal::apply_inbox(&engine, &inbox).await;
+                if run_for.is_some_and(|d| started_at.elapsed() >= d) {
+                    break;
+                }
                 let snap = snapshot(&engine, &watched);
                 if progress {
                     draw(&snap, &counters, started_at);
@@ -197,6 +242,14 @@ async fn run_async(
             ev = events.recv() => {
                 if let Ok(ev) = ev {
                     counters.see(&ev, progress);
+                    // Runs the triggers start are watched too.
+                    if let EngineEvent::RunStarted { graph, partition } = &ev {
+                        if let Ok(p) = partition.parse::<Partition>() {
+                            if !watched.iter().any(|(g, q)| g == graph && *q == p) {
+                                watched.push((graph.clone(), p));
+                            }
+                        }
+                    }
                 }
             }
             () = interrupts.next() => {
@@ -224,6 +277,10 @@ async fn run_async(
         .await
         .map_err(|e| Failure::store(format!("shutdown: {e}")))?;
     print_summary(&snap, started_at.elapsed());
+    println!(
+        "retries {}, failed tickets {}, deferred by breakers {}, breaker openings {}",
+        counters.retries, counters.failures, counters.deferred, counters.breaker_opened
+    );
     if interrupted {
         return Ok(130);
     }
@@ -240,6 +297,7 @@ struct Counters {
     retries: u64,
     failures: u64,
     deferred: u64,
+    breaker_opened: u64,
 }
 
 impl Counters {
@@ -260,6 +318,14 @@ impl Counters {
                 self.failures += 1
             }
             EngineEvent::Deferred { .. } => self.deferred += 1,
+            EngineEvent::Breaker { target, state } => {
+                if state == "open" {
+                    self.breaker_opened += 1;
+                }
+                if !progress {
+                    tracing::warn!(target = %target, state = %state, "breaker changed state");
+                }
+            }
             _ => {}
         }
     }

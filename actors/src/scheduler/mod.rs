@@ -64,7 +64,11 @@ impl Default for SchedulerSettings {
     fn default() -> Self {
         SchedulerSettings {
             reconcile_interval_ms: 60_000,
-            submit_batch_max: 10_000,
+            // Smaller batches let the queue hand out the first of a wide
+            // fan-out while the rest are still being made durable (one
+            // 10,000-job batch held every worker idle for its whole commit);
+            // much smaller ones cost a durable round trip each.
+            submit_batch_max: 1_000,
         }
     }
 }
@@ -76,7 +80,8 @@ pub struct StartOutcome {
     pub partition: String,
     /// Whether this call created the run; `false` when one existed.
     pub started: bool,
-    /// Run ids of the root nodes submitted.
+    /// Run ids of the nodes submitted at start: the roots, and `always`
+    /// nodes (ready before any upstream ends).
     pub submitted: Vec<String>,
 }
 
@@ -129,6 +134,10 @@ pub enum SchedulerMsg {
     Reconcile(Option<RpcReplyPort<ReconcileReport>>),
     /// Active runs.
     ActiveRuns(RpcReplyPort<Vec<String>>),
+    /// Fault injection, for tests only: the next this many completion
+    /// notices are dropped on arrival, exactly as if they were lost on the
+    /// way, so a test can show the reconciler repairing them.
+    DropNotices(u32),
 }
 
 impl ractor::Message for SchedulerMsg {}
@@ -182,6 +191,8 @@ pub struct SchedulerState {
     adopted: Option<String>,
     defs: HashMap<String, Arc<Graph>>,
     runs: BTreeMap<String, ActiveRun>,
+    /// Completion notices still to drop ([`SchedulerMsg::DropNotices`]).
+    drop_notices: u32,
 }
 
 impl Actor for SchedulerActor {
@@ -204,6 +215,7 @@ impl Actor for SchedulerActor {
             adopted: None,
             defs: HashMap::new(),
             runs: BTreeMap::new(),
+            drop_notices: 0,
         };
         state.adopted = state
             .store
@@ -260,9 +272,19 @@ impl Actor for SchedulerActor {
         state: &mut SchedulerState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
+            SchedulerMsg::Completed(c) if state.drop_notices > 0 => {
+                state.drop_notices -= 1;
+                tracing::warn!(key = %c.key, "completion notice dropped (fault injection)");
+            }
             SchedulerMsg::Completed(c) => state.completed(c).await?,
             SchedulerMsg::Adopted(hash) => {
                 tracing::info!(graph = %state.graph, definition = %hash, "definition adopted");
+                // Load and index the definition now, not in the first start
+                // request: for a large graph that is the longest step of a
+                // start (weir-core's validate hashes the whole definition).
+                if let Err(e) = state.graph_def(&hash) {
+                    tracing::warn!(graph = %state.graph, definition = %hash, error = %e, "adopted definition does not load");
+                }
                 state.adopted = Some(hash);
             }
             SchedulerMsg::StartRuns(partitions, reply) => {
@@ -287,6 +309,7 @@ impl Actor for SchedulerActor {
             SchedulerMsg::ActiveRuns(reply) => {
                 let _ = reply.send(state.runs.keys().cloned().collect());
             }
+            SchedulerMsg::DropNotices(n) => state.drop_notices = n,
         }
         Ok(())
     }
@@ -414,17 +437,20 @@ impl SchedulerState {
                 recorded: vec![None; graph.len()],
                 submitted: HashSet::new(),
             };
+            // Every node ready at once: the roots, and any node whose rule
+            // needs nothing of its upstreams (`always`), which no upstream's
+            // record would make ready later.
+            let ready: Vec<usize> = run.tracker.ready().collect();
             let p = partition.to_string();
             self.runs.insert(p.clone(), run);
-            let roots: Vec<usize> = graph.roots().to_vec();
-            let submitted = self.submit(&p, &roots).await?;
+            let submitted = self.submit(&p, &ready).await?;
             out.push(StartOutcome {
                 partition: p.clone(),
                 started: true,
                 submitted: submitted.into_iter().map(|(id, _)| id).collect(),
             });
-            // A graph whose roots all decide at once (none here: roots are
-            // always ready) still settles through the normal path.
+            // A run with nothing ready is settled already (not possible
+            // today: roots are always ready), through the normal path.
             self.settle_if_done(&p).await?;
         }
         Ok(out)
@@ -444,6 +470,10 @@ impl SchedulerState {
             .ok_or("submit to a run that is not active")?;
         let mut jobs = Vec::with_capacity(nodes.len());
         let mut ids = Vec::with_capacity(nodes.len());
+        // Each upstream record is read once per submit: the downstreams of
+        // one node, submitted together, share it (a fan-out of 10,000 reads
+        // its root once, not 10,000 times).
+        let mut read: HashMap<usize, Option<UpstreamRecord>> = HashMap::new();
         for &idx in nodes {
             let node = run.graph.node_at(idx);
             let rerun = run.expected(idx);
@@ -457,16 +487,21 @@ impl SchedulerState {
             for &u in run.graph.upstreams(idx) {
                 let un = run.graph.node_at(u).name.as_str();
                 let Some(ur) = run.recorded[u] else { continue };
-                let key = done_key(&run_id(self.graph.as_str(), &run.partition, un, ur));
-                if let Some(d) = self.store.get::<DoneRecord>(&key)? {
-                    upstreams.insert(
-                        un.to_string(),
-                        UpstreamRecord {
+                let record = match read.get(&u) {
+                    Some(r) => r.clone(),
+                    None => {
+                        let key = done_key(&run_id(self.graph.as_str(), &run.partition, un, ur));
+                        let r = self.store.get::<DoneRecord>(&key)?.map(|d| UpstreamRecord {
                             status: d.status,
                             output: d.output,
                             rerun: ur,
-                        },
-                    );
+                        });
+                        read.insert(u, r.clone());
+                        r
+                    }
+                };
+                if let Some(r) = record {
+                    upstreams.insert(un.to_string(), r);
                 }
             }
             let input = TaskInput {
@@ -863,6 +898,27 @@ impl SchedulerState {
         };
         let keys: Vec<String> = self.runs.keys().cloned().collect();
         for p in keys {
+            // Rebuild the run from the store first. A record whose notice
+            // was lost (the queue stopped between making it durable and
+            // telling this scheduler) is in the store but not in the
+            // tracker, which still holds the node ready: resubmitting it
+            // would only answer Done, and its downstreams would never be
+            // submitted. The pass costs a scan of the run's records, once
+            // per reconcile interval, never per event.
+            let Some(partition) = self.runs.get(&p).map(|r| r.partition.clone()) else {
+                continue;
+            };
+            match self.load_run(&partition)? {
+                Some(fresh) if fresh.record.state == RunState::Active => {
+                    self.runs.insert(p.clone(), fresh);
+                }
+                _ => {
+                    // Only this actor settles its runs, so a run that is
+                    // gone or settled in the store is not active.
+                    self.runs.remove(&p);
+                    continue;
+                }
+            }
             let Some(run) = self.runs.get_mut(&p) else {
                 continue;
             };

@@ -30,6 +30,7 @@ mod records;
 mod replay;
 mod snapshot;
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,6 +38,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use weir_core::codec::CodecError;
+use weir_core::queue::TicketId;
 
 pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use records::Expiring;
@@ -91,9 +93,10 @@ pub struct StoreSettings {
     /// Journal bytes past which commits are refused until a snapshot is
     /// taken (the snapshot is overdue: the caller ignored `snapshot_due`).
     pub journal_bytes_max: u64,
-    /// Ops packed into one journal value; a commit of more ops writes
-    /// several consecutive values in the same atomic batch, so no value
-    /// grows into one of sled's unsynced blob files.
+    /// Ops packed into one journal value at most (a value also closes near
+    /// 6 KiB of ops); a commit of more ops writes several consecutive
+    /// values in the same atomic batch, so no value grows into one of
+    /// sled's unsynced blob files.
     pub entry_ops_max: usize,
     /// sled's page cache, in bytes.
     pub cache_bytes: u64,
@@ -204,7 +207,7 @@ pub enum StoreError {
 
 /// How long an open waits for sled's file lock once weir's own lock is
 /// held (see [`Store::open`]).
-const SLED_LOCK_WAIT_MS: u64 = 2_000;
+const SLED_LOCK_WAIT_MS: u64 = 15_000;
 
 /// Tree names.
 pub(crate) const JOURNAL: &str = "journal";
@@ -237,6 +240,10 @@ struct Inner {
     /// Ops and bytes journaled since the last snapshot.
     ops_since_snapshot: AtomicU64,
     bytes_since_snapshot: AtomicU64,
+    /// Ids of the tickets the journal tail replayed at the last recovery
+    /// changed; cleared by the next snapshot. See
+    /// [`Store::changed_since_snapshot`].
+    tail_changed: Mutex<BTreeSet<TicketId>>,
     /// One commit at a time: sequences are assigned under it.
     commit_lock: Mutex<()>,
     /// Serializes durable flushes and remembers the newest blob file synced.
@@ -340,6 +347,7 @@ impl Store {
                 snapshot_seq: AtomicU64::new(0),
                 ops_since_snapshot: AtomicU64::new(0),
                 bytes_since_snapshot: AtomicU64::new(0),
+                tail_changed: Mutex::new(BTreeSet::new()),
                 commit_lock: Mutex::new(()),
                 sync: Mutex::new(SyncState::default()),
                 _lock: lock,
@@ -371,6 +379,21 @@ impl Store {
         let s = &self.inner.settings;
         self.inner.ops_since_snapshot.load(Ordering::Relaxed) >= s.snapshot_ops
             || self.inner.bytes_since_snapshot.load(Ordering::Relaxed) >= s.snapshot_bytes
+    }
+
+    /// Ids of the tickets that the journal tail replayed at the last
+    /// recovery changed (enqueued, selected, requeued, extended, ended),
+    /// until the next snapshot is written. A caller that tracks the ids it
+    /// changes for [`Store::write_snapshot`] must start from these after a
+    /// recovery: the snapshot covers the tail, whose entries are removed
+    /// after it, so a ticket the tail changed and the snapshot missed would
+    /// be lost (or an ended one come back).
+    pub fn changed_since_snapshot(&self) -> BTreeSet<TicketId> {
+        self.inner
+            .tail_changed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The last journal sequence written.

@@ -181,6 +181,18 @@ impl Store {
     /// before `now_ms`, at most `expiry_batch_max` of them, with their index
     /// entries, atomically. Returns the keys deleted.
     pub fn expire_due(&self, now_ms: u64) -> Result<Vec<String>, StoreError> {
+        self.expire_due_with(now_ms, |_| Ok(()))
+    }
+
+    /// [`Self::expire_due`], calling `before` with each due key before the
+    /// key and its index entry are deleted: what depends on a record goes
+    /// first, so a crash between the two leaves the index entry to retry
+    /// from (a settled run's node records before the run record).
+    pub fn expire_due_with(
+        &self,
+        now_ms: u64,
+        mut before: impl FnMut(&str) -> Result<(), StoreError>,
+    ) -> Result<Vec<String>, StoreError> {
         self.check_writable()?;
         let inner = &self.inner;
         let end = now_ms.saturating_add(1).to_be_bytes();
@@ -204,6 +216,9 @@ impl Store {
         }
         if keys.is_empty() {
             return Ok(keys);
+        }
+        for k in &keys {
+            before(k)?;
         }
         let mut records = sled::Batch::default();
         for k in &keys {

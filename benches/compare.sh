@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# Side by side: weir against the job queues users would pick instead, and
+# the physical limits, in one run on this machine.
+#
+#   benches/compare.sh [--quick]
+#
+# Builds weir and the peers (benches/peers, crate weir-bench-peers, built in
+# its own target dir target/peers so weir's builds never compile it),
+# installs huey into a virtualenv under target/, runs every scenario for
+# every system, prints one row per system per scenario with the ratios
+# weir/peer, and writes the table to BENCHMARKS.md with the machine, the
+# versions and each system's durability setting. --quick runs a tenth.
+# Nothing here runs in CI.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=""
+DIV=1
+if [[ "${1:-}" == "--quick" ]]; then QUICK="--quick"; DIV=10; fi
+
+JOBS=$((100000 / DIV))
+BUDGET_S=$((30 / DIV > 4 ? 30 / DIV : 4))   # per worker level, per peer
+LAT_S=$((20 / DIV > 2 ? 20 / DIV : 2))
+CHAIN=$((400 / DIV))
+NOOP=$(command -v true)
+
+OUT=$ROOT/target/compare
+WORK=${TMPDIR:-/tmp}/weir-compare-$$
+rm -rf "$OUT" && mkdir -p "$OUT" "$WORK"
+RESULTS=$OUT/results.txt
+: > "$RESULTS"
+log() { echo "== $*" >&2; }
+
+# --- build -----------------------------------------------------------------
+log "building weir (release)"
+cargo build --release -p weir >"$OUT/build-weir.log" 2>&1 || { echo "weir build failed: $OUT/build-weir.log"; exit 3; }
+WEIR=$ROOT/target/release/weir
+log "building the peers (release, target/peers)"
+PEERS=$ROOT/target/peers/release/weir-bench-peers
+if ! cargo build --release -p weir-bench-peers --target-dir "$ROOT/target/peers" >"$OUT/build-peers.log" 2>&1; then
+  echo "peers build failed (see $OUT/build-peers.log); their rows say so" >&2
+  PEERS=""
+fi
+log "installing huey into target/huey-venv"
+HUEY_PY=$ROOT/target/huey-venv/bin/python
+if [[ ! -x $HUEY_PY ]]; then python3 -m venv "$ROOT/target/huey-venv" >"$OUT/venv.log" 2>&1; fi
+"$HUEY_PY" -m pip install -q 'huey==3.5.4' >>"$OUT/venv.log" 2>&1 || HUEY_PY=""
+
+# --- run -------------------------------------------------------------------
+# run SYSTEM SCENARIO CMD...: keeps the last RESULT line; for drain, counts
+# fsync+fdatasync calls of the whole process tree with strace.
+run() {
+  local sys=$1 scen=$2; shift 2
+  local logf=$OUT/$sys-$scen.log fs=""
+  log "$sys $scen"
+  if [[ $scen == drain* ]] && command -v strace >/dev/null; then
+    strace -f --seccomp-bpf -c -e trace=fsync,fdatasync -o "$OUT/$sys-$scen.strace" "$@" >"$logf" 2>&1
+    fs=$(awk '$NF=="total"{print $(NF-2)}' "$OUT/$sys-$scen.strace")
+  else
+    "$@" >"$logf" 2>&1
+  fi
+  local line
+  line=$(grep '^RESULT ' "$logf" | tail -1)
+  if [[ -z $line ]]; then
+    line="RESULT scenario=$scen error=$(tail -1 "$logf" | tr ' =' '_:' | cut -c1-120)"
+  fi
+  echo "$sys $scen ${fs:+fsyncs=$fs }$line" >>"$RESULTS"
+}
+missing() { echo "$1 $2 RESULT scenario=$2 missing=$3" >>"$RESULTS"; }
+
+run weir drain "$WEIR" bench sweep $QUICK
+run weir latency "$WEIR" bench latency $QUICK
+run weir chain "$WEIR" bench chain $QUICK
+run weir crash "$WEIR" bench crash $QUICK
+run weir recovery "$WEIR" bench recovery $QUICK
+
+# weir on the same subprocess no-op as swale: a chain of command nodes.
+mkdir -p "$WORK/weir-cmd"
+{
+  echo 'name = "chain"'
+  echo '[pools]'
+  echo 'default = 8'
+  for ((i = 0; i < CHAIN; i++)); do
+    printf '\n[[nodes]]\nname = "n%04d"\ncommand = ["%s"]\n' "$i" "$NOOP"
+    if ((i > 0)); then printf 'upstreams = ["n%04d"]\n' $((i - 1)); fi
+  done
+} >"$WORK/weir-cmd/chain.toml"
+log "weir chain_subprocess"
+t0=$(date +%s%N)
+if "$WEIR" run "$WORK/weir-cmd/chain.toml" --data "$WORK/weir-cmd-data" --until-idle >"$OUT/weir-chain_subprocess.log" 2>&1; then
+  t1=$(date +%s%N)
+  ms=$(( (t1 - t0) / 1000000 ))
+  echo "weir chain_subprocess RESULT scenario=chain_subprocess nodes=$CHAIN settle_ms=$ms edge_mean_us=$((ms * 1000 / CHAIN))" >>"$RESULTS"
+else
+  echo "weir chain_subprocess RESULT scenario=chain_subprocess error=weir_run_failed" >>"$RESULTS"
+fi
+
+if [[ -n $PEERS ]]; then
+  run limits drain "$PEERS" limits drain "$WORK/limits" "$JOBS" 60
+  run taquba drain "$PEERS" taquba drain "$WORK/taquba-drain" "$JOBS" "$BUDGET_S"
+  run taquba latency "$PEERS" taquba latency "$WORK/taquba-lat" "$LAT_S"
+  run taquba chain "$PEERS" taquba chain "$WORK/taquba-chain" "$CHAIN"
+  run apalis drain "$PEERS" apalis drain "$WORK/apalis-drain" "$JOBS" "$BUDGET_S"
+  run apalis chain "$PEERS" apalis chain "$WORK/apalis-chain" "$CHAIN"
+  run swale chain_subprocess "$PEERS" swale chain "$WORK/swale-chain" "$CHAIN" "$NOOP"
+else
+  for s in taquba apalis swale; do missing $s all peers_crate_did_not_build; done
+fi
+if [[ -n $HUEY_PY ]]; then
+  run huey drain "$HUEY_PY" benches/huey_bench.py "$WORK/huey" drain "$JOBS" "$BUDGET_S"
+  run huey latency "$HUEY_PY" benches/huey_bench.py "$WORK/huey" latency "$LAT_S"
+  run huey chain "$HUEY_PY" benches/huey_bench.py "$WORK/huey" chain "$CHAIN"
+else
+  missing huey all pip_install_failed
+fi
+rm -rf "$WORK"
+
+# --- table -----------------------------------------------------------------
+python3 - "$RESULTS" "$ROOT/BENCHMARKS.md" "${QUICK:-full}" "$JOBS" "$BUDGET_S" "$LAT_S" "$CHAIN" <<'PY'
+import os, platform, re, subprocess, sys
+results, out, mode, jobs, budget, lat_s, chain = sys.argv[1:8]
+rows = {}
+for line in open(results):
+    parts = line.split()
+    sysname, scen = parts[0], parts[1]
+    kv = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
+    rows[(sysname, scen)] = kv
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    except Exception:
+        return "?"
+
+durability = {
+    "weir": "fsync mode: sled flush + fdatasync of its files before any ack (default)",
+    "taquba": "default: enqueue/ack await SlateDB's WAL flush; local dir via object_store LocalFileSystem (write+rename, no fsync)",
+    "swale": "as taquba (swale runs on taquba over the same local-dir object store)",
+    "apalis": "SQLite WAL, PRAGMA synchronous=FULL on every pooled connection (apalis's setup sets OFF; overridden)",
+    "huey": "SqliteHuey(fsync=True): SQLite WAL, PRAGMA synchronous=FULL; task deleted at dequeue (at most once)",
+    "limits": "raw sled insert+flush+fdatasync at weir's batch size; tokio mpsc (not durable)",
+}
+versions = {
+    "weir": sh("git -C . describe --always --dirty 2>/dev/null") or "workspace",
+    "taquba": "0.16", "swale": "0.3.0", "apalis": "1.0 + apalis-sqlite 1.0",
+    "huey": sh(os.path.join("target/huey-venv/bin/python") + " -c 'import huey;print(huey.__version__)'") or "?",
+    "limits": "sled 0.34.7, tokio 1",
+}
+
+def num(kv, k):
+    try:
+        return float(kv[k])
+    except (KeyError, ValueError, TypeError):
+        return None
+
+def cell(kv, k, fmt="{:,.0f}"):
+    if kv is None:
+        return "not measured"
+    if "missing" in kv:
+        return "not measured: " + kv["missing"].replace("_", " ")
+    if "error" in kv:
+        return "failed: " + kv["error"].replace("_", " ")[:60]
+    v = num(kv, k)
+    return fmt.format(v) if v is not None else "n/a"
+
+lines = []
+P = lines.append
+P("# Benchmarks: weir beside its peers and the limits")
+P("")
+P("Produced by `benches/compare.sh %s` (one command; it builds, installs the peers, runs everything in one run and writes this file)." % ("" if mode == "full" else mode))
+P("")
+P("## Machine")
+P("")
+P("- cores: %s (%s)" % (os.cpu_count(), sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()))
+P("- memory: %s" % sh("free -h | awk '/Mem:/{print $2}'"))
+P("- disk: %s" % sh("df -hT target | awk 'NR==2{print $2\", \"$1\", \"$3\" total\"}'"))
+P("- kernel: %s; rustc: %s; python: %s" % (platform.release(), sh("rustc --version"), platform.python_version()))
+P("")
+P("## Systems")
+P("")
+P("| system | version | durability setting |")
+P("| --- | --- | --- |")
+for s in ["weir", "swale", "taquba", "apalis", "huey", "limits"]:
+    P("| %s | %s | %s |" % (s, versions[s], durability[s]))
+P("")
+P("Sizes: drain %s jobs; peers get %s s per worker level (enqueue within half of it; a row says how many ran); latency %s s per rate; chain %s nodes." % (jobs, budget, lat_s, chain))
+P("")
+
+weir = lambda scen: rows.get(("weir", scen))
+def ratio(w, p):
+    return ("%.1f×" % (w / p)) if (w and p) else "—"
+
+# drain
+P("## drain: no-op jobs enqueued durably, then drained (first enqueue to last completion)")
+P("")
+P("| system | jobs/s, 1 worker | 8 workers | 32 workers | fsyncs/job | peak RSS | weir/system (32) |")
+P("| --- | --- | --- | --- | --- | --- | --- |")
+w = weir("drain") or {}
+w32 = num(w, "w32_jobs_per_s")
+for s in ["weir", "taquba", "apalis", "huey"]:
+    kv = rows.get((s, "drain"))
+    if kv is None:
+        kv = rows.get((s, "all"))
+    fs = num(kv or {}, "fsyncs")
+    done = sum(num(kv or {}, "w%d_done" % c) or 0 for c in (1, 8, 32)) or (3 * int(jobs))
+    per = ("%.3f" % (fs / done)) if fs is not None else "—"
+    rss = num(kv or {}, "peak_rss_bytes")
+    P("| %s | %s | %s | %s | %s | %s | %s |" % (s, cell(kv, "w1_jobs_per_s"), cell(kv, "w8_jobs_per_s"), cell(kv, "w32_jobs_per_s"), per,
+      ("%.0f MiB" % (rss / 2**20)) if rss else "—", ratio(w32, num(kv or {}, "w32_jobs_per_s")) if s != "weir" else ""))
+lim = rows.get(("limits", "drain")) or {}
+raw_w = num(w, "raw_sled_jobs_per_s")
+P("| limit: raw sled insert+flush+fsync (weir's batch) | %s | | | 1 per commit | | weir/raw = %s |" % (cell(w, "raw_sled_jobs_per_s") if w else "—", ("%.2f" % (w32 / raw_w)) if (w32 and raw_w) else "—"))
+P("| limit: tokio mpsc, not durable | %s | | | 0 | | |" % (cell(w, "channel_jobs_per_s") if w else "—"))
+P("| swale | cannot express: no plain job enqueue (asset graphs only) | | | | | |")
+P("")
+P("fsyncs/job counts fsync+fdatasync of the whole process over all three drains, divided by the jobs run; weir's limit row is measured in weir's own run (the `limits` binary repeats it: %s jobs/s)." % cell(lim, "raw_sled_jobs_per_s"))
+P("")
+
+# latency
+P("## latency: enqueue acknowledged → task start, open loop at fixed rates")
+P("")
+P("| system | 100/s p50 / p99 (us) | 1,000/s p50 / p99 | 10,000/s p50 / p99 | weir/system p99 at 1,000/s |")
+P("| --- | --- | --- | --- | --- |")
+wl = weir("latency") or {}
+for s in ["weir", "taquba", "huey", "apalis", "swale"]:
+    kv = rows.get((s, "latency"))
+    if s == "apalis":
+        P("| apalis | not measured: driver has no latency mode (time) | | | |"); continue
+    if s == "swale":
+        P("| swale | cannot express: no job enqueue; a run start goes through the scheduler | | | |"); continue
+    c = lambda r: "%s / %s" % (cell(kv, "r%d_p50_us" % r), cell(kv, "r%d_p99_us" % r))
+    rr = ""
+    if s != "weir":
+        a, b = num(wl, "r1000_p99_us"), num(kv or {}, "r1000_p99_us")
+        rr = ("%.3f" % (a / b)) if (a is not None and b) else "—"
+    P("| %s | %s | %s | %s | %s |" % (s, c(100), c(1000), c(10000), rr))
+P("")
+P("huey's producer is one Python thread enqueueing synchronously (one fsynced commit each), so it may not reach the higher rates; its achieved rates: %s." %
+  ", ".join("%s/s" % (rows.get(("huey", "latency")) or {}).get("r%d_achieved_per_s" % r, "?") for r in (100, 1000, 10000)))
+P("")
+
+# chain
+P("## chain: %s nodes, each completion starting the next" % chain)
+P("")
+P("| system | how | total ms | edge p50 us | edge p99 us | system/weir total |")
+P("| --- | --- | --- | --- | --- | --- |")
+wc = weir("chain") or {}
+wt = num(wc, "settle_ms")
+how = {"weir": "graph, in-process no-op", "taquba": "handler enqueues its successor", "apalis": "handler pushes its successor", "huey": "pipeline (.then)"}
+for s in ["weir", "taquba", "apalis", "huey"]:
+    kv = rows.get((s, "chain"))
+    t = num(kv or {}, "settle_ms")
+    P("| %s | %s | %s | %s | %s | %s |" % (s, how[s], cell(kv, "settle_ms", "{:,.1f}"), cell(kv, "edge_p50_us"), cell(kv, "edge_p99_us"), ("%.1f×" % (t / wt)) if (t and wt and s != "weir") else ""))
+for s in ["weir", "swale"]:
+    kv = rows.get((s, "chain_subprocess"))
+    if kv is None and s == "swale":
+        kv = rows.get(("swale", "all"))
+    P("| %s | graph, subprocess `true` per node | %s | mean %s | — | |" % (s, cell(kv, "settle_ms", "{:,.1f}"), cell(kv, "edge_mean_us")))
+ws, ss = num(rows.get(("weir", "chain_subprocess")) or {}, "settle_ms"), num(rows.get(("swale", "chain_subprocess")) or {}, "settle_ms")
+P("")
+P("weir's subprocess chain is timed around the whole `weir run --until-idle` process (start-up included); swale's from its run start to the settled record. swale/weir = %s." % (("%.1f×" % (ss / ws)) if (ss and ws) else "—"))
+P("")
+
+# crash
+P("## crash: 1 → %s → 1, 10%% of nodes fail once, SIGKILL at 50%% of completions, restart" % (1000 // (10 if mode != "full" else 1)))
+P("")
+P("| system | total ms | lost completions | duplicated completions | task bodies re-run (at least once) |")
+P("| --- | --- | --- | --- | --- |")
+kv = weir("crash")
+P("| weir | %s | %s | %s | %s |" % (cell(kv, "total_ms", "{:,.1f}"), cell(kv, "lost"), cell(kv, "duplicated"), cell(kv, "reexecuted")))
+P("| swale | not measured: the crash driver for swale is not written yet | | | |")
+P("| taquba, apalis, huey | cannot express: no fan-in (join) of 1,000 jobs | | | |")
+P("")
+
+# recovery
+P("## recovery: start on a store of pending tickets → first dispatch")
+P("")
+P("| system | pending | open ms | first dispatch ms | RSS |")
+P("| --- | --- | --- | --- | --- |")
+kv = weir("recovery")
+rss = num(kv or {}, "rss_bytes")
+P("| weir | %s | %s | %s | %s |" % (cell(kv, "pending"), cell(kv, "open_ms", "{:,.1f}"), cell(kv, "first_dispatch_ms", "{:,.1f}"), ("%.0f MiB" % (rss / 2**20)) if rss else "—"))
+P("| taquba, apalis, huey, swale | not measured: filling 1M durable tickets takes longer than the run allows for these peers | | | |")
+P("")
+
+# goals
+P("## Goals")
+P("")
+def best_peer(scen, key, higher=True):
+    vals = [(num(rows.get((s, scen)) or {}, key), s) for s in ["taquba", "apalis", "huey"]]
+    vals = [(v, s) for v, s in vals if v]
+    if not vals:
+        return None, None
+    return (max(vals) if higher else min(vals))
+bp, bs = best_peer("drain", "w32_jobs_per_s")
+P("- drain ≥ 10× the fastest peer: weir %s jobs/s vs %s %s → %s" % (cell(w, "w32_jobs_per_s"), bs, ("%.0f" % bp) if bp else "—", ratio(w32, bp)))
+cp, cs = best_peer("chain", "settle_ms", higher=False)
+P("- chain ≥ 10× the fastest peer: weir %s ms vs %s %s ms → %s" % (cell(wc, "settle_ms", "{:.1f}"), cs, ("%.1f" % cp) if cp else "—", ratio(cp, wt)))
+P("- ahead of swale where it can express the scenario: chain (subprocess) swale/weir = %s" % (("%.1f×" % (ss / ws)) if (ss and ws) else "—"))
+P("- within 50%% of raw sled on drain: weir/raw = %s" % (("%.2f" % (w32 / raw_w)) if (w32 and raw_w) else "—"))
+P("- p99 ≤ 2 ms at 1,000 jobs/s: weir p99 %s us" % cell(wl, "r1000_p99_us"))
+kv = weir("crash") or {}
+P("- zero lost, zero duplicated in crash: weir lost %s, duplicated %s" % (kv.get("lost", "—"), kv.get("duplicated", "—")))
+P("")
+P("Raw RESULT lines of this run: `target/compare/results.txt`; logs beside it.")
+text = "\n".join(lines) + "\n"
+open(out, "w").write(text)
+print(text)
+PY

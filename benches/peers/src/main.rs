@@ -1,0 +1,84 @@
+//! `weir-bench-peers`: the peers of `benches/compare.sh`, driven on weir's
+//! scenarios, each durable by its documented setting. Prints `RESULT`
+//! lines in the units `weir bench` uses.
+//!
+//! ```text
+//! weir-bench-peers taquba drain|latency|chain DIR ARG
+//! weir-bench-peers apalis drain|chain DIR ARG
+//! weir-bench-peers swale chain DIR NODES PROGRAM
+//! weir-bench-peers limits DIR JOBS OPS_PER_COMMIT
+//! ```
+
+mod apalis_peer;
+mod limits;
+mod swale_peer;
+mod taquba_peer;
+
+use std::time::Duration;
+
+/// A boxed error.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The value at quantile `q` of `sorted`, in microseconds.
+pub fn pct_us(sorted: &[Duration], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i].as_secs_f64() * 1e6
+}
+
+/// Peak resident set size of this process, in bytes.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// A `RESULT` line.
+pub fn result(scenario: &str, pairs: &[(&str, String)]) {
+    let mut line = format!("RESULT scenario={scenario}");
+    for (k, v) in pairs {
+        line.push_str(&format!(" {k}={v}"));
+    }
+    println!("{line}");
+}
+
+/// A fresh directory.
+pub fn fresh(dir: &std::path::Path) -> Result<(), Error> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    Ok(())
+}
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> Result<&str, Error> {
+        args.get(i)
+            .map(String::as_str)
+            .ok_or_else(|| format!("missing argument {i}; see the module doc").into())
+    };
+    let num = |i: usize| -> Result<u64, Error> { Ok(arg(i)?.parse()?) };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let dir = std::path::PathBuf::from(arg(2)?);
+    rt.block_on(async {
+        match (arg(0)?, arg(1)?) {
+            ("taquba", "drain") => taquba_peer::drain(&dir, num(3)?, num(4)?).await,
+            ("taquba", "latency") => taquba_peer::latency(&dir, num(3)?).await,
+            ("taquba", "chain") => taquba_peer::chain(&dir, num(3)?).await,
+            ("apalis", "drain") => apalis_peer::drain(&dir, num(3)?, num(4)?).await,
+            ("apalis", "chain") => apalis_peer::chain(&dir, num(3)?).await,
+            ("swale", "chain") => swale_peer::chain(&dir, num(3)?, arg(4)?).await,
+            ("limits", "drain") => limits::drain(&dir, num(3)?, num(4)?).await,
+            (peer, scenario) => Err(format!("unknown: {peer} {scenario}").into()),
+        }
+    })?;
+    // Background tasks of a peer may hold the runtime; the figures are out.
+    std::process::exit(0);
+}

@@ -1,0 +1,242 @@
+//! taquba 0.16 on a local directory (object_store's `LocalFileSystem`):
+//! its durable transitions (`enqueue`, `ack`) await SlateDB's WAL flush,
+//! the crate's documented durability, at SlateDB's default flush interval.
+//! `LocalFileSystem` writes each WAL object to a file and renames it into
+//! place; it does not fsync.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use taquba::object_store::local::LocalFileSystem;
+use taquba::{run_worker_concurrent, JobRecord, LeaseHandle, Queue, Worker, WorkerError};
+use tokio_util::sync::CancellationToken;
+
+use crate::{fresh, pct_us, peak_rss_bytes, result, Error};
+
+async fn open(dir: &std::path::Path) -> Result<Arc<Queue>, Error> {
+    fresh(dir)?;
+    let store = Arc::new(LocalFileSystem::new_with_prefix(dir)?);
+    Ok(Arc::new(Queue::open(store, "bench").await?))
+}
+
+fn index(job: &JobRecord) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&job.payload[..8]);
+    u64::from_be_bytes(b)
+}
+
+struct Count {
+    done: AtomicU64,
+    starts: Mutex<HashMap<u64, Instant>>,
+    ends: Mutex<HashMap<u64, Instant>>,
+    chain: Option<(Arc<Queue>, u64)>,
+}
+
+impl Worker for Count {
+    async fn process(&self, job: &JobRecord, _lease: &LeaseHandle) -> Result<(), WorkerError> {
+        let i = index(job);
+        self.starts
+            .lock()
+            .expect("starts")
+            .insert(i, Instant::now());
+        if let Some((q, n)) = &self.chain {
+            // The handler enqueues its successor (durable) before its own
+            // ack, as a chain on a plain queue must.
+            self.ends.lock().expect("ends").insert(i, Instant::now());
+            if i + 1 < *n {
+                q.enqueue("work", (i + 1).to_be_bytes().to_vec()).await?;
+            }
+        }
+        self.done.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+fn counter(chain: Option<(Arc<Queue>, u64)>) -> Arc<Count> {
+    Arc::new(Count {
+        done: AtomicU64::new(0),
+        starts: Mutex::default(),
+        ends: Mutex::default(),
+        chain,
+    })
+}
+
+async fn wait_for(c: &Count, n: u64, deadline: Instant) {
+    while c.done.load(Ordering::SeqCst) < n && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// 1, 8 and 32 workers over `jobs` jobs enqueued in batches of 1,000,
+/// each level within `budget_s` seconds.
+pub async fn drain(dir: &std::path::Path, jobs: u64, budget_s: u64) -> Result<(), Error> {
+    let mut pairs = vec![("jobs", jobs.to_string())];
+    for workers in [1usize, 8, 32] {
+        let q = open(&dir.join(format!("w{workers}"))).await?;
+        let began = Instant::now();
+        let deadline = began + Duration::from_secs(budget_s);
+        let mut enq = 0u64;
+        while enq < jobs && began.elapsed().as_secs() * 2 < budget_s {
+            let n = 1_000.min(jobs - enq);
+            let batch = (enq..enq + n).map(|k| k.to_be_bytes().to_vec()).collect();
+            q.enqueue_batch("work", batch).await?;
+            enq += n;
+        }
+        let c = counter(None);
+        let stop = CancellationToken::new();
+        let loop_q = q.clone();
+        let loop_c = c.clone();
+        let loop_stop = stop.clone();
+        let handle = tokio::spawn(async move {
+            run_worker_concurrent(
+                &loop_q,
+                "work",
+                loop_c,
+                workers,
+                Duration::from_millis(250),
+                loop_stop.cancelled_owned(),
+            )
+            .await
+        });
+        wait_for(&c, enq, deadline).await;
+        let done = c.done.load(Ordering::SeqCst);
+        let el = began.elapsed().as_secs_f64();
+        stop.cancel();
+        let _ = handle.await;
+        let rate = done as f64 / el;
+        println!("taquba drain, {workers} workers: {enq} of {jobs} enqueued, {done} run in {el:.1} s = {rate:.0} jobs/s");
+        pairs.push((
+            match workers {
+                1 => "w1_jobs_per_s",
+                8 => "w8_jobs_per_s",
+                _ => "w32_jobs_per_s",
+            },
+            format!("{rate:.0}"),
+        ));
+    }
+    pairs.push(("peak_rss_bytes", peak_rss_bytes().to_string()));
+    result("drain", &pairs);
+    Ok(())
+}
+
+/// Open-loop single enqueues at 100, 1,000 and 10,000 per second.
+pub async fn latency(dir: &std::path::Path, secs: u64) -> Result<(), Error> {
+    let mut pairs = vec![("secs_per_rate", secs.to_string())];
+    for per_s in [100u64, 1_000, 10_000] {
+        let q = open(&dir.join(format!("r{per_s}"))).await?;
+        let c = counter(None);
+        let stop = CancellationToken::new();
+        let (lq, lc, ls) = (q.clone(), c.clone(), stop.clone());
+        let handle = tokio::spawn(async move {
+            run_worker_concurrent(
+                &lq,
+                "work",
+                lc,
+                64,
+                Duration::from_millis(250),
+                ls.cancelled_owned(),
+            )
+            .await
+        });
+        let total = per_s * secs;
+        let mut ticks = tokio::time::interval(Duration::from_nanos(1_000_000_000 / per_s));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let began = Instant::now();
+        let mut acks = tokio::task::JoinSet::new();
+        for k in 0..total {
+            ticks.tick().await;
+            let q = q.clone();
+            acks.spawn(async move {
+                q.enqueue("work", k.to_be_bytes().to_vec())
+                    .await
+                    .map(|_| (k, Instant::now()))
+            });
+        }
+        let mut acked = Vec::new();
+        while let Some(r) = acks.join_next().await {
+            acked.push(r??);
+        }
+        let achieved = total as f64 / began.elapsed().as_secs_f64();
+        wait_for(&c, total, Instant::now() + Duration::from_secs(60)).await;
+        stop.cancel();
+        let _ = handle.await;
+        let starts = c.starts.lock().expect("starts");
+        let mut lat: Vec<Duration> = acked
+            .iter()
+            .filter_map(|(k, a)| starts.get(k).map(|s| s.saturating_duration_since(*a)))
+            .collect();
+        lat.sort_unstable();
+        let (p50, p99) = (pct_us(&lat, 0.5), pct_us(&lat, 0.99));
+        println!("taquba latency at {per_s}/s (achieved {achieved:.0}/s): p50 {p50:.0} us, p99 {p99:.0} us");
+        pairs.push((lat_key(per_s, "p50"), format!("{p50:.0}")));
+        pairs.push((lat_key(per_s, "p99"), format!("{p99:.0}")));
+    }
+    result("latency", &pairs);
+    Ok(())
+}
+
+/// The key of a latency figure.
+pub fn lat_key(per_s: u64, q: &str) -> &'static str {
+    match (per_s, q) {
+        (100, "p50") => "r100_p50_us",
+        (100, _) => "r100_p99_us",
+        (1_000, "p50") => "r1000_p50_us",
+        (1_000, _) => "r1000_p99_us",
+        (_, "p50") => "r10000_p50_us",
+        _ => "r10000_p99_us",
+    }
+}
+
+/// A chain of `nodes` jobs, each handler enqueueing its successor.
+pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
+    let q = open(dir).await?;
+    let c = counter(Some((q.clone(), nodes)));
+    let stop = CancellationToken::new();
+    let (lq, lc, ls) = (q.clone(), c.clone(), stop.clone());
+    let began = Instant::now();
+    q.enqueue("work", 0u64.to_be_bytes().to_vec()).await?;
+    let handle = tokio::spawn(async move {
+        run_worker_concurrent(
+            &lq,
+            "work",
+            lc,
+            8,
+            Duration::from_millis(250),
+            ls.cancelled_owned(),
+        )
+        .await
+    });
+    wait_for(&c, nodes, Instant::now() + Duration::from_secs(600)).await;
+    let total = began.elapsed();
+    stop.cancel();
+    let _ = handle.await;
+    let starts = c.starts.lock().expect("starts");
+    let ends = c.ends.lock().expect("ends");
+    let mut edges: Vec<Duration> = (0..nodes.saturating_sub(1))
+        .filter_map(|i| {
+            Some(
+                starts
+                    .get(&(i + 1))?
+                    .saturating_duration_since(*ends.get(&i)?),
+            )
+        })
+        .collect();
+    edges.sort_unstable();
+    let (p50, p99) = (pct_us(&edges, 0.5), pct_us(&edges, 0.99));
+    println!(
+        "taquba chain of {nodes}: {:.1} ms, edge p50 {p50:.0} us, p99 {p99:.0} us",
+        total.as_secs_f64() * 1e3
+    );
+    result(
+        "chain",
+        &[
+            ("nodes", nodes.to_string()),
+            ("settle_ms", format!("{:.1}", total.as_secs_f64() * 1e3)),
+            ("edge_p50_us", format!("{p50:.0}")),
+            ("edge_p99_us", format!("{p99:.0}")),
+        ],
+    );
+    Ok(())
+}

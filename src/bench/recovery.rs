@@ -1,0 +1,142 @@
+//! `weir bench recovery`: a store holding 1M pending tickets (100k with
+//! `--quick`), written with dispatch paused in fsync mode and closed; then
+//! a fresh process (this binary again, so the RSS is the recovery's alone)
+//! opens it and the figure is the time from the start of `open` to the
+//! first task body starting, and the process's RSS at that moment.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+use weir_actors::store::Durability;
+use weir_core::queue::Job;
+
+use super::drain::{peak_rss_bytes, rss_bytes, tempfile_dir};
+use super::{result_line, BenchError};
+use crate::Engine;
+
+/// Set in the child process: the store to recover.
+const CHILD_ENV: &str = "WEIR_BENCH_RECOVERY_DIR";
+
+fn failed<E: std::fmt::Display>(e: E) -> BenchError {
+    BenchError::Failed(e.to_string())
+}
+
+async fn fill(dir: &std::path::Path, pending: usize) -> Result<(), BenchError> {
+    let engine = Engine::builder(dir)
+        .durability(Durability::Fsync)
+        .pool("default", 64)
+        .task_fn("noop", |_ctx| async { Ok(Vec::new()) })
+        .open()
+        .await
+        .map_err(failed)?;
+    engine.pause(true).map_err(failed)?;
+    let mut i = 0;
+    while i < pending {
+        let n = 10_000.min(pending - i);
+        let batch: Vec<Job> = (i..i + n)
+            .map(|k| Job::new(format!("pending-{k:08}"), "noop", "default"))
+            .collect();
+        engine.enqueue_many(batch).await.map_err(failed)?;
+        i += n;
+    }
+    engine
+        .shutdown(Duration::from_secs(60))
+        .await
+        .map_err(failed)
+}
+
+/// The child: open, wait for the first start, print the figures.
+async fn recover(dir: &std::path::Path) -> Result<(), BenchError> {
+    let first = Arc::new(Notify::new());
+    let signal = first.clone();
+    let began = Instant::now();
+    let engine = Engine::builder(dir)
+        .durability(Durability::Fsync)
+        .pool("default", 64)
+        .task_fn("noop", move |_ctx| {
+            let signal = signal.clone();
+            async move {
+                signal.notify_one();
+                Ok(Vec::new())
+            }
+        })
+        .open()
+        .await
+        .map_err(failed)?;
+    let opened = began.elapsed();
+    first.notified().await;
+    let first_dispatch = began.elapsed();
+    let rss = rss_bytes();
+    println!(
+        "CHILD open_ms={:.1} first_dispatch_ms={:.1} rss_bytes={rss} peak_rss_bytes={}",
+        opened.as_secs_f64() * 1e3,
+        first_dispatch.as_secs_f64() * 1e3,
+        peak_rss_bytes()
+    );
+    engine.pause(true).map_err(failed)?;
+    // Leave the rest pending: the figure is taken; a kill is what a
+    // crash would do and the store is thrown away.
+    std::process::exit(0);
+}
+
+/// Runs `weir bench recovery`.
+pub fn run(quick: bool) -> Result<(), BenchError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(failed)?;
+    if let Ok(dir) = std::env::var(CHILD_ENV) {
+        return rt.block_on(recover(std::path::Path::new(&dir)));
+    }
+    let pending = if quick { 100_000 } else { 1_000_000 };
+    let dir = tempfile_dir()?;
+    let store = dir.join("recovery");
+    let filled = Instant::now();
+    rt.block_on(fill(&store, pending))?;
+    println!(
+        "filled {pending} pending tickets in {:.1} s (fsync, batches of 10,000, dispatch paused)",
+        filled.elapsed().as_secs_f64()
+    );
+    let exe = std::env::current_exe().map_err(failed)?;
+    let out = std::process::Command::new(exe)
+        .args(["bench", "recovery"])
+        .env(CHILD_ENV, &store)
+        .output()
+        .map_err(failed)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("CHILD "))
+        .ok_or_else(|| {
+            BenchError::Failed(format!(
+                "the recovering process printed no figures: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })?;
+    let field = |k: &str| -> String {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")).map(str::to_string))
+            .unwrap_or_default()
+    };
+    println!(
+        "recovery of {pending} pending tickets: open {} ms, first dispatch {} ms after the start of open, RSS {} bytes",
+        field("open_ms"),
+        field("first_dispatch_ms"),
+        field("rss_bytes")
+    );
+    println!(
+        "{}",
+        result_line(
+            "recovery",
+            &[
+                ("pending", pending.to_string()),
+                ("open_ms", field("open_ms")),
+                ("first_dispatch_ms", field("first_dispatch_ms")),
+                ("rss_bytes", field("rss_bytes")),
+            ]
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

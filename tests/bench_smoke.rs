@@ -1,0 +1,54 @@
+//! `weir bench drain --quick` and `weir bench chain --quick` run and end
+//! with their `RESULT` lines (benches/compare.sh reads them). The peers
+//! comparison itself is not run here: it is slow and installs packages.
+
+use std::process::Command;
+
+fn last_line(scenario: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["bench", scenario, "--quick"])
+        .output()
+        .expect("run weir bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "weir bench {scenario} --quick failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().last().unwrap_or_default().to_string()
+}
+
+fn assert_keys(line: &str, scenario: &str, keys: &[&str]) {
+    let prefix = format!("RESULT scenario={scenario}");
+    assert!(
+        line.starts_with(&prefix),
+        "last line {line:?} does not start with {prefix:?}"
+    );
+    for k in keys {
+        let found = line.split_whitespace().any(|kv| {
+            kv.split_once('=')
+                .is_some_and(|(key, v)| key == *k && !v.is_empty())
+        });
+        assert!(found, "RESULT line {line:?} has no {k}=");
+    }
+}
+
+#[test]
+fn drain_quick_prints_its_result_line() {
+    let line = last_line("drain");
+    assert_keys(
+        &line,
+        "drain",
+        &["jobs", "jobs_per_s", "raw_jobs_per_s", "ratio_to_limit"],
+    );
+}
+
+#[test]
+fn chain_quick_prints_its_result_line() {
+    let line = last_line("chain");
+    assert_keys(
+        &line,
+        "chain",
+        &["nodes", "edge_p50_us", "edge_p99_us", "settle_ms"],
+    );
+}

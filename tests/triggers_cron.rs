@@ -1,0 +1,185 @@
+//! Cron triggers end to end, under paused time on an anchored clock: an
+//! hourly cron over a simulated day starts the 24 windows it closes, each
+//! once; downtime with catch-up off starts only the newest missed window,
+//! with catch-up on every missed one (and no more than the bound).
+
+mod triggers_support;
+
+use std::time::Duration;
+
+use triggers_support::*;
+use weir::{Partitioning, RunState, TriggerSettings};
+
+fn hourly(name: &str, catchup: bool) -> weir::GraphDef {
+    let mut g = graph(name);
+    g.partitioning = Partitioning::Hourly;
+    g.cron = Some("0 * * * *".into());
+    g.catchup = catchup;
+    g
+}
+
+fn windows(engine: &weir::Engine, graph: &str) -> Vec<String> {
+    engine
+        .list_runs(graph, None)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.partition)
+        .collect()
+}
+
+/// DESIGN §5: each firing starts the run of the window the firing closes
+/// (the window containing the previous occurrence).
+#[tokio::test(start_paused = true)]
+async fn hourly_cron_over_a_day_starts_24_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script::default();
+    let engine = open(dir.path(), T0, 4, 1_000, &script).await;
+    let w = watch(&engine, "hourly");
+    engine.adopt(hourly("hourly", false)).await.unwrap();
+    // Just past the 24th firing (2026-11-30T00:00), plus time to finish.
+    advance(DAY + MIN).await;
+    let got = windows(&engine, "hourly");
+    let want: Vec<String> = (0..24).map(|h| format!("2026-11-29T{h:02}")).collect();
+    assert_eq!(got, want);
+    let runs = engine
+        .list_runs("hourly", Some(RunState::Complete))
+        .unwrap();
+    assert_eq!(runs.len(), 24, "every run completed");
+    // Each run was requested at the firing that closed its window.
+    for r in &runs {
+        let p: weir::Partition = r.partition.parse().unwrap();
+        let firing = p.end_ms().unwrap();
+        let late = r.record.requested_at_ms - firing;
+        assert!(
+            late < S,
+            "{}: requested {late} ms after its firing",
+            r.partition
+        );
+    }
+    {
+        let w = w.lock().unwrap();
+        assert!(w.started.values().all(|&n| n == 1), "{:?}", w.started);
+    }
+    assert_eq!(script.ran().len(), 24);
+    let status = engine.trigger_status("hourly").await.unwrap();
+    assert_eq!(status.cron_last_firing_ms, Some(T0 + DAY));
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Catch-up table: (catchup, bound, downtime) → the windows started after
+/// the engine reopens. The engine first runs from T0 to just past 02:00
+/// (windows T00 and T01), then is down until `T0 + reopen`.
+#[tokio::test(start_paused = true)]
+async fn downtime_with_and_without_catchup() {
+    struct Case {
+        catchup: bool,
+        bound: usize,
+        reopen_ms: u64,
+        want_after: &'static [&'static str],
+    }
+    let cases = [
+        // Off: only the newest missed window (firing at 07:00 closes T06).
+        Case {
+            catchup: false,
+            bound: 100,
+            reopen_ms: 7 * H + 30 * MIN,
+            want_after: &["2026-11-29T06"],
+        },
+        // On: every missed window, T02 to T06.
+        Case {
+            catchup: true,
+            bound: 100,
+            reopen_ms: 7 * H + 30 * MIN,
+            want_after: &[
+                "2026-11-29T02",
+                "2026-11-29T03",
+                "2026-11-29T04",
+                "2026-11-29T05",
+                "2026-11-29T06",
+            ],
+        },
+        // On, past the bound: the newest 2.
+        Case {
+            catchup: true,
+            bound: 2,
+            reopen_ms: 7 * H + 30 * MIN,
+            want_after: &["2026-11-29T05", "2026-11-29T06"],
+        },
+        // Down less than an hour past the last firing: nothing missed.
+        Case {
+            catchup: true,
+            bound: 100,
+            reopen_ms: 2 * H + 50 * MIN,
+            want_after: &[],
+        },
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = Script::default();
+        let engine = open(dir.path(), T0, 4, 0, &script).await;
+        engine.adopt(hourly("h", case.catchup)).await.unwrap();
+        advance(2 * H + MIN).await;
+        let before = windows(&engine, "h");
+        assert_eq!(
+            before,
+            ["2026-11-29T00", "2026-11-29T01"],
+            "#{i}: before downtime"
+        );
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+
+        let settings = TriggerSettings {
+            cron_catchup_max: case.bound,
+            ..TriggerSettings::default()
+        };
+        let engine = weir::Engine::builder(dir.path())
+            .durability(weir::Durability::Flush)
+            .clock(weir::actors::clock::Clock::anchored(T0 + case.reopen_ms))
+            .pool("default", 8)
+            .task_fn("work", |_ctx| async { Ok(Vec::new()) })
+            .trigger_settings(settings)
+            .open()
+            .await
+            .unwrap();
+        // Let the trigger wake and the runs finish, short of the next firing.
+        advance(MIN).await;
+        let after: Vec<String> = windows(&engine, "h")
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        assert_eq!(
+            after,
+            case.want_after,
+            "#{i}: catchup {}, bound {}, reopened at +{} min",
+            case.catchup,
+            case.bound,
+            case.reopen_ms / MIN
+        );
+        let states = engine
+            .wait_settled(
+                "h",
+                &windows(&engine, "h")
+                    .iter()
+                    .map(|p| p.parse().unwrap())
+                    .collect::<Vec<_>>(),
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        assert!(
+            states.iter().all(|s| *s == RunState::Complete),
+            "#{i}: {states:?}"
+        );
+        // Firings after the reopen go on from the expression: the next
+        // firing (the hour after the reopen) closes the window before it.
+        let next_hour = (T0 + case.reopen_ms) / H * H + H;
+        let want_next = weir::Partition::of_time(Partitioning::Hourly, next_hour - H)
+            .unwrap()
+            .to_string();
+        advance(next_hour - (T0 + case.reopen_ms) - MIN + 10 * S).await;
+        assert!(
+            windows(&engine, "h").contains(&want_next),
+            "#{i}: the firing at {next_hour} starts {want_next}"
+        );
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
+}
