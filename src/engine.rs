@@ -530,16 +530,23 @@ impl Engine {
             })
             .await;
         }
-        self.supervisor
+        if let Err(e) = self
+            .supervisor
             .stop_and_wait(Some("shutdown".into()), Some(timeout))
             .await
-            .map_err(|e| EngineError::Call {
-                actor: "supervisor",
-                why: e.to_string(),
-            })?;
+        {
+            // An actor still busy past the grace period (a handler waiting on
+            // another actor): everything acknowledged is durable already, so
+            // stop it hard rather than hang the caller.
+            tracing::warn!(error = %e, "graceful stop timed out; killing the engine's actors");
+            for cell in self.supervisor.get_cell().get_children() {
+                cell.kill();
+            }
+            self.supervisor.kill();
+        }
         let join = self.join.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(join) = join {
-            let _ = join.await;
+            let _ = tokio::time::timeout(timeout, join).await;
         }
         let store = self.store.clone();
         if !store.is_failed() {

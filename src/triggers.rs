@@ -164,8 +164,6 @@ impl Engine {
         };
         debug_assert_eq!(graph.def().partitioning, Partitioning::Keyed);
         let limits = self.trigger_limits();
-        let t0 = std::time::Instant::now();
-        let _g = Guard(t0);
         inventory::load(&keyed.inventory, &limits)
             .await
             .map(Some)
@@ -179,12 +177,5 @@ impl Engine {
 
     fn trigger_limits(&self) -> inventory::InventoryLimits {
         self.trigger_settings.inventory_limits()
-    }
-}
-
-struct Guard(std::time::Instant);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        eprintln!("PROFILE check_inventory {:?}", self.0.elapsed());
     }
 }

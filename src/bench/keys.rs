@@ -84,16 +84,12 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
         let late: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(burst)));
         let clock = weir_actors::clock::Clock::system();
         let (l, c) = (late.clone(), clock.clone());
+        // WEIR_BENCH_DURABILITY=flush|none to compare; fsync by default.
         let durability = std::env::var("WEIR_BENCH_DURABILITY")
             .ok()
             .and_then(|d| d.parse().ok())
             .unwrap_or_default();
-        let mut trigger = crate::TriggerSettings::default();
-        if let Some(n) = std::env::var("WEIR_BENCH_WRITE_BATCH").ok().and_then(|v| v.parse().ok()) {
-            trigger.write_batch_max = n;
-        }
         let engine = Engine::builder(dir.join("db"))
-            .trigger_settings(trigger)
             .durability(durability)
             .clock(clock)
             .pool("default", burst as u32 + 1_000)

@@ -138,6 +138,9 @@ pub enum SchedulerMsg {
     /// notices are dropped on arrival, exactly as if they were lost on the
     /// way, so a test can show the reconciler repairing them.
     DropNotices(u32),
+    /// Make the settled runs written since the last one durable, then
+    /// announce them (one sync for a burst of settles).
+    SyncSettled,
 }
 
 impl ractor::Message for SchedulerMsg {}
@@ -193,6 +196,10 @@ pub struct SchedulerState {
     runs: BTreeMap<String, ActiveRun>,
     /// Completion notices still to drop ([`SchedulerMsg::DropNotices`]).
     drop_notices: u32,
+    /// Runs settled but not yet synced: their events wait for the sync.
+    unsynced_settles: Vec<EngineEvent>,
+    /// Itself, to schedule [`SchedulerMsg::SyncSettled`].
+    myself: Option<ActorRef<SchedulerMsg>>,
 }
 
 impl Actor for SchedulerActor {
@@ -216,6 +223,8 @@ impl Actor for SchedulerActor {
             defs: HashMap::new(),
             runs: BTreeMap::new(),
             drop_notices: 0,
+            unsynced_settles: Vec::new(),
+            myself: None,
         };
         state.adopted = state
             .store
@@ -257,6 +266,7 @@ impl Actor for SchedulerActor {
         myself: ActorRef<SchedulerMsg>,
         state: &mut SchedulerState,
     ) -> Result<(), ActorProcessingErr> {
+        state.myself = Some(myself.clone());
         // Reconcile at once: a crash may have cut an advance short.
         let report = state.reconcile().await?;
         state.emit_report(report);
@@ -310,12 +320,16 @@ impl Actor for SchedulerActor {
                 let _ = reply.send(state.runs.keys().cloned().collect());
             }
             SchedulerMsg::DropNotices(n) => state.drop_notices = n,
+            SchedulerMsg::SyncSettled => state.sync_settled().await?,
         }
         Ok(())
     }
 }
 
 type Res<T> = Result<T, ActorProcessingErr>;
+
+/// Jobs of one run's nodes, with (node index, run id) for each, in order.
+type JobsOf = (Vec<Job>, Vec<(usize, String)>);
 
 impl SchedulerState {
     fn graph_def(&mut self, hash: &str) -> Res<Arc<Graph>> {
@@ -394,9 +408,14 @@ impl SchedulerState {
             .clone()
             .ok_or_else(|| format!("graph {} has no adopted definition", self.graph))?;
         let graph = self.graph_def(&hash)?;
-        let mut out = Vec::with_capacity(partitions.len());
-        for partition in partitions {
-            let now = self.clock.now_ms();
+        // Every run record is created (at most once per partition) in one
+        // blocking pass and made durable by one sync, then the ready nodes
+        // of every new run go to the queue together: a burst of starts (a
+        // backfill, 10,000 keys due at once) costs a few flushes, not two
+        // per run.
+        let now = self.clock.now_ms();
+        let mut prepared = Vec::with_capacity(partitions.len());
+        for partition in &partitions {
             let record = GraphRunRecord {
                 definition: hash.clone(),
                 state: RunState::Active,
@@ -405,21 +424,30 @@ impl SchedulerState {
                 expected_reruns: BTreeMap::new(),
                 retention_ms: graph.def().retention_ms,
             };
-            let key = run_key(self.graph.as_str(), &partition);
             let bytes = self.store.encode("run record", &record)?;
-            let store = self.store.clone();
-            let b = bytes.clone();
-            let k = key.clone();
-            let created = tokio::task::spawn_blocking(move || {
-                store.compare_and_put(&k, None, Some(&b), &[], &[])
-            })
-            .await??;
+            prepared.push((run_key(self.graph.as_str(), partition), record, bytes));
+        }
+        let store = self.store.clone();
+        let writes: Vec<(String, Vec<u8>)> = prepared
+            .iter()
+            .map(|(k, _, b)| (k.clone(), b.clone()))
+            .collect();
+        let created: Vec<bool> = tokio::task::spawn_blocking(move || {
+            let mut created = Vec::with_capacity(writes.len());
+            for (k, b) in &writes {
+                created.push(store.compare_and_put_unsynced(k, None, Some(b), &[], &[])?);
+            }
+            if created.iter().any(|c| *c) {
+                store.sync()?;
+            }
+            Ok::<_, crate::store::StoreError>(created)
+        })
+        .await??;
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for ((partition, (_, record, bytes)), created) in
+            partitions.iter().zip(prepared).zip(&created)
+        {
             if !created {
-                out.push(StartOutcome {
-                    partition: partition.to_string(),
-                    started: false,
-                    submitted: Vec::new(),
-                });
                 continue;
             }
             tracing::info!(graph = %self.graph, partition = %partition, definition = %hash, "graph run started");
@@ -428,26 +456,42 @@ impl SchedulerState {
                 partition: partition.to_string(),
             });
             let tracker = RunTracker::new(&graph, &BTreeMap::<Name, NodeRecord>::new());
-            let run = ActiveRun {
-                partition: partition.clone(),
-                graph: graph.clone(),
-                record,
-                bytes,
-                tracker,
-                recorded: vec![None; graph.len()],
-                submitted: HashSet::new(),
-            };
             // Every node ready at once: the roots, and any node whose rule
             // needs nothing of its upstreams (`always`), which no upstream's
             // record would make ready later.
-            let ready: Vec<usize> = run.tracker.ready().collect();
+            let ready: Vec<usize> = tracker.ready().collect();
             let p = partition.to_string();
-            self.runs.insert(p.clone(), run);
-            let submitted = self.submit(&p, &ready).await?;
+            self.runs.insert(
+                p.clone(),
+                ActiveRun {
+                    partition: partition.clone(),
+                    graph: graph.clone(),
+                    record,
+                    bytes,
+                    tracker,
+                    recorded: vec![None; graph.len()],
+                    submitted: HashSet::new(),
+                },
+            );
+            groups.push((p, ready));
+        }
+        let mut submitted = self.submit_many(groups).await?.into_iter();
+        let mut out = Vec::with_capacity(partitions.len());
+        for (partition, created) in partitions.iter().zip(created) {
+            let p = partition.to_string();
+            if !created {
+                out.push(StartOutcome {
+                    partition: p,
+                    started: false,
+                    submitted: Vec::new(),
+                });
+                continue;
+            }
+            let ids = submitted.next().ok_or("one submit answer per new run")?;
             out.push(StartOutcome {
                 partition: p.clone(),
                 started: true,
-                submitted: submitted.into_iter().map(|(id, _)| id).collect(),
+                submitted: ids.into_iter().map(|(id, _)| id).collect(),
             });
             // A run with nothing ready is settled already (not possible
             // today: roots are always ready), through the normal path.
@@ -456,12 +500,79 @@ impl SchedulerState {
         Ok(out)
     }
 
+    /// [`Self::submit`] for several runs in one go: one enqueue (per
+    /// `submit_batch_max` jobs) for all. Answers per run, in order.
+    async fn submit_many(
+        &mut self,
+        groups: Vec<(String, Vec<usize>)>,
+    ) -> Res<Vec<Vec<(String, bool)>>> {
+        let mut jobs = Vec::new();
+        let mut spans = Vec::with_capacity(groups.len());
+        for (p, nodes) in &groups {
+            let (j, ids) = self.build_jobs(p, nodes)?;
+            jobs.extend(j);
+            spans.push(ids);
+        }
+        let mut answers = self.enqueue(jobs).await?.into_iter();
+        let mut out = Vec::with_capacity(groups.len());
+        for ((p, _), ids) in groups.iter().zip(spans) {
+            let run = self
+                .runs
+                .get_mut(p)
+                .ok_or("submit to a run that is not active")?;
+            let mut got = Vec::with_capacity(ids.len());
+            for (idx, id) in ids {
+                let answer = answers.next().ok_or("one enqueue answer per job")?;
+                let new = match answer {
+                    Ok(Enqueued::New(_)) => true,
+                    Ok(Enqueued::Live(_)) | Ok(Enqueued::Done) => false,
+                    Err(e) => return Err(format!("submit of {id}: {e}").into()),
+                };
+                run.submitted.insert(idx);
+                if new {
+                    tracing::debug!(run_id = %id, "task instance submitted");
+                }
+                got.push((id, new));
+            }
+            out.push(got);
+        }
+        Ok(out)
+    }
+
+    /// Enqueues jobs in batches of at most `submit_batch_max`; one answer
+    /// per job, in order.
+    async fn enqueue(&self, jobs: Vec<Job>) -> Res<Vec<Result<Enqueued, String>>> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let queue =
+            ActorRef::<QueueMsg>::where_is(self.names.queue()).ok_or("the queue is not running")?;
+        let mut answers = Vec::with_capacity(jobs.len());
+        let mut rest = jobs;
+        while !rest.is_empty() {
+            let tail = rest.split_off(rest.len().min(self.settings.submit_batch_max));
+            let batch = std::mem::replace(&mut rest, tail);
+            let a = ractor::call_t!(queue, QueueMsg::Enqueue, QUEUE_CALL_MS, batch)
+                .map_err(|e| format!("submit to the queue: {e}"))?;
+            answers.extend(a);
+        }
+        Ok(answers)
+    }
+
     /// Submits `nodes` of run `p` at their expected rerun counts, with the
     /// records of their upstreams. Returns (run id, newly submitted).
     async fn submit(&mut self, p: &str, nodes: &[usize]) -> Res<Vec<(String, bool)>> {
         if nodes.is_empty() {
             return Ok(Vec::new());
         }
+        let mut out = self
+            .submit_many(vec![(p.to_string(), nodes.to_vec())])
+            .await?;
+        Ok(out.pop().unwrap_or_default())
+    }
+
+    /// The jobs of `nodes` of run `p`, with the ids they answer for.
+    fn build_jobs(&self, p: &str, nodes: &[usize]) -> Res<JobsOf> {
         let notify: Arc<str> = Arc::from(self.names.scheduler(self.graph.as_str()));
         let now = self.clock.now_ms();
         let run = self
@@ -531,32 +642,7 @@ impl SchedulerState {
             });
             ids.push((idx, id));
         }
-        let queue =
-            ActorRef::<QueueMsg>::where_is(self.names.queue()).ok_or("the queue is not running")?;
-        let mut answers = Vec::with_capacity(jobs.len());
-        let mut rest = jobs;
-        while !rest.is_empty() {
-            let tail = rest.split_off(rest.len().min(self.settings.submit_batch_max));
-            let batch = std::mem::replace(&mut rest, tail);
-            let a = ractor::call_t!(queue, QueueMsg::Enqueue, QUEUE_CALL_MS, batch)
-                .map_err(|e| format!("submit to the queue: {e}"))?;
-            answers.extend(a);
-        }
-        let run = self.runs.get_mut(p).expect("checked above");
-        let mut out = Vec::with_capacity(ids.len());
-        for ((idx, id), answer) in ids.into_iter().zip(answers) {
-            let new = match answer {
-                Ok(Enqueued::New(_)) => true,
-                Ok(Enqueued::Live(_)) | Ok(Enqueued::Done) => false,
-                Err(e) => return Err(format!("submit of {id}: {e}").into()),
-            };
-            run.submitted.insert(idx);
-            if new {
-                tracing::debug!(run_id = %id, "task instance submitted");
-            }
-            out.push((id, new));
-        }
-        Ok(out)
+        Ok((jobs, ids))
     }
 
     async fn completed(&mut self, c: Completion) -> Res<()> {
@@ -669,7 +755,7 @@ impl SchedulerState {
             RunOutcome::Complete => RunState::Complete,
             RunOutcome::Failed => RunState::Failed,
         };
-        let written = self.write_settled(p, state).await?;
+        let written = self.write_settled(p, state, false).await?;
         if written {
             self.runs.remove(p);
         }
@@ -677,7 +763,10 @@ impl SchedulerState {
     }
 
     /// Writes the final state of run `p` against its stored bytes.
-    async fn write_settled(&mut self, p: &str, state: RunState) -> Res<bool> {
+    /// With `durable_now` false the write is synced by the next
+    /// [`SchedulerMsg::SyncSettled`] (queued behind the messages already in
+    /// the mailbox), and its event goes out after that sync.
+    async fn write_settled(&mut self, p: &str, state: RunState, durable_now: bool) -> Res<bool> {
         let run = self
             .runs
             .get(p)
@@ -696,16 +785,30 @@ impl SchedulerState {
         let expected = run.bytes.clone();
         let b = bytes.clone();
         let written = tokio::task::spawn_blocking(move || {
-            store.compare_and_put(&key, Some(&expected), Some(&b), &[expiring], &[])
+            if durable_now {
+                store.compare_and_put(&key, Some(&expected), Some(&b), &[expiring], &[])
+            } else {
+                store.compare_and_put_unsynced(&key, Some(&expected), Some(&b), &[expiring], &[])
+            }
         })
         .await??;
         if written {
             tracing::info!(graph = %self.graph, partition = p, state = %state, "graph run settled");
-            let _ = self.events.send(EngineEvent::RunSettled {
+            let event = EngineEvent::RunSettled {
                 graph: self.graph.to_string(),
                 partition: p.to_string(),
                 state: state.to_string(),
-            });
+            };
+            if durable_now {
+                let _ = self.events.send(event);
+            } else {
+                if self.unsynced_settles.is_empty() {
+                    if let Some(me) = &self.myself {
+                        let _ = me.cast(SchedulerMsg::SyncSettled);
+                    }
+                }
+                self.unsynced_settles.push(event);
+            }
         } else {
             // Someone else wrote the record: reload it and try again on the
             // next event or reconcile.
@@ -721,6 +824,20 @@ impl SchedulerState {
             }
         }
         Ok(written)
+    }
+
+    /// Syncs the settles written since the last sync, then sends their
+    /// events.
+    async fn sync_settled(&mut self) -> Res<()> {
+        if self.unsynced_settles.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.sync()).await??;
+        for e in std::mem::take(&mut self.unsynced_settles) {
+            let _ = self.events.send(e);
+        }
+        Ok(())
     }
 
     async fn rerun(&mut self, partition: &Partition, node: &str) -> Res<RerunOutcome> {
@@ -847,7 +964,7 @@ impl SchedulerState {
         if !self.runs.contains_key(&p) {
             return Ok(false);
         }
-        let written = self.write_settled(&p, RunState::Cancelled).await?;
+        let written = self.write_settled(&p, RunState::Cancelled, true).await?;
         if !written {
             return Ok(false);
         }

@@ -119,6 +119,24 @@ impl Store {
         expiring: &[Expiring],
         unexpiring: &[Expiring],
     ) -> Result<bool, StoreError> {
+        let written = self.compare_and_put_unsynced(key, expected, new, expiring, unexpiring)?;
+        if written {
+            self.sync()?;
+        }
+        Ok(written)
+    }
+
+    /// [`Self::compare_and_put`] without making it durable: for many
+    /// transitions followed by one [`Store::sync`] (nothing may be
+    /// acknowledged before that sync).
+    pub fn compare_and_put_unsynced(
+        &self,
+        key: &str,
+        expected: Option<&[u8]>,
+        new: Option<&[u8]>,
+        expiring: &[Expiring],
+        unexpiring: &[Expiring],
+    ) -> Result<bool, StoreError> {
         self.check_writable()?;
         let inner = &self.inner;
         let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
@@ -143,10 +161,7 @@ impl Store {
             Ok(())
         });
         match result {
-            Ok(()) => {
-                self.sync()?;
-                Ok(true)
-            }
+            Ok(()) => Ok(true),
             Err(TransactionError::Abort(())) => Ok(false),
             Err(TransactionError::Storage(e)) => {
                 self.fail();
