@@ -21,6 +21,8 @@
 pub mod records;
 pub mod view;
 
+use view::state_name;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -1083,17 +1085,5 @@ impl SchedulerState {
             settled: report.settled,
             cancelled: report.cancelled,
         });
-    }
-}
-
-fn state_name(s: NodeState) -> &'static str {
-    match s {
-        NodeState::Pending => "pending",
-        NodeState::Ready => "ready",
-        NodeState::Succeeded => "succeeded",
-        NodeState::Failed => "failed",
-        NodeState::Skipped => "skipped",
-        NodeState::UpstreamFailed => "upstream_failed",
-        NodeState::Cancelled => "cancelled",
     }
 }

@@ -67,7 +67,8 @@ pub struct RunSummary {
     pub record: GraphRunRecord,
 }
 
-fn state_name(s: NodeState) -> &'static str {
+/// A node state's name, as events and views show it.
+pub fn state_name(s: NodeState) -> &'static str {
     match s {
         NodeState::Pending => "pending",
         NodeState::Ready => "ready",
