@@ -45,8 +45,8 @@ use crate::names::Names;
 use crate::queue::{Cancelled, Completion, Enqueued, QueueMsg};
 use crate::store::{Expiring, Store};
 use records::{
-    def_key, done_status, graph_key, node_records_prefix, parse_run_id, run_id, run_key,
-    runs_prefix, GraphRecord, GraphRunRecord, NodeRecord, RunState, TaskInput, UpstreamRecord,
+    def_key, done_status, graph_key, parse_run_id, run_id, run_key, runs_prefix, GraphRecord,
+    GraphRunRecord, NodeRecord, RunState, TaskInput, UpstreamRecord,
 };
 
 /// How long the scheduler waits for the queue.
@@ -361,30 +361,7 @@ impl SchedulerState {
         let record: GraphRunRecord =
             weir_core::codec::decode(&bytes).map_err(|e| format!("run record {key}: {e}"))?;
         let graph = self.graph_def(&record.definition)?;
-        // Every node record of the run, the newest rerun of each node.
-        let prefix = node_records_prefix(self.graph.as_str(), partition);
-        let mut latest: BTreeMap<Name, NodeRecord> = BTreeMap::new();
-        for (k, done) in self.store.scan::<DoneRecord>(&prefix)? {
-            let Some(id) = parse_run_id(&k[crate::done::DONE_PREFIX.len()..]) else {
-                continue;
-            };
-            let Ok(name) = Name::new(id.node) else {
-                continue;
-            };
-            if graph.index_of(name.as_str()).is_none() {
-                continue;
-            }
-            let newer = latest.get(&name).is_none_or(|r| r.rerun < id.rerun);
-            if newer {
-                latest.insert(
-                    name,
-                    NodeRecord {
-                        rerun: id.rerun,
-                        done,
-                    },
-                );
-            }
-        }
+        let latest = view::latest_node_records(&self.store, &graph, partition)?;
         let current = current_records(&record.expected_reruns, &latest);
         let tracker = RunTracker::new(&graph, &current);
         let mut recorded = vec![None; graph.len()];

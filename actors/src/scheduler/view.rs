@@ -98,6 +98,40 @@ pub fn list_runs(
         .collect())
 }
 
+/// The newest node record of each node of `graph` in the run of
+/// `partition` (whatever its rerun count; `current_records` decides which
+/// are current). Records of names the definition does not hold are left out.
+pub fn latest_node_records(
+    store: &Store,
+    graph: &Graph,
+    partition: &Partition,
+) -> Result<BTreeMap<Name, NodeRecord>, StoreError> {
+    let mut latest: BTreeMap<Name, NodeRecord> = BTreeMap::new();
+    for (k, done) in
+        store.scan::<DoneRecord>(&node_records_prefix(graph.name().as_str(), partition))?
+    {
+        let Some(id) = parse_run_id(&k[DONE_PREFIX.len()..]) else {
+            continue;
+        };
+        let Ok(name) = Name::new(id.node) else {
+            continue;
+        };
+        if graph.index_of(name.as_str()).is_none() {
+            continue;
+        }
+        if latest.get(&name).is_none_or(|r| r.rerun < id.rerun) {
+            latest.insert(
+                name,
+                NodeRecord {
+                    rerun: id.rerun,
+                    done,
+                },
+            );
+        }
+    }
+    Ok(latest)
+}
+
 /// The run of `graph` for `partition` with its nodes' states.
 pub fn graph_run(
     store: &Store,
@@ -122,24 +156,7 @@ pub fn graph_run(
         tree: "records",
         what: format!("definition {}: {e}", record.definition),
     })?;
-    let mut latest: BTreeMap<Name, NodeRecord> = BTreeMap::new();
-    for (k, done) in store.scan::<DoneRecord>(&node_records_prefix(graph, partition))? {
-        let Some(id) = parse_run_id(&k[DONE_PREFIX.len()..]) else {
-            continue;
-        };
-        let Ok(name) = Name::new(id.node) else {
-            continue;
-        };
-        if latest.get(&name).is_none_or(|r| r.rerun < id.rerun) {
-            latest.insert(
-                name,
-                NodeRecord {
-                    rerun: id.rerun,
-                    done,
-                },
-            );
-        }
-    }
+    let latest = latest_node_records(store, &g, partition)?;
     let current = current_records(&record.expected_reruns, &latest);
     let states = node_states(&g, &current);
     let nodes = g
