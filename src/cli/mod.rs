@@ -143,12 +143,16 @@ pub fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Bench { scenario, quick } => crate::bench::run(&scenario, quick)
-            .map(|()| 0)
-            .map_err(|e| Failure {
-                code: e.exit_code(),
-                message: format!("weir bench {scenario}: {e}"),
-            }),
+        Command::Bench { scenario, quick } => {
+            // Quiet unless RUST_LOG asks: log lines would skew the figures.
+            init_logging(LogFormat::Plain, "error");
+            crate::bench::run(&scenario, quick)
+                .map(|()| 0)
+                .map_err(|e| Failure {
+                    code: e.exit_code(),
+                    message: format!("weir bench {scenario}: {e}"),
+                })
+        }
         Command::Validate { path } => validate::run(&path),
         Command::Status {
             data,

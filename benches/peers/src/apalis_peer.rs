@@ -10,7 +10,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use apalis::prelude::*;
-use apalis_sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteStorage};
+use apalis_sqlite::{Config, SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteStorage};
 
 use crate::{fresh, pct_us, peak_rss_bytes, result, Error};
 
@@ -30,12 +30,32 @@ async fn pool(dir: &std::path::Path) -> Result<SqlitePool, Error> {
         .max_connections(1)
         .connect_with(opts.clone())
         .await?;
-    SqliteStorage::<u64>::setup(&setup).await?;
+    SqliteStorage::<()>::setup(&setup).await?;
     setup.close().await;
     Ok(SqlitePoolOptions::new()
         .max_connections(8)
         .connect_with(opts)
         .await?)
+}
+
+/// The storage the producers and handlers use, apalis-sqlite's defaults.
+fn storage(pool: &SqlitePool) -> SqliteStorage<u64> {
+    SqliteStorage::<u64>::new(pool)
+}
+
+/// The backend a worker fetches from. apalis-sqlite fetches again as soon
+/// as a task is done, but a worker that found the queue empty sleeps until
+/// its next heartbeat (30 s by default); `APALIS_HEARTBEAT_MS` (default
+/// 100 ms here) shortens that, at one more write per heartbeat.
+fn polled(pool: &SqlitePool) -> SqliteStorage<u64> {
+    let every = std::env::var("APALIS_HEARTBEAT_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(100);
+    let config = Config::default()
+        .queue(std::any::type_name::<u64>())
+        .heartbeat_interval(Duration::from_millis(every));
+    storage(pool).with_config(config)
 }
 
 fn stamp(map: &Mutex<Option<HashMap<u64, Instant>>>, i: u64) {
@@ -52,8 +72,8 @@ async fn noop(i: u64) -> Result<(), BoxDynError> {
         if i + 1 < *n {
             // The handler enqueues its successor (durable) before it
             // returns, as a chain on a plain queue must.
-            let mut storage = SqliteStorage::<u64>::new(pool);
-            storage.push(i + 1).await?;
+            let mut producer = storage(pool);
+            producer.push(i + 1).await?;
         }
     }
     DONE.fetch_add(1, Ordering::SeqCst);
@@ -72,18 +92,18 @@ pub async fn drain(dir: &std::path::Path, jobs: u64, budget_s: u64) -> Result<()
     let mut pairs = vec![("jobs", jobs.to_string())];
     for workers in [1usize, 8, 32] {
         let pool = pool(&dir.join(format!("w{workers}"))).await?;
-        let mut storage = SqliteStorage::<u64>::new(&pool);
+        let mut producer = storage(&pool);
         DONE.store(0, Ordering::SeqCst);
         let began = Instant::now();
         let deadline = began + Duration::from_secs(budget_s);
         let mut enq = 0u64;
         while enq < jobs && began.elapsed().as_secs() * 2 < budget_s {
             let n = 1_000.min(jobs - enq);
-            storage.push_bulk((enq..enq + n).collect()).await?;
+            producer.push_bulk((enq..enq + n).collect()).await?;
             enq += n;
         }
         let worker = WorkerBuilder::new(format!("drain-{workers}"))
-            .backend(SqliteStorage::<u64>::new(&pool))
+            .backend(polled(&pool))
             .concurrency(workers)
             .build(noop);
         let handle = tokio::spawn(worker.run());
@@ -101,10 +121,97 @@ pub async fn drain(dir: &std::path::Path, jobs: u64, budget_s: u64) -> Result<()
             },
             format!("{rate:.0}"),
         ));
+        pairs.push((
+            match workers {
+                1 => "w1_done",
+                8 => "w8_done",
+                _ => "w32_done",
+            },
+            done.to_string(),
+        ));
     }
     pairs.push(("peak_rss_bytes", peak_rss_bytes().to_string()));
     result("drain", &pairs);
     Ok(())
+}
+
+/// Open-loop single pushes at 100, 1,000 and 10,000 per second, each its
+/// own durable commit, drained by 64 concurrent handlers: acknowledged push
+/// to handler start.
+pub async fn latency(dir: &std::path::Path, secs: u64) -> Result<(), Error> {
+    let mut pairs = vec![("secs_per_rate", secs.to_string())];
+    for per_s in [100u64, 1_000, 10_000] {
+        let pool = pool(&dir.join(format!("r{per_s}"))).await?;
+        DONE.store(0, Ordering::SeqCst);
+        STARTS.lock().expect("stamps").take();
+        let worker = WorkerBuilder::new(format!("latency-{per_s}"))
+            .backend(polled(&pool))
+            .concurrency(64)
+            .build(noop);
+        let handle = tokio::spawn(worker.run());
+        // A warm-up job first: a fresh apalis worker takes up to its
+        // heartbeat interval (30 s) to start fetching; that start-up is
+        // not the latency measured here.
+        storage(&pool).push(u64::MAX).await?;
+        wait_for(1, Instant::now() + Duration::from_secs(120)).await;
+        DONE.store(0, Ordering::SeqCst);
+        let total = per_s * secs;
+        let mut ticks = tokio::time::interval(Duration::from_nanos(1_000_000_000 / per_s));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let began = Instant::now();
+        let mut acks = tokio::task::JoinSet::new();
+        for k in 0..total {
+            ticks.tick().await;
+            let mut producer = storage(&pool);
+            acks.spawn(async move { producer.push(k).await.map(|_| (k, Instant::now())) });
+        }
+        let mut acked = Vec::new();
+        // A peer that cannot keep up gets 3x the rate's time to answer;
+        // the figures are over the jobs it acknowledged and started by then.
+        let cutoff = began + Duration::from_secs(3 * secs + 2);
+        while let Ok(Some(r)) = tokio::time::timeout_at(cutoff.into(), acks.join_next()).await {
+            acked.push(r??);
+        }
+        acks.abort_all();
+        let achieved = acked.len() as f64 / began.elapsed().as_secs_f64();
+        wait_for(
+            acked.len() as u64,
+            cutoff.max(Instant::now() + Duration::from_secs(2)),
+        )
+        .await;
+        handle.abort();
+        let starts = STARTS.lock().expect("stamps").take().unwrap_or_default();
+        let mut lat: Vec<Duration> = acked
+            .iter()
+            .filter_map(|(k, a)| starts.get(k).map(|s| s.saturating_duration_since(*a)))
+            .collect();
+        lat.sort_unstable();
+        let (p50, p99) = (pct_us(&lat, 0.5), pct_us(&lat, 0.99));
+        println!(
+            "apalis latency at {per_s}/s (achieved {achieved:.0}/s, {} of {total} started): p50 {p50:.0} us, p99 {p99:.0} us",
+            lat.len()
+        );
+        pairs.push((
+            crate::taquba_peer::lat_key(per_s, "p50"),
+            format!("{p50:.0}"),
+        ));
+        pairs.push((
+            crate::taquba_peer::lat_key(per_s, "p99"),
+            format!("{p99:.0}"),
+        ));
+        pairs.push((achieved_key(per_s), format!("{achieved:.0}")));
+    }
+    result("latency", &pairs);
+    Ok(())
+}
+
+/// The key of an achieved enqueue rate.
+pub fn achieved_key(per_s: u64) -> &'static str {
+    match per_s {
+        100 => "r100_achieved_per_s",
+        1_000 => "r1000_achieved_per_s",
+        _ => "r10000_achieved_per_s",
+    }
 }
 
 /// A chain of `nodes` jobs, each handler pushing its successor.
@@ -115,9 +222,9 @@ pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
         .map_err(|_| "chain set twice")?;
     DONE.store(0, Ordering::SeqCst);
     let began = Instant::now();
-    SqliteStorage::<u64>::new(&pool).push(0).await?;
+    storage(&pool).push(0).await?;
     let worker = WorkerBuilder::new("chain")
-        .backend(SqliteStorage::<u64>::new(&pool))
+        .backend(polled(&pool))
         .concurrency(8)
         .build(noop);
     let handle = tokio::spawn(worker.run());

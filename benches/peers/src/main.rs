@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! weir-bench-peers taquba drain|latency|chain DIR ARG
-//! weir-bench-peers apalis drain|chain DIR ARG
+//! weir-bench-peers apalis drain|latency|chain DIR ARG
 //! weir-bench-peers swale chain DIR NODES PROGRAM
 //! weir-bench-peers limits DIR JOBS OPS_PER_COMMIT
 //! ```
@@ -73,6 +73,7 @@ fn main() -> Result<(), Error> {
             ("taquba", "latency") => taquba_peer::latency(&dir, num(3)?).await,
             ("taquba", "chain") => taquba_peer::chain(&dir, num(3)?).await,
             ("apalis", "drain") => apalis_peer::drain(&dir, num(3)?, num(4)?).await,
+            ("apalis", "latency") => apalis_peer::latency(&dir, num(3)?).await,
             ("apalis", "chain") => apalis_peer::chain(&dir, num(3)?).await,
             ("swale", "chain") => swale_peer::chain(&dir, num(3)?, arg(4)?).await,
             ("limits", "drain") => limits::drain(&dir, num(3)?, num(4)?).await,
