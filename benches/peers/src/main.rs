@@ -5,7 +5,8 @@
 //! ```text
 //! weir-bench-peers taquba drain|latency|chain DIR ARG
 //! weir-bench-peers apalis drain|latency|chain DIR ARG
-//! weir-bench-peers swale chain DIR NODES PROGRAM
+//! weir-bench-peers swale chain|fanout DIR NODES PROGRAM
+//! weir-bench-peers swale crash DIR WIDTH
 //! weir-bench-peers limits DIR JOBS OPS_PER_COMMIT
 //! ```
 
@@ -76,6 +77,9 @@ fn main() -> Result<(), Error> {
             ("apalis", "latency") => apalis_peer::latency(&dir, num(3)?).await,
             ("apalis", "chain") => apalis_peer::chain(&dir, num(3)?).await,
             ("swale", "chain") => swale_peer::chain(&dir, num(3)?, arg(4)?).await,
+            ("swale", "fanout") => swale_peer::fanout(&dir, num(3)?, arg(4)?).await,
+            ("swale", "crash") => swale_peer::crash(&dir, num(3)?).await,
+            ("swale", "crash-child") => swale_peer::crash_child(&dir, num(3)?).await,
             ("limits", "drain") => limits::drain(&dir, num(3)?, num(4)?).await,
             (peer, scenario) => Err(format!("unknown: {peer} {scenario}").into()),
         }
