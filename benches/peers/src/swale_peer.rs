@@ -205,7 +205,8 @@ pub async fn fanout(dir: &std::path::Path, width: u64, program: &str) -> Result<
 
 /// The crash graph: 1 → `width` → 1, each body a shell script that appends
 /// its node name to `ok.log` when it succeeds; every tenth middle node
-/// fails its first attempt (a marker file remembers it) and has a retry.
+/// fails its first attempt (a marker file remembers it) and has two
+/// retries, as weir's flaky nodes have three attempts.
 fn crash_text(dir: &std::path::Path, width: u64) -> String {
     let log = dir.join("ok.log");
     fanout_text(width, |node| {
@@ -224,7 +225,7 @@ fn crash_text(dir: &std::path::Path, width: u64) -> String {
         script.push_str(&format!("echo {node} >> '{}'", log.display()));
         (
             vec!["/bin/sh".to_string(), "-c".to_string(), script],
-            if flaky { 1 } else { 0 },
+            if flaky { 2 } else { 0 },
         )
     })
 }
