@@ -21,21 +21,28 @@ static CHAIN: OnceLock<(SqlitePool, u64)> = OnceLock::new();
 
 async fn pool(dir: &std::path::Path) -> Result<SqlitePool, Error> {
     fresh(dir)?;
-    let opts = SqliteConnectOptions::new()
-        .filename(dir.join("apalis.db"))
-        .create_if_missing(true)
-        .pragma("journal_mode", "WAL")
-        .pragma("synchronous", "FULL");
     let setup = SqlitePoolOptions::new()
         .max_connections(1)
-        .connect_with(opts.clone())
+        .connect_with(options(dir))
         .await?;
     SqliteStorage::<()>::setup(&setup).await?;
     setup.close().await;
+    pool_existing(dir).await
+}
+
+async fn pool_existing(dir: &std::path::Path) -> Result<SqlitePool, Error> {
     Ok(SqlitePoolOptions::new()
         .max_connections(8)
-        .connect_with(opts)
+        .connect_with(options(dir))
         .await?)
+}
+
+fn options(dir: &std::path::Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(dir.join("apalis.db"))
+        .create_if_missing(true)
+        .pragma("journal_mode", "WAL")
+        .pragma("synchronous", "FULL")
 }
 
 /// The storage the producers and handlers use, apalis-sqlite's defaults.
@@ -273,5 +280,43 @@ pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
             ("edge_p99_us", format!("{p99:.0}")),
         ],
     );
+    Ok(())
+}
+
+/// Fills a fresh store in `dir` with `pending` jobs (bulks of 1,000) and
+/// closes it; then a fresh process (`recovery-open`) opens it: the time
+/// from the start of the open to the first job starting.
+pub async fn recovery(dir: &std::path::Path, pending: u64) -> Result<(), Error> {
+    let pool = pool(dir).await?;
+    let filled = Instant::now();
+    let mut producer = storage(&pool);
+    let mut enq = 0u64;
+    while enq < pending {
+        let n = 1_000.min(pending - enq);
+        producer.push_bulk((enq..enq + n).collect()).await?;
+        enq += n;
+    }
+    pool.close().await;
+    println!(
+        "apalis: filled {pending} pending jobs in {:.1} s",
+        filled.elapsed().as_secs_f64()
+    );
+    crate::recovery_child("apalis", dir, pending)
+}
+
+/// The child of [`recovery`].
+pub async fn recovery_open(dir: &std::path::Path) -> Result<(), Error> {
+    let began = Instant::now();
+    let pool = pool_existing(dir).await?;
+    let opened = began.elapsed();
+    DONE.store(0, Ordering::SeqCst);
+    let worker = WorkerBuilder::new("recovery")
+        .backend(polled(&pool))
+        .concurrency(64)
+        .build(noop);
+    tokio::spawn(worker.run());
+    wait_for(1, Instant::now() + Duration::from_secs(300)).await;
+    let first = began.elapsed();
+    crate::print_child(opened, first);
     Ok(())
 }

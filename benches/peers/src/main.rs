@@ -3,8 +3,8 @@
 //! lines in the units `weir bench` uses.
 //!
 //! ```text
-//! weir-bench-peers taquba drain|latency|chain DIR ARG
-//! weir-bench-peers apalis drain|latency|chain DIR ARG
+//! weir-bench-peers taquba drain|latency|chain|recovery DIR ARG
+//! weir-bench-peers apalis drain|latency|chain|recovery DIR ARG
 //! weir-bench-peers swale chain|fanout DIR NODES PROGRAM
 //! weir-bench-peers swale crash DIR WIDTH
 //! weir-bench-peers limits DIR JOBS OPS_PER_COMMIT
@@ -49,6 +49,67 @@ pub fn result(scenario: &str, pairs: &[(&str, String)]) {
     println!("{line}");
 }
 
+/// Resident set size of this process now, in bytes.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The recovering child's figures, for [`recovery_child`] to read.
+pub fn print_child(opened: Duration, first: Duration) {
+    println!(
+        "CHILD open_ms={:.1} first_dispatch_ms={:.1} rss_bytes={}",
+        opened.as_secs_f64() * 1e3,
+        first.as_secs_f64() * 1e3,
+        rss_bytes()
+    );
+}
+
+/// Runs `PEER recovery-open DIR` in a fresh process and prints the
+/// recovery's RESULT line from its figures.
+pub fn recovery_child(peer: &str, dir: &std::path::Path, pending: u64) -> Result<(), Error> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args([peer, "recovery-open"])
+        .arg(dir)
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("CHILD "))
+        .ok_or_else(|| {
+            format!(
+                "the recovering {peer} printed no figures: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    let field = |k: &str| -> String {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")).map(str::to_string))
+            .unwrap_or_default()
+    };
+    println!(
+        "{peer} recovery of {pending} pending jobs: open {} ms, first dispatch {} ms, RSS {} bytes",
+        field("open_ms"),
+        field("first_dispatch_ms"),
+        field("rss_bytes")
+    );
+    result(
+        "recovery",
+        &[
+            ("pending", pending.to_string()),
+            ("open_ms", field("open_ms")),
+            ("first_dispatch_ms", field("first_dispatch_ms")),
+            ("rss_bytes", field("rss_bytes")),
+        ],
+    );
+    Ok(())
+}
+
 /// A fresh directory.
 pub fn fresh(dir: &std::path::Path) -> Result<(), Error> {
     let _ = std::fs::remove_dir_all(dir);
@@ -75,6 +136,10 @@ fn main() -> Result<(), Error> {
             ("taquba", "chain") => taquba_peer::chain(&dir, num(3)?).await,
             ("apalis", "drain") => apalis_peer::drain(&dir, num(3)?, num(4)?).await,
             ("apalis", "latency") => apalis_peer::latency(&dir, num(3)?).await,
+            ("apalis", "recovery") => apalis_peer::recovery(&dir, num(3)?).await,
+            ("apalis", "recovery-open") => apalis_peer::recovery_open(&dir).await,
+            ("taquba", "recovery") => taquba_peer::recovery(&dir, num(3)?).await,
+            ("taquba", "recovery-open") => taquba_peer::recovery_open(&dir).await,
             ("apalis", "chain") => apalis_peer::chain(&dir, num(3)?).await,
             ("swale", "chain") => swale_peer::chain(&dir, num(3)?, arg(4)?).await,
             ("swale", "fanout") => swale_peer::fanout(&dir, num(3)?, arg(4)?).await,

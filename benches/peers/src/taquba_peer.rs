@@ -28,6 +28,10 @@ pub fn flush_interval() -> Option<Duration> {
 
 async fn open(dir: &std::path::Path) -> Result<Arc<Queue>, Error> {
     fresh(dir)?;
+    open_existing(dir).await
+}
+
+async fn open_existing(dir: &std::path::Path) -> Result<Arc<Queue>, Error> {
     let store = Arc::new(LocalFileSystem::new_with_prefix(dir)?);
     let mut opts = OpenOptions::default();
     if let Some(every) = flush_interval() {
@@ -282,5 +286,53 @@ pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
             ("edge_p99_us", format!("{p99:.0}")),
         ],
     );
+    Ok(())
+}
+
+/// Fills a fresh queue in `dir` with `pending` jobs (batches of 1,000) and
+/// closes it; then a fresh process (`recovery-open`) opens it, so its RSS
+/// is the recovery's alone: the time from the start of the open to the
+/// first job starting.
+pub async fn recovery(dir: &std::path::Path, pending: u64) -> Result<(), Error> {
+    let q = open(dir).await?;
+    let filled = Instant::now();
+    let mut enq = 0u64;
+    while enq < pending {
+        let n = 1_000.min(pending - enq);
+        let batch = (enq..enq + n).map(|k| k.to_be_bytes().to_vec()).collect();
+        q.enqueue_batch("work", batch).await?;
+        enq += n;
+    }
+    let q = Arc::try_unwrap(q).map_err(|_| "the queue is still shared")?;
+    q.close().await?;
+    println!(
+        "taquba: filled {pending} pending jobs in {:.1} s",
+        filled.elapsed().as_secs_f64()
+    );
+    crate::recovery_child("taquba", dir, pending)
+}
+
+/// The child of [`recovery`].
+pub async fn recovery_open(dir: &std::path::Path) -> Result<(), Error> {
+    let began = Instant::now();
+    let q = open_existing(dir).await?;
+    let opened = began.elapsed();
+    let c = counter(None);
+    let stop = CancellationToken::new();
+    let (lq, lc, ls) = (q.clone(), c.clone(), stop.clone());
+    tokio::spawn(async move {
+        run_worker_concurrent(
+            &lq,
+            "work",
+            lc,
+            64,
+            Duration::from_millis(250),
+            ls.cancelled_owned(),
+        )
+        .await
+    });
+    wait_for(&c, 1, Instant::now() + Duration::from_secs(300)).await;
+    let first = began.elapsed();
+    crate::print_child(opened, first);
     Ok(())
 }
