@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use apalis::prelude::*;
 use apalis_sqlite::{Config, SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteStorage};
 
-use crate::{fresh, pct_us, peak_rss_bytes, result, Error};
+use crate::{fresh, open_loop, pct_us, peak_rss_bytes, result, Error};
 
 static DONE: AtomicU64 = AtomicU64::new(0);
 static STARTS: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
@@ -162,78 +162,21 @@ pub async fn latency(dir: &std::path::Path, secs: u64) -> Result<(), Error> {
         storage(&pool).push(u64::MAX).await?;
         wait_for(1, Instant::now() + Duration::from_secs(120)).await;
         DONE.store(0, Ordering::SeqCst);
-        let total = per_s * secs;
-        let mut ticks = tokio::time::interval(Duration::from_nanos(1_000_000_000 / per_s));
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let began = Instant::now();
-        let mut acks = tokio::task::JoinSet::new();
-        for k in 0..total {
-            ticks.tick().await;
+        let w = open_loop::run(per_s, secs, |k| {
             let mut producer = storage(&pool);
-            acks.spawn(async move { producer.push(k).await.map(|_| (k, Instant::now())) });
-        }
-        let mut acked = Vec::new();
-        // A peer that cannot keep up gets a quarter of the window more to
-        // answer; the figures are over the jobs it acknowledged and started
-        // by then, and refused enqueues are counted, not fatal.
-        let cutoff = began + Duration::from_secs(secs + (secs / 4).max(2));
-        let mut refused = 0u64;
-        while let Ok(Some(r)) = tokio::time::timeout_at(cutoff.into(), acks.join_next()).await {
-            match r? {
-                Ok(a) => acked.push(a),
-                Err(_) => refused += 1,
+            async move {
+                producer.push(k).await?;
+                Ok(())
             }
-        }
-        acks.abort_all();
-        let achieved = acked.len() as f64 / began.elapsed().as_secs_f64();
-        wait_for(
-            acked.len() as u64,
-            cutoff.max(Instant::now() + Duration::from_secs(2)),
-        )
-        .await;
+        })
+        .await?;
+        wait_for(w.acked.len() as u64, open_loop::start_deadline(&w)).await;
         handle.abort();
         let starts = STARTS.lock().expect("stamps").take().unwrap_or_default();
-        let mut lat: Vec<Duration> = acked
-            .iter()
-            .filter_map(|(k, a)| starts.get(k).map(|s| s.saturating_duration_since(*a)))
-            .collect();
-        lat.sort_unstable();
-        let (p50, p99) = (pct_us(&lat, 0.5), pct_us(&lat, 0.99));
-        println!(
-            "apalis latency at {per_s}/s (achieved {achieved:.0}/s, {} of {total} started): p50 {p50:.0} us, p99 {p99:.0} us",
-            lat.len()
-        );
-        pairs.push((
-            crate::taquba_peer::lat_key(per_s, "p50"),
-            format!("{p50:.0}"),
-        ));
-        pairs.push((
-            crate::taquba_peer::lat_key(per_s, "p99"),
-            format!("{p99:.0}"),
-        ));
-        pairs.push((achieved_key(per_s), format!("{achieved:.0}")));
-        pairs.push((refused_key(per_s), refused.to_string()));
+        open_loop::report("apalis", per_s, &w, &starts, &mut pairs);
     }
     result("latency", &pairs);
     Ok(())
-}
-
-/// The key of a count of refused enqueues.
-pub fn refused_key(per_s: u64) -> &'static str {
-    match per_s {
-        100 => "r100_refused",
-        1_000 => "r1000_refused",
-        _ => "r10000_refused",
-    }
-}
-
-/// The key of an achieved enqueue rate.
-pub fn achieved_key(per_s: u64) -> &'static str {
-    match per_s {
-        100 => "r100_achieved_per_s",
-        1_000 => "r1000_achieved_per_s",
-        _ => "r10000_achieved_per_s",
-    }
 }
 
 /// A chain of `nodes` jobs, each handler pushing its successor.

@@ -12,6 +12,7 @@
 
 mod apalis_peer;
 mod limits;
+mod open_loop;
 mod swale_peer;
 mod taquba_peer;
 

@@ -15,7 +15,7 @@ use taquba::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{fresh, pct_us, peak_rss_bytes, result, Error};
+use crate::{fresh, open_loop, pct_us, peak_rss_bytes, result, Error};
 
 /// SlateDB's WAL flush interval: `TAQUBA_FLUSH_MS` if set, else SlateDB's
 /// default (100 ms). Every durable transition waits for the next flush.
@@ -169,72 +169,22 @@ pub async fn latency(dir: &std::path::Path, secs: u64) -> Result<(), Error> {
             )
             .await
         });
-        let total = per_s * secs;
-        let mut ticks = tokio::time::interval(Duration::from_nanos(1_000_000_000 / per_s));
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        let began = Instant::now();
-        let mut acks = tokio::task::JoinSet::new();
-        for k in 0..total {
-            ticks.tick().await;
+        let w = open_loop::run(per_s, secs, |k| {
             let q = q.clone();
-            acks.spawn(async move {
-                q.enqueue("work", k.to_be_bytes().to_vec())
-                    .await
-                    .map(|_| (k, Instant::now()))
-            });
-        }
-        let mut acked = Vec::new();
-        // A peer that cannot keep up gets a quarter of the window more to
-        // answer; the figures are over the jobs it acknowledged and started
-        // by then, and refused enqueues are counted, not fatal.
-        let cutoff = began + Duration::from_secs(secs + (secs / 4).max(2));
-        let mut refused = 0u64;
-        while let Ok(Some(r)) = tokio::time::timeout_at(cutoff.into(), acks.join_next()).await {
-            match r? {
-                Ok(a) => acked.push(a),
-                Err(_) => refused += 1,
+            async move {
+                q.enqueue("work", k.to_be_bytes().to_vec()).await?;
+                Ok(())
             }
-        }
-        acks.abort_all();
-        let achieved = acked.len() as f64 / began.elapsed().as_secs_f64();
-        wait_for(
-            &c,
-            acked.len() as u64,
-            cutoff.max(Instant::now() + Duration::from_secs(2)),
-        )
-        .await;
+        })
+        .await?;
+        wait_for(&c, w.acked.len() as u64, open_loop::start_deadline(&w)).await;
         stop.cancel();
         let _ = handle.await;
-        let starts = c.starts.lock().expect("starts");
-        let mut lat: Vec<Duration> = acked
-            .iter()
-            .filter_map(|(k, a)| starts.get(k).map(|s| s.saturating_duration_since(*a)))
-            .collect();
-        lat.sort_unstable();
-        let (p50, p99) = (pct_us(&lat, 0.5), pct_us(&lat, 0.99));
-        println!("taquba latency at {per_s}/s (achieved {achieved:.0}/s): p50 {p50:.0} us, p99 {p99:.0} us");
-        pairs.push((lat_key(per_s, "p50"), format!("{p50:.0}")));
-        pairs.push((lat_key(per_s, "p99"), format!("{p99:.0}")));
-        pairs.push((
-            crate::apalis_peer::achieved_key(per_s),
-            format!("{achieved:.0}"),
-        ));
-        pairs.push((crate::apalis_peer::refused_key(per_s), refused.to_string()));
+        let starts = c.starts.lock().expect("starts").clone();
+        open_loop::report("taquba", per_s, &w, &starts, &mut pairs);
     }
     result("latency", &pairs);
     Ok(())
-}
-
-/// The key of a latency figure.
-pub fn lat_key(per_s: u64, q: &str) -> &'static str {
-    match (per_s, q) {
-        (100, "p50") => "r100_p50_us",
-        (100, _) => "r100_p99_us",
-        (1_000, "p50") => "r1000_p50_us",
-        (1_000, _) => "r1000_p99_us",
-        (_, "p50") => "r10000_p50_us",
-        _ => "r10000_p99_us",
-    }
 }
 
 /// A chain of `nodes` jobs, each handler enqueueing its successor.
