@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ractor::ActorRef;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use weir::actors::queue::QueueMsg;
 use weir::actors::scheduler::SchedulerMsg;
 use weir::actors::supervisor::Role;
@@ -135,13 +135,21 @@ async fn scheduler_killed_between_completion_and_submit() {
     let p = Partition::NONE;
     engine.start_run("chain", p.clone()).await.unwrap();
     let name = engine.names().scheduler("chain");
+    // The killer stops at the settle event, or when told the run settled:
+    // under load its event stream can lag past the settle event.
+    let settled = Arc::new(Notify::new());
     let killer = {
         let engine = engine.clone();
+        let settled = settled.clone();
         tokio::spawn(async move {
             let (mut kills, mut restarts) = (0u32, 0u32);
             let mut via_children = true;
             loop {
-                match events.recv().await {
+                let event = tokio::select! {
+                    e = events.recv() => e,
+                    () = settled.notified() => return (kills, restarts),
+                };
+                match event {
                     Ok(EngineEvent::Completed { key, .. }) if key.starts_with("chain/") => {
                         // Alternate: the cell from the supervisor's
                         // children, or (faster, so nearer the notice) the
@@ -183,7 +191,8 @@ async fn scheduler_killed_between_completion_and_submit() {
         .await
         .unwrap();
     assert_eq!(states, vec![RunState::Complete]);
-    let (kills, restarts) = tokio::time::timeout(Duration::from_secs(5), killer)
+    settled.notify_one();
+    let (kills, restarts) = tokio::time::timeout(Duration::from_secs(30), killer)
         .await
         .unwrap()
         .unwrap();
