@@ -40,6 +40,7 @@ if ((TABLE_ONLY == 0)); then
 rm -rf "$OUT" && mkdir -p "$OUT" "$WORK"
 : > "$RESULTS"
 echo "${QUICK:+quick}" > "$OUT/mode"
+git describe --always --dirty > "$OUT/weir-version" 2>/dev/null || echo workspace > "$OUT/weir-version"
 
 # --- build -----------------------------------------------------------------
 log "building weir (release)"
@@ -252,7 +253,9 @@ durability = {
     "limits": "raw sled insert+flush+fdatasync at weir's batch size; tokio mpsc (not durable)",
 }
 versions = {
-    "weir": sh("git -C . describe --always --dirty 2>/dev/null") or "workspace",
+    # The commit the run measured, recorded when it ran.
+    "weir": (open(os.path.join(os.path.dirname(results), "weir-version")).read().strip()
+             if os.path.exists(os.path.join(os.path.dirname(results), "weir-version")) else "?"),
     "taquba": "0.16", "taquba_1ms": "0.16", "swale": "0.3.0", "apalis": "1.0 + apalis-sqlite 1.0",
     "huey": sh(os.path.join("target/huey-venv/bin/python") + " -c 'import huey;print(huey.__version__)'") or "?",
     "limits": "sled 0.34.7, tokio 1",
@@ -280,7 +283,7 @@ lines = []
 P = lines.append
 P("# Benchmarks: weir beside its peers and the limits")
 P("")
-P("Produced by `benches/compare.sh %s` (one command; it builds, installs the peers, runs everything in one run and writes this file)." % ("" if mode == "full" else mode))
+P("Produced by `benches/compare.sh%s` (one command; it builds, installs the peers, runs everything in one run and writes this file)." % ("" if mode == "full" else " " + mode))
 P("")
 P("## Machine")
 P("")
