@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use apalis::prelude::*;
 use apalis_sqlite::{Config, SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteStorage};
 
-use crate::{fresh, open_loop, pct_us, peak_rss_bytes, result, Error};
+use crate::{figures, fresh, open_loop, peak_rss_bytes, result, Error};
 
 static DONE: AtomicU64 = AtomicU64::new(0);
 static STARTS: Mutex<Option<HashMap<u64, Instant>>> = Mutex::new(None);
@@ -65,6 +65,12 @@ fn polled(pool: &SqlitePool) -> SqliteStorage<u64> {
     storage(pool).with_config(config)
 }
 
+/// Pushes jobs `r` in one bulk (one transaction).
+async fn push_bulk(pool: &SqlitePool, r: std::ops::Range<u64>) -> Result<(), Error> {
+    storage(pool).push_bulk(r.collect()).await?;
+    Ok(())
+}
+
 fn stamp(map: &Mutex<Option<HashMap<u64, Instant>>>, i: u64) {
     map.lock()
         .expect("stamps")
@@ -99,16 +105,13 @@ pub async fn drain(dir: &std::path::Path, jobs: u64, budget_s: u64) -> Result<()
     let mut pairs = vec![("jobs", jobs.to_string())];
     for workers in [1usize, 8, 32] {
         let pool = pool(&dir.join(format!("w{workers}"))).await?;
-        let mut producer = storage(&pool);
         DONE.store(0, Ordering::SeqCst);
         let began = Instant::now();
         let deadline = began + Duration::from_secs(budget_s);
-        let mut enq = 0u64;
-        while enq < jobs && began.elapsed().as_secs() * 2 < budget_s {
-            let n = 1_000.min(jobs - enq);
-            producer.push_bulk((enq..enq + n).collect()).await?;
-            enq += n;
-        }
+        let enq = figures::fill(jobs, figures::fill_until(began, budget_s), |r| {
+            push_bulk(&pool, r)
+        })
+        .await?;
         let worker = WorkerBuilder::new(format!("drain-{workers}"))
             .backend(polled(&pool))
             .concurrency(workers)
@@ -116,26 +119,9 @@ pub async fn drain(dir: &std::path::Path, jobs: u64, budget_s: u64) -> Result<()
         let handle = tokio::spawn(worker.run());
         wait_for(enq, deadline).await;
         let done = DONE.load(Ordering::SeqCst);
-        let el = began.elapsed().as_secs_f64();
+        let elapsed = began.elapsed();
         handle.abort();
-        let rate = done as f64 / el;
-        println!("apalis drain, concurrency {workers}: {enq} of {jobs} enqueued, {done} run in {el:.1} s = {rate:.0} jobs/s");
-        pairs.push((
-            match workers {
-                1 => "w1_jobs_per_s",
-                8 => "w8_jobs_per_s",
-                _ => "w32_jobs_per_s",
-            },
-            format!("{rate:.0}"),
-        ));
-        pairs.push((
-            match workers {
-                1 => "w1_done",
-                8 => "w8_done",
-                _ => "w32_done",
-            },
-            done.to_string(),
-        ));
+        figures::drain_level("apalis", workers, (jobs, enq, done), elapsed, &mut pairs);
     }
     pairs.push(("peak_rss_bytes", peak_rss_bytes().to_string()));
     result("drain", &pairs);
@@ -198,31 +184,7 @@ pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
     handle.abort();
     let starts = STARTS.lock().expect("stamps").take().unwrap_or_default();
     let ends = ENDS.lock().expect("stamps").take().unwrap_or_default();
-    let mut edges: Vec<Duration> = (0..nodes.saturating_sub(1))
-        .filter_map(|i| {
-            Some(
-                starts
-                    .get(&(i + 1))?
-                    .saturating_duration_since(*ends.get(&i)?),
-            )
-        })
-        .collect();
-    edges.sort_unstable();
-    let (p50, p99) = (pct_us(&edges, 0.5), pct_us(&edges, 0.99));
-    println!(
-        "apalis chain of {nodes}: {:.1} ms ({} of {nodes} ran), edge p50 {p50:.0} us, p99 {p99:.0} us",
-        total.as_secs_f64() * 1e3,
-        DONE.load(Ordering::SeqCst)
-    );
-    result(
-        "chain",
-        &[
-            ("nodes", nodes.to_string()),
-            ("settle_ms", format!("{:.1}", total.as_secs_f64() * 1e3)),
-            ("edge_p50_us", format!("{p50:.0}")),
-            ("edge_p99_us", format!("{p99:.0}")),
-        ],
-    );
+    figures::chain_result("apalis", nodes, total, &starts, &ends);
     Ok(())
 }
 
@@ -232,13 +194,7 @@ pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
 pub async fn recovery(dir: &std::path::Path, pending: u64) -> Result<(), Error> {
     let pool = pool(dir).await?;
     let filled = Instant::now();
-    let mut producer = storage(&pool);
-    let mut enq = 0u64;
-    while enq < pending {
-        let n = 1_000.min(pending - enq);
-        producer.push_bulk((enq..enq + n).collect()).await?;
-        enq += n;
-    }
+    figures::fill(pending, None, |r| push_bulk(&pool, r)).await?;
     pool.close().await;
     println!(
         "apalis: filled {pending} pending jobs in {:.1} s",

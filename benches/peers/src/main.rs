@@ -11,6 +11,7 @@
 //! ```
 
 mod apalis_peer;
+mod figures;
 mod limits;
 mod open_loop;
 mod swale_peer;

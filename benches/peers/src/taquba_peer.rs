@@ -15,7 +15,7 @@ use taquba::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{fresh, open_loop, pct_us, peak_rss_bytes, result, Error};
+use crate::{figures, fresh, open_loop, peak_rss_bytes, result, Error};
 
 /// SlateDB's WAL flush interval: `TAQUBA_FLUSH_MS` if set, else SlateDB's
 /// default (100 ms). Every durable transition waits for the next flush.
@@ -40,6 +40,13 @@ async fn open_existing(dir: &std::path::Path) -> Result<Arc<Queue>, Error> {
     Ok(Arc::new(
         Queue::open_with_options(store, "bench", opts).await?,
     ))
+}
+
+/// Enqueues jobs `r` in one batch, each payload its index.
+async fn enqueue_bulk(q: &Queue, r: std::ops::Range<u64>) -> Result<(), Error> {
+    let batch = r.map(|k| k.to_be_bytes().to_vec()).collect();
+    q.enqueue_batch("work", batch).await?;
+    Ok(())
 }
 
 fn index(job: &JobRecord) -> u64 {
@@ -98,13 +105,10 @@ pub async fn drain(dir: &std::path::Path, jobs: u64, budget_s: u64) -> Result<()
         let q = open(&dir.join(format!("w{workers}"))).await?;
         let began = Instant::now();
         let deadline = began + Duration::from_secs(budget_s);
-        let mut enq = 0u64;
-        while enq < jobs && began.elapsed().as_secs() * 2 < budget_s {
-            let n = 1_000.min(jobs - enq);
-            let batch = (enq..enq + n).map(|k| k.to_be_bytes().to_vec()).collect();
-            q.enqueue_batch("work", batch).await?;
-            enq += n;
-        }
+        let enq = figures::fill(jobs, figures::fill_until(began, budget_s), |r| {
+            enqueue_bulk(&q, r)
+        })
+        .await?;
         let c = counter(None);
         let stop = CancellationToken::new();
         let loop_q = q.clone();
@@ -123,27 +127,10 @@ pub async fn drain(dir: &std::path::Path, jobs: u64, budget_s: u64) -> Result<()
         });
         wait_for(&c, enq, deadline).await;
         let done = c.done.load(Ordering::SeqCst);
-        let el = began.elapsed().as_secs_f64();
+        let elapsed = began.elapsed();
         stop.cancel();
         let _ = handle.await;
-        let rate = done as f64 / el;
-        println!("taquba drain, {workers} workers: {enq} of {jobs} enqueued, {done} run in {el:.1} s = {rate:.0} jobs/s");
-        pairs.push((
-            match workers {
-                1 => "w1_jobs_per_s",
-                8 => "w8_jobs_per_s",
-                _ => "w32_jobs_per_s",
-            },
-            format!("{rate:.0}"),
-        ));
-        pairs.push((
-            match workers {
-                1 => "w1_done",
-                8 => "w8_done",
-                _ => "w32_done",
-            },
-            done.to_string(),
-        ));
+        figures::drain_level("taquba", workers, (jobs, enq, done), elapsed, &mut pairs);
     }
     pairs.push(("peak_rss_bytes", peak_rss_bytes().to_string()));
     result("drain", &pairs);
@@ -212,30 +199,7 @@ pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
     let _ = handle.await;
     let starts = c.starts.lock().expect("starts");
     let ends = c.ends.lock().expect("ends");
-    let mut edges: Vec<Duration> = (0..nodes.saturating_sub(1))
-        .filter_map(|i| {
-            Some(
-                starts
-                    .get(&(i + 1))?
-                    .saturating_duration_since(*ends.get(&i)?),
-            )
-        })
-        .collect();
-    edges.sort_unstable();
-    let (p50, p99) = (pct_us(&edges, 0.5), pct_us(&edges, 0.99));
-    println!(
-        "taquba chain of {nodes}: {:.1} ms, edge p50 {p50:.0} us, p99 {p99:.0} us",
-        total.as_secs_f64() * 1e3
-    );
-    result(
-        "chain",
-        &[
-            ("nodes", nodes.to_string()),
-            ("settle_ms", format!("{:.1}", total.as_secs_f64() * 1e3)),
-            ("edge_p50_us", format!("{p50:.0}")),
-            ("edge_p99_us", format!("{p99:.0}")),
-        ],
-    );
+    figures::chain_result("taquba", nodes, total, &starts, &ends);
     Ok(())
 }
 
@@ -246,13 +210,7 @@ pub async fn chain(dir: &std::path::Path, nodes: u64) -> Result<(), Error> {
 pub async fn recovery(dir: &std::path::Path, pending: u64) -> Result<(), Error> {
     let q = open(dir).await?;
     let filled = Instant::now();
-    let mut enq = 0u64;
-    while enq < pending {
-        let n = 1_000.min(pending - enq);
-        let batch = (enq..enq + n).map(|k| k.to_be_bytes().to_vec()).collect();
-        q.enqueue_batch("work", batch).await?;
-        enq += n;
-    }
+    figures::fill(pending, None, |r| enqueue_bulk(&q, r)).await?;
     let q = Arc::try_unwrap(q).map_err(|_| "the queue is still shared")?;
     q.close().await?;
     println!(
