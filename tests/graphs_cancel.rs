@@ -3,6 +3,9 @@
 //! its cancellation token), and nothing after them runs — not later, not
 //! after a reconciler pass, not after the scheduler restarts.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,23 +13,9 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use weir::core::codec;
 use weir::{
-    DoneStatus, Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput,
-    TaskSpec, TicketView,
+    DoneStatus, Durability, Engine, GraphDef, Partition, RunState, TaskError, TaskInput, TicketView,
 };
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 /// Task runs per node, as the tasks saw them.
 #[derive(Clone, Default)]

@@ -3,29 +3,17 @@
 //! adopted one; a run exists at most once per (graph, partition), so a
 //! repeated start changes nothing, also after the engine restarts.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
 use weir::core::codec;
-use weir::{
-    Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput, TaskSpec,
-};
+use weir::{Durability, Engine, GraphDef, Partition, RunState, TaskError, TaskInput};
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 /// (partition, node) → the definitions each run of it saw.
 type RunLog = BTreeMap<(String, String), Vec<String>>;

@@ -3,25 +3,15 @@
 //! records stay, however old, until it settles and its own retention
 //! passes.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use weir::{Durability, Engine, EngineEvent, GraphDef, NodeDef, Partition, RunState, TaskSpec};
+use weir::{Durability, Engine, EngineEvent, GraphDef, Partition, RunState};
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 fn partitions(engine: &Engine) -> Vec<String> {
     engine

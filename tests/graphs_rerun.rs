@@ -7,6 +7,9 @@
 //! its rule). A rerun of a failed node lets its upstream_failed downstreams
 //! run.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -14,23 +17,10 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use weir::core::codec;
 use weir::{
-    Durability, Engine, EngineEvent, GraphDef, NodeDef, Partition, RerunOutcome, RunState,
-    TaskError, TaskInput, TaskSpec, TriggerRule,
+    Durability, Engine, EngineEvent, GraphDef, Partition, RerunOutcome, RunState, TaskError,
+    TaskInput, TriggerRule,
 };
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 /// Task runs per node (rerun counts run), as the tasks saw them.
 #[derive(Clone, Default)]

@@ -6,6 +6,9 @@
 //! record durable and telling the scheduler) is repaired by the periodic
 //! reconciler.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,23 +20,10 @@ use weir::actors::scheduler::SchedulerMsg;
 use weir::actors::supervisor::Role;
 use weir::core::codec;
 use weir::{
-    Durability, Engine, EngineBuilder, EngineEvent, GraphDef, NodeDef, Partition, RunState,
-    SchedulerSettings, SupervisorSettings, TaskError, TaskInput, TaskSpec,
+    Durability, Engine, EngineBuilder, EngineEvent, GraphDef, Partition, RunState,
+    SchedulerSettings, SupervisorSettings, TaskError, TaskInput,
 };
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 /// Task runs per node, as the tasks saw them.
 #[derive(Clone, Default)]

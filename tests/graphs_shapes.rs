@@ -2,28 +2,16 @@
 //! run every node exactly once, in order, each with its upstreams' records,
 //! and settle complete.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weir::core::codec;
-use weir::{
-    Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput, TaskSpec,
-};
+use weir::{Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput};
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 /// Task runs per node, as the tasks saw them (node → rerun counts run).
 #[derive(Clone, Default)]

@@ -2,26 +2,14 @@
 //! its upstreams' outputs; a failing node makes its downstreams
 //! upstream_failed; idempotent start.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::time::Duration;
 
 use weir::core::codec;
-use weir::{
-    Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput, TaskSpec,
-};
+use weir::{Durability, Engine, GraphDef, Partition, RunState, TaskError, TaskInput};
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 async fn engine(dir: &std::path::Path) -> Engine {
     Engine::builder(dir)

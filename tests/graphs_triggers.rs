@@ -9,6 +9,9 @@
 //! early decisions while an upstream still runs, and a node failing after
 //! its retries.
 
+mod graphs_support;
+
+use graphs_support::node;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,23 +19,9 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 use weir::core::codec;
 use weir::{
-    Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput, TaskSpec,
-    TriggerRule,
+    Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput, TriggerRule,
 };
 use weir_core::names::Name;
-
-fn node(name: &str, ups: &[&str], task: &str) -> NodeDef {
-    let mut n = NodeDef::new(
-        Name::new(name).unwrap(),
-        ups.iter().map(|u| Name::new(*u).unwrap()).collect(),
-        TaskSpec {
-            task: Name::new(task).unwrap(),
-            config: serde_json::Value::Null,
-        },
-    );
-    n.retry = weir::RetryPolicy::once();
-    n
-}
 
 fn ruled(name: &str, ups: &[&str], rule: TriggerRule) -> NodeDef {
     let mut n = node(name, ups, "ok");
