@@ -77,3 +77,185 @@ pub struct DoneRecord {
     /// When it ended.
     pub finished_ms: u64,
 }
+
+/// The prefix of dead letters.
+pub const DEAD_PREFIX: &str = "dead/";
+
+/// The dead-letter key of a ticket key.
+pub fn dead_key(key: &str) -> String {
+    let mut k = String::with_capacity(DEAD_PREFIX.len() + key.len());
+    k.push_str(DEAD_PREFIX);
+    k.push_str(key);
+    k
+}
+
+/// The most dead letters one page holds.
+pub const DEAD_PAGE_MAX: usize = 1_000;
+
+/// What the queue keeps of a ticket whose tries are spent (it ended
+/// Failed), under `dead/<key>`: enough to run it again. Written in the same
+/// atomic batch as the ticket's Complete and done record; it expires with
+/// the done record (plain jobs: the same expiry instant; graph nodes: with
+/// their run) and is removed when the letter is requeued (or, for a graph
+/// node, when the node is rerun).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeadRecord {
+    /// The job as enqueued: task, pool, target, payload, policy, timeout.
+    /// A graph node's payload is left out: a requeue reruns the node,
+    /// which builds its input afresh.
+    pub job: weir_core::queue::Job,
+    /// The ticket that died.
+    pub id: TicketId,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Attempts that failed.
+    pub failures: u32,
+    /// The last error.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// When it was first due.
+    pub first_due_ms: u64,
+    /// When it ended.
+    pub finished_ms: u64,
+    /// When it expires with its done record (`None`: never by itself).
+    #[serde(default)]
+    pub expires_at_ms: Option<u64>,
+}
+
+impl DeadRecord {
+    /// Whether it is a graph node's task instance (its scheduler is told
+    /// when it ends).
+    pub fn is_graph_node(&self) -> bool {
+        self.job.notify.is_some()
+    }
+}
+
+/// A dead letter as an operator sees it (served as JSON as is).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetter {
+    /// The ticket's key (a graph node's run id).
+    pub key: String,
+    /// Its task.
+    pub task: String,
+    /// Its pool.
+    pub pool: String,
+    /// Its target, if any.
+    pub target: Option<String>,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Attempts that failed.
+    pub failures: u32,
+    /// The last error.
+    pub error: Option<String>,
+    /// When it ended.
+    pub finished_ms: u64,
+    /// The graph, for a graph node.
+    pub graph: Option<String>,
+    /// The partition, for a graph node.
+    pub partition: Option<String>,
+    /// The node, for a graph node.
+    pub node: Option<String>,
+    /// The rerun count of the instance, for a graph node.
+    pub rerun: Option<u32>,
+}
+
+impl DeadLetter {
+    /// The letter of `record`.
+    pub fn of(record: &DeadRecord) -> Self {
+        let node = if record.is_graph_node() {
+            crate::scheduler::records::parse_run_id(&record.job.key)
+        } else {
+            None
+        };
+        DeadLetter {
+            key: record.job.key.to_string(),
+            task: record.job.task.to_string(),
+            pool: record.job.pool.to_string(),
+            target: record.job.target.as_ref().map(|t| t.to_string()),
+            attempts: record.attempts,
+            failures: record.failures,
+            error: record.error.clone(),
+            finished_ms: record.finished_ms,
+            graph: node.as_ref().map(|n| n.graph.clone()),
+            partition: node.as_ref().map(|n| n.partition.clone()),
+            node: node.as_ref().map(|n| n.node.clone()),
+            rerun: node.map(|n| n.rerun),
+        }
+    }
+}
+
+/// One page of dead letters, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadLetterPage {
+    /// The letters, newest (by `finished_ms`, then key) first.
+    pub letters: Vec<DeadLetter>,
+    /// Pass it back for the next page; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A page of dead letters, newest first: at most `limit` (capped at
+/// [`DEAD_PAGE_MAX`]), after `cursor` (from the page before). Reads the
+/// store only, so it works with no engine running. Costs a scan of every
+/// dead letter: they are few by nature (each is a job that failed for
+/// good), and ordering by time would need a second index written with
+/// each.
+pub fn dead_letters(
+    store: &crate::store::Store,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<DeadLetterPage, DeadPageError> {
+    let after = cursor.map(parse_cursor).transpose()?;
+    let limit = limit.clamp(1, DEAD_PAGE_MAX);
+    let mut all: Vec<DeadLetter> = store
+        .scan::<DeadRecord>(DEAD_PREFIX)?
+        .iter()
+        .map(|(_, r)| DeadLetter::of(r))
+        .collect();
+    // Newest first; equal instants by key, so the order is total.
+    all.sort_by(|a, b| {
+        b.finished_ms
+            .cmp(&a.finished_ms)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    let start = match &after {
+        None => 0,
+        Some((ms, key)) => all.partition_point(|l| {
+            l.finished_ms > *ms || (l.finished_ms == *ms && l.key.as_str() <= key.as_str())
+        }),
+    };
+    let letters: Vec<DeadLetter> = all.iter().skip(start).take(limit).cloned().collect();
+    let next_cursor = if start + letters.len() < all.len() {
+        letters.last().map(|l| format!("{}:{}", l.finished_ms, l.key))
+    } else {
+        None
+    };
+    Ok(DeadLetterPage {
+        letters,
+        next_cursor,
+    })
+}
+
+/// The dead record of `key`, if it has one.
+pub fn dead_record(
+    store: &crate::store::Store,
+    key: &str,
+) -> Result<Option<DeadRecord>, crate::store::StoreError> {
+    store.get(&dead_key(key))
+}
+
+fn parse_cursor(cursor: &str) -> Result<(u64, String), DeadPageError> {
+    let bad = || DeadPageError::Cursor(cursor.to_string());
+    let (ms, key) = cursor.split_once(':').ok_or_else(bad)?;
+    Ok((ms.parse().map_err(|_| bad())?, key.to_string()))
+}
+
+/// Why a page of dead letters could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DeadPageError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// The cursor is not one a page handed out.
+    #[error("dead letters: cursor {0:?} is not one a page handed out")]
+    Cursor(String),
+}

@@ -168,6 +168,20 @@ pub enum EngineEvent {
         /// Windows skipped because their run existed.
         skipped: u64,
     },
+    /// A graph's triggers were paused or unpaused (durably): while
+    /// paused, cron firings, backfill pacing and key schedules start no run.
+    GraphPaused {
+        /// The graph.
+        graph: String,
+        /// Paused (true) or unpaused (false).
+        paused: bool,
+    },
+    /// A dead letter (a ticket whose tries were spent) was requeued: a plain
+    /// job as a fresh ticket, a graph node as a rerun.
+    DeadRequeued {
+        /// The dead ticket's key.
+        key: String,
+    },
     /// The engine stopped because an actor failed too often.
     Stopped {
         /// The error.

@@ -33,7 +33,7 @@ use weir_core::queue::{Applied, Job, Op, Place, QueueState, Terminal, TicketId};
 use weir_core::retry::{AttemptOutcome, Plan};
 
 use crate::clock::Clock;
-use crate::done::{done_key, DoneRecord, DoneStatus};
+use crate::done::{dead_key, done_key, DeadRecord, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::pool::PoolMsg;
 use crate::store::{Commit, Expiring, Recovered, Store};
@@ -222,6 +222,10 @@ pub enum QueueMsg {
     Enqueue(Vec<Job>, RpcReplyPort<Vec<Result<Enqueued, String>>>),
     /// Cancels the live ticket of a key; answers when durable.
     Cancel(String, RpcReplyPort<Cancelled>),
+    /// Requeues the dead letter of a plain job (a fresh ticket, tries
+    /// starting over); answers when durable. `Live` when the key is live
+    /// again already; an error names a key without a letter.
+    RequeueDead(String, RpcReplyPort<Result<Enqueued, String>>),
     /// A worker grants `slots` more credit.
     Credit {
         /// The worker actor.
@@ -294,6 +298,9 @@ enum Effect {
         Vec<Result<Enqueued, String>>,
     ),
     Cancelled(RpcReplyPort<Cancelled>, Cancelled),
+    RequeuedDead(RpcReplyPort<Result<Enqueued, String>>, Result<Enqueued, String>),
+    /// Expiry index entries of records the batch deleted.
+    Unexpire(Vec<Expiring>),
     Dispatch(ActorRef<PoolMsg>, Grant),
     Ack(Arc<str>, Vec<(TicketId, u32)>),
     CancelRunning(Arc<str>, TicketId),
@@ -589,6 +596,7 @@ impl Actor for QueueActor {
         match msg {
             QueueMsg::Enqueue(jobs, reply) => state.enqueue(jobs, reply),
             QueueMsg::Cancel(key, reply) => state.cancel(&key, reply),
+            QueueMsg::RequeueDead(key, reply) => state.requeue_dead(&key, reply),
             QueueMsg::Credit {
                 worker,
                 worker_id,
@@ -815,6 +823,108 @@ impl QueueState_ {
         }
     }
 
+    /// Adds the dead letter of `job`, which ended Failed, to the open
+    /// batch: the same atomic batch as its Complete and done record, with
+    /// the done record's expiry instant.
+    fn record_dead(&mut self, job: &Job, done: &DoneRecord) {
+        let retention = job.retention_ms.unwrap_or(self.settings.retention_ms);
+        let expires_at_ms = (retention > 0).then(|| done.finished_ms.saturating_add(retention));
+        let mut kept = job.clone();
+        if kept.notify.is_some() {
+            // A graph node is requeued as a rerun, which builds its input.
+            kept.payload = Vec::new();
+        }
+        let record = DeadRecord {
+            job: kept,
+            id: done.id,
+            attempts: done.attempts,
+            failures: done.failures,
+            error: done.error.clone(),
+            first_due_ms: done.first_due_ms,
+            finished_ms: done.finished_ms,
+            expires_at_ms,
+        };
+        let key = dead_key(&job.key);
+        match self.store.encode("dead letter", &record) {
+            Ok(bytes) => self.open.commit.puts.push((key.clone(), bytes)),
+            Err(e) => panic!("dead letter of {:?} does not encode: {e}", job.key),
+        }
+        if let Some(at_ms) = expires_at_ms {
+            self.open.commit.expiring.push(Expiring { at_ms, key });
+        }
+        tracing::warn!(key = %job.key, id = done.id, attempts = done.attempts, error = ?done.error, "ticket dead-lettered: its tries are spent");
+    }
+
+    /// Requeues the dead letter of `key`, a plain job: in one durable batch
+    /// its done record and letter are deleted and its job is enqueued again
+    /// as a fresh ticket (due now; its tries start over). Replay sees an
+    /// ordinary Enqueue. Graph nodes are rerun by their scheduler instead.
+    fn requeue_dead(&mut self, key: &str, reply: RpcReplyPort<Result<Enqueued, String>>) {
+        let answer = self.requeue_dead_one(key);
+        self.open.effects.push(Effect::RequeuedDead(reply, answer));
+    }
+
+    fn requeue_dead_one(&mut self, key: &str) -> Result<Enqueued, String> {
+        if let Some(t) = self.q.by_key(key) {
+            return Ok(Enqueued::Live(t.id));
+        }
+        let record: DeadRecord = match self.store.get(&dead_key(key)) {
+            Ok(Some(r)) => r,
+            Ok(None) => return Err(format!("no dead letter has the key {key:?}")),
+            Err(e) => return Err(e.to_string()),
+        };
+        if record.is_graph_node() {
+            return Err(format!(
+                "dead letter {key:?} is a graph node: it is requeued by a rerun of the node"
+            ));
+        }
+        let mut job = record.job.clone();
+        job.due_ms = self.clock.now_ms();
+        let op = Op::Enqueue(job);
+        self.store.check_op(&op).map_err(|e| e.to_string())?;
+        let pool = match &op {
+            Op::Enqueue(j) => j.pool.clone(),
+            _ => unreachable!(),
+        };
+        match self.step(op) {
+            Applied::Enqueued(id) => {
+                self.open.commit.deletes.push(done_key(key));
+                self.open.commit.deletes.push(dead_key(key));
+                // The expiry entries of the deleted records would delete
+                // the next ones of this key early: remove them once the
+                // deletes are durable.
+                if let Some(at_ms) = record.expires_at_ms {
+                    self.open.effects.push(Effect::Unexpire(vec![
+                        Expiring {
+                            at_ms,
+                            key: done_key(key),
+                        },
+                        Expiring {
+                            at_ms,
+                            key: dead_key(key),
+                        },
+                    ]));
+                }
+                let key: Arc<str> = Arc::from(key);
+                tracing::info!(key = %key, id, pool = %pool, "dead letter requeued as a fresh ticket");
+                self.open
+                    .effects
+                    .push(Effect::Event(EngineEvent::Enqueued {
+                        key: key.clone(),
+                        id,
+                        pool,
+                    }));
+                self.open
+                    .effects
+                    .push(Effect::Event(EngineEvent::DeadRequeued {
+                        key: key.to_string(),
+                    }));
+                Ok(Enqueued::New(id))
+            }
+            other => Err(format!("requeue of dead letter {key:?} applied as {other:?}")),
+        }
+    }
+
     fn done_completing(&mut self, key: &Arc<str>) {
         if let Some(n) = self.completing.get_mut(key) {
             *n -= 1;
@@ -989,6 +1099,9 @@ impl QueueState_ {
                     finished_ms: now,
                 };
                 self.started.remove(&id);
+                if status == DoneStatus::Failed {
+                    self.record_dead(&job, &record);
+                }
                 self.record_done(&job, record);
             }
             Op::Requeue { due_ms, .. } => {
@@ -1238,6 +1351,23 @@ impl QueueState_ {
                 }
                 Effect::Cancelled(reply, answer) => {
                     let _ = reply.send(answer);
+                }
+                Effect::RequeuedDead(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
+                Effect::Unexpire(entries) => {
+                    // The records are gone (deleted by the batch that just
+                    // landed) and no later batch can have written them yet,
+                    // so this removes only the stale entries. Not synced: a
+                    // crash keeps them, and they delete the next records of
+                    // the key early, which loses nothing live.
+                    let key = &entries[0].key;
+                    if let Err(e) =
+                        self.store
+                            .compare_and_put_unsynced(key, None, None, &[], &entries)
+                    {
+                        tracing::warn!(key = %key, error = %e, "stale expiry entries not removed");
+                    }
                 }
                 Effect::Dispatch(worker, grant) => {
                     if worker.cast(PoolMsg::Run(grant)).is_ok() {

@@ -566,6 +566,7 @@ pub fn expire(store: &Store, now_ms: u64) -> Result<usize, crate::store::StoreEr
         let keys = store.expire_due_with(now_ms, |key| {
             if let Some(rest) = key.strip_prefix("run/") {
                 deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DONE_PREFIX))?;
+                deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DEAD_PREFIX))?;
             }
             Ok(())
         })?;

@@ -156,6 +156,8 @@ pub enum Transition {
     Reopened,
     /// Half-open → closed.
     Closed,
+    /// Any state → closed, by an operator ([`Breaker::reset`]).
+    Reset,
 }
 
 /// A breaker: settings and state.
@@ -165,6 +167,10 @@ pub struct Breaker {
     pub settings: BreakerSettings,
     /// Its state.
     pub state: BreakerState,
+    /// When it last changed state (ms since the epoch); `None` before its
+    /// first transition, and in records written before this was kept.
+    #[serde(default)]
+    pub changed_at_ms: Option<u64>,
 }
 
 impl Breaker {
@@ -173,6 +179,26 @@ impl Breaker {
         Breaker {
             settings,
             state: BreakerState::default(),
+            changed_at_ms: None,
+        }
+    }
+
+    /// An operator's reset at `now_ms`: closed, with no failures counted,
+    /// whatever the state was. Always a transition (even from closed: the
+    /// count of failures starts over), so the caller persists it and says
+    /// so.
+    pub fn reset(&mut self, now_ms: u64) -> Transition {
+        self.state = BreakerState::default();
+        self.changed_at_ms = Some(now_ms);
+        Transition::Reset
+    }
+
+    /// The state's name: `closed`, `open` or `half_open`.
+    pub fn state_name(&self) -> &'static str {
+        match self.state {
+            BreakerState::Closed { .. } => "closed",
+            BreakerState::Open { .. } => "open",
+            BreakerState::HalfOpen { .. } => "half_open",
         }
     }
 
@@ -194,6 +220,7 @@ impl Breaker {
                         admitted: 1,
                         succeeded: 0,
                     };
+                    self.changed_at_ms = Some(now_ms);
                     (Admit::Probe, Some(Transition::HalfOpened))
                 }
             }
@@ -250,6 +277,7 @@ impl Breaker {
                     *succeeded += 1;
                     if *succeeded >= s.probes {
                         self.state = BreakerState::default();
+                        self.changed_at_ms = Some(now_ms);
                         Some(Transition::Closed)
                     } else {
                         None
@@ -260,6 +288,7 @@ impl Breaker {
     }
 
     fn open(&mut self, now_ms: u64) {
+        self.changed_at_ms = Some(now_ms);
         self.state = BreakerState::Open {
             since_ms: now_ms,
             until_ms: now_ms.saturating_add(self.settings.cooldown_ms),
@@ -402,6 +431,33 @@ mod tests {
             ..BreakerSettings::default()
         };
         assert_eq!(no_probes.validate(), Err(BreakerSettingsError::NoProbes));
+    }
+
+    /// A reset closes the breaker from any state and counts from zero.
+    #[test]
+    fn reset_closes_from_any_state() {
+        let s = BreakerSettings {
+            failures_max: 2,
+            cooldown_ms: 100,
+            ..BreakerSettings::default()
+        };
+        // (state reached by the steps, then reset at 50)
+        let cases: &[(&str, &[bool])] = &[
+            ("closed with a failure", &[true]),
+            ("open", &[true, true]),
+        ];
+        for (i, (what, fails)) in cases.iter().enumerate() {
+            let mut b = Breaker::new(s.clone());
+            for (t, f) in fails.iter().enumerate() {
+                let _ = b.record(t as u64, *f);
+            }
+            assert_eq!(b.reset(50), Transition::Reset, "#{i}: {what}");
+            assert_eq!(b.state, BreakerState::default(), "#{i}: {what}");
+            assert_eq!(b.changed_at_ms, Some(50), "#{i}: {what}");
+            assert_eq!(b.admit(51).0, Admit::Allowed, "#{i}: {what}");
+            // One failure after the reset does not trip a threshold of 2.
+            assert_eq!(b.record(52, true), None, "#{i}: {what}");
+        }
     }
 
     #[test]

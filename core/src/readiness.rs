@@ -283,6 +283,38 @@ pub fn rerun_scope(graph: &Graph, idx: usize) -> Vec<usize> {
     scope
 }
 
+/// The nodes a rerun of node `idx` *alone* (without its downstreams) runs
+/// again or decides again, in topological order: the node itself, and the
+/// nodes downstream of it that hold a decision rather than an outcome —
+/// skipped or upstream-failed — reached through nodes that hold one too.
+/// Such a decision was taken from the node's old state and must be taken
+/// again from its new one (an `all_success` node upstream-failed by the
+/// node's failure may run once it succeeds); a node that ran keeps its
+/// record, and nothing past it is reached. `states` are the run's current
+/// node states ([`RunTracker::states`]).
+///
+/// Marking a node (an operator sets its outcome, Airflow's "mark
+/// success/failed") uses the same scope: the node's downstreams that ran
+/// keep their records, and decided ones are decided again.
+pub fn rerun_scope_alone(graph: &Graph, idx: usize, states: &[NodeState]) -> Vec<usize> {
+    let decided = |i: usize| matches!(states[i], NodeState::Skipped | NodeState::UpstreamFailed);
+    let mut seen = vec![false; graph.len()];
+    seen[idx] = true;
+    let mut scope = vec![idx];
+    let mut stack = vec![idx];
+    while let Some(u) = stack.pop() {
+        for &d in graph.downstreams(u) {
+            if !seen[d] && decided(d) {
+                seen[d] = true;
+                scope.push(d);
+                stack.push(d);
+            }
+        }
+    }
+    scope.sort_unstable_by_key(|&i| graph.position(i));
+    scope
+}
+
 /// A node whose state changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Change {
@@ -404,6 +436,60 @@ impl RunTracker {
                 .is_ok()
         };
         let mut changes: Vec<Change> = changed.into_iter().filter(|c| !is_reset(c.node)).collect();
+        changes.extend(reset.iter().map(|&i| Change {
+            node: i,
+            state: self.states[i],
+        }));
+        changes.sort_unstable_by_key(|c| graph.position(c.node));
+        self.assert_invariants();
+        changes
+    }
+
+    /// Sets node `idx` to `status` whatever its state (an operator's mark),
+    /// after resetting the other nodes of `scope` (normally
+    /// [`rerun_scope_alone`]) as [`Self::rerun`] does; then decides again
+    /// every node whose upstreams changed. Returns, in topological order,
+    /// the new state of every reset node (changed or not: each is recorded
+    /// again at its new count when decided) and of every other node whose
+    /// state changed; not `idx` itself, whose record the caller writes.
+    pub fn mark(
+        &mut self,
+        graph: &Graph,
+        idx: usize,
+        status: NodeStatus,
+        scope: &[usize],
+    ) -> Vec<Change> {
+        self.assert_invariants();
+        let mut reset: Vec<usize> = scope.iter().copied().filter(|&i| i != idx).collect();
+        reset.sort_unstable_by_key(|&i| graph.position(i));
+        reset.dedup();
+        for &r in reset.iter().chain([&idx]) {
+            let old = self.states[r];
+            if old.is_terminal() {
+                for &d in graph.downstreams(r) {
+                    self.edges_visited += 1;
+                    self.counts[d].remove(old.upstream_state());
+                    self.enqueue(graph, d);
+                }
+            }
+            self.set(r, NodeState::Pending);
+            if r != idx {
+                self.enqueue(graph, r);
+            }
+        }
+        self.set(idx, status.into());
+        self.add_downstreams(graph, idx);
+        let mut changed = Vec::new();
+        self.cascade(graph, &mut changed);
+        let is_reset = |i: usize| {
+            reset
+                .binary_search_by_key(&graph.position(i), |&r| graph.position(r))
+                .is_ok()
+        };
+        let mut changes: Vec<Change> = changed
+            .into_iter()
+            .filter(|c| !is_reset(c.node) && c.node != idx)
+            .collect();
         changes.extend(reset.iter().map(|&i| Change {
             node: i,
             state: self.states[i],
@@ -1101,6 +1187,97 @@ mod tests {
         t.verify(&g);
     }
 
+    /// The scope of a rerun alone and of a mark: the node and the decided
+    /// nodes reached through decided nodes. Rows: (graph, outcomes
+    /// recorded in order, node, want scope).
+    #[test]
+    fn rerun_alone_scope_table() {
+        use TriggerRule::*;
+        let g = graph(&[
+            ("a", &[], AllSuccess),
+            ("b", &["a"], AllSuccess),
+            ("c", &["b"], AllSuccess),
+            ("h", &["a"], OneFailed),
+            ("r", &["a"], AllDone),
+            ("s", &["r"], AllSuccess),
+        ]);
+        type Row<'a> = (&'a [(&'a str, NodeStatus)], &'a str, &'a [&'a str]);
+        let cases: &[Row] = &[
+            // a failed: b and c upstream-failed (decided), h and r ran.
+            (
+                &[("a", Failed), ("h", Succeeded), ("r", Succeeded), ("s", Succeeded)],
+                "a",
+                &["a", "b", "c"],
+            ),
+            // a succeeded, and so did everything downstream: a alone.
+            (
+                &[
+                    ("a", Succeeded),
+                    ("b", Succeeded),
+                    ("c", Succeeded),
+                    ("r", Succeeded),
+                    ("s", Succeeded),
+                ],
+                "a",
+                &["a", "h"],
+            ),
+            // b failed: c decided upstream-failed.
+            (&[("a", Succeeded), ("b", Failed)], "b", &["b", "c"]),
+        ];
+        for (i, (steps, node, want)) in cases.iter().enumerate() {
+            let (t, _) = run(&g, steps);
+            let idx = g.index_of(node).unwrap();
+            let got: Vec<&str> = rerun_scope_alone(&g, idx, t.states())
+                .into_iter()
+                .map(|s| g.node_at(s).name.as_str())
+                .collect();
+            assert_eq!(got, *want, "#{i}: {node} after {steps:?}");
+        }
+    }
+
+    /// Marking a failed node succeeded lets its downstreams run; marking a
+    /// ready node failed decides them.
+    #[test]
+    fn mark_sets_the_node_and_redecides_downstreams() {
+        use TriggerRule::*;
+        let g = graph(&[
+            ("a", &[], AllSuccess),
+            ("b", &["a"], AllSuccess),
+            ("c", &["b"], AllSuccess),
+        ]);
+        let (mut t, _) = run(&g, &[("a", Failed)]);
+        assert_eq!(t.outcome(), Some(RunOutcome::Failed));
+        let scope = rerun_scope_alone(&g, 0, t.states());
+        let changes = t.mark(&g, 0, Succeeded, &scope);
+        assert_eq!(
+            changes,
+            [
+                Change {
+                    node: 1,
+                    state: S::Ready
+                },
+                Change {
+                    node: 2,
+                    state: S::Pending
+                }
+            ]
+        );
+        assert_eq!(t.outcome(), None);
+        t.verify(&g);
+        // b is ready (running, say): marking it failed decides c at once.
+        let scope = rerun_scope_alone(&g, 1, t.states());
+        let changes = t.mark(&g, 1, Failed, &scope);
+        assert_eq!(
+            changes,
+            [Change {
+                node: 2,
+                state: S::UpstreamFailed
+            }]
+        );
+        assert_eq!(t.outcome(), Some(RunOutcome::Failed));
+        t.verify(&g);
+    }
+
     fn status_of(k: u8) -> NodeStatus {
         [Succeeded, Failed, Skipped, Cancelled][k as usize % 4]
     }
@@ -1135,7 +1312,7 @@ mod tests {
                 let n = e.len();
                 (Just(e), prop::collection::vec(0..11usize, n))
             }),
-            ops in prop::collection::vec((0..10u8, any::<usize>(), any::<u8>()), 0..120),
+            ops in prop::collection::vec((0..14u8, any::<usize>(), any::<u8>()), 0..120),
         ) {
             let g = rules_graph(&edges, &rules);
             let mut records: BTreeMap<Name, Record> = BTreeMap::new();
@@ -1152,6 +1329,27 @@ mod tests {
                     let rerun = next(&records, &n);
                     records.insert(n, Record { status, rerun });
                     (t.record(&g, i, status), Some(i), Vec::new())
+                } else if kind >= 12 {
+                    // An operator's mark of any node, as the scheduler
+                    // does it: the mark at the node's next count, the
+                    // decided downstreams reset.
+                    let i = pick % g.len();
+                    let status = if k % 2 == 0 { Succeeded } else { Failed };
+                    let scope = rerun_scope_alone(&g, i, t.states());
+                    for &s in &scope {
+                        let n = &g.node_at(s).name;
+                        if s != i {
+                            if let Some(r) = records.get(n) {
+                                expected.insert(n.clone(), r.rerun + 1);
+                            }
+                        }
+                    }
+                    let n = g.node_at(i).name.clone();
+                    let rerun = next(&records, &n);
+                    expected.insert(n.clone(), rerun);
+                    records.insert(n, Record { status, rerun });
+                    let reset: Vec<usize> = scope.iter().copied().filter(|&s| s != i).collect();
+                    (t.mark(&g, i, status, &scope), Some(i), reset)
                 } else {
                     let with_record: Vec<usize> =
                         (0..g.len()).filter(|&i| records.contains_key(&g.node_at(i).name)).collect();
@@ -1159,7 +1357,11 @@ mod tests {
                         continue;
                     }
                     let i = with_record[pick % with_record.len()];
-                    let scope = rerun_scope(&g, i);
+                    let scope = if kind >= 10 {
+                        rerun_scope_alone(&g, i, t.states())
+                    } else {
+                        rerun_scope(&g, i)
+                    };
                     for &s in &scope {
                         let n = &g.node_at(s).name;
                         if let Some(r) = records.get(n) {

@@ -264,6 +264,13 @@ impl Keyed {
         self.records.get(key)
     }
 
+    /// Every key with a schedule, in key order.
+    pub fn keys(&self) -> Vec<Key> {
+        let mut keys: Vec<Key> = self.records.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
     /// Every record, by key.
     pub fn views(&self) -> Vec<KeyScheduleView> {
         let sorted: BTreeMap<&Key, &KeyRecord> = self.records.iter().collect();

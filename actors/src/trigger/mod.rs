@@ -29,11 +29,18 @@
 //! every `repair_interval_ms` at the latest, so a lost event costs one
 //! interval at most. Jitter comes from a `SmallRng` the actor owns and is
 //! passed to weir-core's pure schedule functions as a draw.
+//!
+//! A paused graph ([`pause`]) starts nothing by itself: no cron firing is
+//! handled, no backfill window and no due key is started, until it is
+//! unpaused.
 
 pub mod backfill;
 pub mod cron;
 pub mod inventory;
 pub mod keyed;
+pub mod pause;
+
+pub use pause::paused;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -182,6 +189,23 @@ pub enum TriggerMsg {
     Schedules(RpcReplyPort<Vec<KeyScheduleView>>),
     /// The trigger's state.
     Status(RpcReplyPort<TriggerStatus>),
+    /// A signal for a key, refused when the key has no schedule (the
+    /// inventory does not list it) unless `add`.
+    SignalKey {
+        /// The key.
+        key: Key,
+        /// The signal.
+        signal: Signal,
+        /// Signal a key the inventory does not list (it gets a schedule).
+        add: bool,
+        /// Its schedule once durable, or why refused.
+        reply: RpcReplyPort<Result<KeyScheduleView, String>>,
+    },
+    /// The same signal for every key with a schedule, in one durable
+    /// write; answers the keys signalled.
+    SignalAll(Signal, RpcReplyPort<Result<Vec<String>, String>>),
+    /// Pause (true) or unpause; answers whether it changed, once durable.
+    SetPaused(bool, RpcReplyPort<Result<bool, String>>),
 }
 
 impl ractor::Message for TriggerMsg {}
@@ -250,6 +274,8 @@ pub struct TriggerState {
     retry_at_ms: Option<u64>,
     /// Starts wait for room under max_active_runs.
     waiting_for_room: bool,
+    /// Paused: nothing starts by itself ([`pause`]).
+    paused: bool,
 }
 
 /// Whether `graph` needs a trigger: its adopted definition has a cron
@@ -309,7 +335,9 @@ impl Actor for TriggerActor {
             repair_now: true,
             retry_at_ms: None,
             waiting_for_room: false,
+            paused: false,
         };
+        state.paused = paused(&state.store, state.graph.as_str())?;
         state.backfills = state
             .store
             .get(&backfill_key(state.graph.as_str()))?
@@ -320,6 +348,7 @@ impl Actor for TriggerActor {
             cron = state.cron.is_some(),
             keys = state.keyed.as_ref().map_or(0, |k| k.keys.len()),
             backfills = state.backfills.backfills.len(),
+            paused = state.paused,
             "trigger started"
         );
         Ok(state)
@@ -443,6 +472,40 @@ impl Actor for TriggerActor {
             TriggerMsg::Status(reply) => {
                 let _ = reply.send(state.status());
             }
+            TriggerMsg::SignalKey {
+                key,
+                signal,
+                add,
+                reply,
+            } => {
+                let known = state
+                    .keyed
+                    .as_ref()
+                    .is_some_and(|k| k.keys.get(&key).is_some());
+                let r = if known || add || state.keyed.is_none() {
+                    if !known && add {
+                        tracing::info!(graph = %state.graph, key = %key, "key not in the inventory added by a signal");
+                    }
+                    state.signal(&key, &signal).await?
+                } else {
+                    Err(format!(
+                        "graph {}: key {key:?} is not in the graph's inventory (signal it with add to schedule it anyway)",
+                        state.graph
+                    ))
+                };
+                let _ = reply.send(r);
+                state.arm(&myself);
+            }
+            TriggerMsg::SignalAll(signal, reply) => {
+                let r = state.signal_all(&signal).await?;
+                let _ = reply.send(r);
+                state.wake_soon(&myself);
+            }
+            TriggerMsg::SetPaused(paused, reply) => {
+                let r = state.set_paused(paused).await?;
+                let _ = reply.send(Ok(r));
+                state.wake_soon(&myself);
+            }
         }
         Ok(())
     }
@@ -563,7 +626,9 @@ impl TriggerState {
                 self.start_load(myself);
             }
         }
-        self.fire_cron(now).await?;
+        if !self.paused {
+            self.fire_cron(now).await?;
+        }
         let repair_due = self.repair_now
             || now
                 >= self
@@ -572,7 +637,9 @@ impl TriggerState {
         if repair_due {
             self.repair(now).await?;
         }
-        if self.retry_at_ms.is_none_or(|at| now >= at) {
+        if self.paused {
+            self.waiting_for_room = false;
+        } else if self.retry_at_ms.is_none_or(|at| now >= at) {
             self.retry_at_ms = None;
             self.start_due(myself, now).await?;
         }
@@ -953,7 +1020,8 @@ impl TriggerState {
         let now = self.clock.now_ms();
         let mut at: Option<u64> = None;
         let mut consider = |t: u64| at = Some(at.map_or(t, |a| a.min(t)));
-        if let Some(c) = &self.cron {
+        let paused = self.paused;
+        if let Some(c) = self.cron.as_ref().filter(|_| !paused) {
             if let Some(next) = c.schedule.next_after(c.record.last_firing_ms.max(now)) {
                 consider(next);
             }
@@ -962,7 +1030,7 @@ impl TriggerState {
             if !k.loading {
                 consider(k.next_refresh_ms);
             }
-            if let Some(t) = k.keys.next_claimable() {
+            if let Some(t) = k.keys.next_claimable().filter(|_| !paused) {
                 // Keys due with no room wait for a settle (or the repair).
                 if !(self.waiting_for_room && t <= now) {
                     consider(t);
@@ -1091,6 +1159,45 @@ impl TriggerState {
         // Acknowledged only once durable.
         self.flush().await?;
         Ok(Ok(view))
+    }
+
+    /// Signals every key with a schedule; durable before it answers.
+    async fn signal_all(&mut self, signal: &Signal) -> Res<Result<Vec<String>, String>> {
+        let now = self.clock.now_ms();
+        let Some(k) = self.keyed.as_mut() else {
+            return Ok(Err(format!(
+                "graph {} is not keyed: signals need a keyed graph",
+                self.graph
+            )));
+        };
+        let keys = k.keys.keys();
+        for key in &keys {
+            k.keys.signal(key, signal, now);
+        }
+        self.flush().await?;
+        tracing::info!(graph = %self.graph, keys = keys.len(), source = %signal.source, immediate = signal.immediate, "every key signalled");
+        Ok(Ok(keys.into_iter().map(|k| k.to_string()).collect()))
+    }
+
+    /// Pauses or unpauses: the record is durable before the answer.
+    /// Returns whether it changed.
+    async fn set_paused(&mut self, paused: bool) -> Res<bool> {
+        if self.paused == paused {
+            return Ok(false);
+        }
+        let record = pause::PauseRecord {
+            paused,
+            changed_at_ms: self.clock.now_ms(),
+        };
+        self.put(&pause::pause_key(self.graph.as_str()), &record)
+            .await?;
+        self.paused = paused;
+        tracing::info!(graph = %self.graph, paused, "graph triggers paused or unpaused");
+        let _ = self.events.send(EngineEvent::GraphPaused {
+            graph: self.graph.to_string(),
+            paused,
+        });
+        Ok(true)
     }
 
     async fn add_backfill(
