@@ -13,11 +13,15 @@ pub mod cli;
 pub mod definition;
 mod engine;
 mod graphs;
+mod ops;
 pub mod task;
 mod triggers;
 
 pub use engine::{Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
 pub use graphs::AdoptOutcome;
+pub use ops::{MarkAs, MarkOutcome, RequeueOutcome, TriggerNowOutcome};
+pub use weir_actors::breaker::BreakerView;
+pub use weir_actors::done::{DeadLetter, DeadLetterPage};
 pub use weir_actors::done::{DoneRecord, DoneStatus};
 pub use weir_actors::events::EngineEvent;
 pub use weir_actors::queue::{Cancelled, Enqueued, QueueSettings, QueueStatus, TicketView};

@@ -100,7 +100,7 @@ impl Engine {
     }
 
     /// The trigger of an adopted graph, started if needed.
-    async fn trigger(&self, graph: &str) -> Result<ActorRef<TriggerMsg>, EngineError> {
+    pub(crate) async fn trigger(&self, graph: &str) -> Result<ActorRef<TriggerMsg>, EngineError> {
         if let Some(t) = ActorRef::<TriggerMsg>::where_is(self.names.trigger(graph)) {
             return Ok(t);
         }

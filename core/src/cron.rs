@@ -394,6 +394,26 @@ impl<'de> Deserialize<'de> for Schedule {
     }
 }
 
+/// The window an operator's "trigger now" starts for a time-partitioned
+/// graph at `now_ms`: with a cron expression, the window its latest firing
+/// at or before `now_ms` started ([`Schedule::window_closed_by`]), the
+/// newest window the expression has closed; without one, the
+/// last whole window before `now_ms` (the one before the window holding
+/// it). [`Partition::NONE`] for an unpartitioned graph, `None` for a keyed
+/// one (keys are not a function of time) and where no window exists.
+pub fn window_due_now(
+    partitioning: Partitioning,
+    schedule: Option<&Schedule>,
+    now_ms: u64,
+) -> Option<Partition> {
+    match (partitioning, schedule) {
+        (Partitioning::None, _) => Some(Partition::NONE),
+        (Partitioning::Keyed, _) => None,
+        (_, Some(s)) => s.window_closed_by(partitioning, s.prev_before(now_ms.saturating_add(1))?),
+        (_, None) => Partition::of_time(partitioning, now_ms)?.prev(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -694,6 +714,34 @@ mod tests {
 
     /// DESIGN §2: a firing at T with previous occurrence P starts the
     /// window that contains P.
+    #[test]
+    fn window_due_now_table() {
+        // 2026-11-29T10:30:00Z.
+        let now = 1_795_910_400_000 + 10 * 3_600_000 + 30 * 60_000;
+        let daily_1am = Schedule::parse("0 1 * * *").unwrap();
+        let hourly = Schedule::parse("0 * * * *").unwrap();
+        // (partitioning, cron, want)
+        let cases: &[(Partitioning, Option<&Schedule>, Option<&str>)] = &[
+            (Partitioning::Daily, None, Some("2026-11-28")),
+            (Partitioning::Hourly, None, Some("2026-11-29T09")),
+            // The 01:00 firing of the 29th closed the 28th.
+            (Partitioning::Daily, Some(&daily_1am), Some("2026-11-28")),
+            // The 10:00 firing closed hour 09; hour 10 is still open.
+            (Partitioning::Hourly, Some(&hourly), Some("2026-11-29T09")),
+            (Partitioning::None, None, Some("none")),
+            (Partitioning::Keyed, None, None),
+        ];
+        for (i, (partitioning, cron, want)) in cases.iter().enumerate() {
+            let got = window_due_now(*partitioning, *cron, now).map(|p| p.to_string());
+            assert_eq!(
+                got.as_deref(),
+                *want,
+                "#{i}: {partitioning:?} cron {:?}",
+                cron.map(|c| c.as_str())
+            );
+        }
+    }
+
     #[test]
     fn window_closed_by_table() {
         let t = utc;

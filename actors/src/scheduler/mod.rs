@@ -18,6 +18,7 @@
 //! (the queue ignores a run id that is live or done) — so no node runs twice
 //! and no run wedges.
 
+mod mark;
 pub mod records;
 pub mod view;
 
@@ -35,11 +36,13 @@ use weir_core::names::Name;
 use weir_core::partition::Partition;
 use weir_core::queue::Job;
 use weir_core::readiness::{
-    current_records, rerun_scope, Change, NodeState, RunOutcome, RunTracker,
+    current_records, rerun_scope, rerun_scope_alone, Change, NodeState, NodeStatus, RunOutcome,
+    RunTracker,
 };
 
+
 use crate::clock::Clock;
-use crate::done::{done_key, DoneRecord, DoneStatus};
+use crate::done::{dead_key, done_key, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::names::Names;
 use crate::queue::{Cancelled, Completion, Enqueued, QueueMsg};
@@ -100,6 +103,29 @@ pub enum RerunOutcome {
     NotReady,
 }
 
+/// What a mark did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MarkResult {
+    /// The node's record is now the mark.
+    Marked {
+        /// The run id the mark's record is written under.
+        run_id: String,
+        /// The status marked.
+        status: DoneStatus,
+        /// The run id of the live instance the mark cancelled, if one was.
+        cancelled: Option<String>,
+        /// The run's state after the mark.
+        run_state: RunState,
+    },
+    /// The node's current record has that status already.
+    Unchanged {
+        /// Its run id.
+        run_id: String,
+        /// Its status.
+        status: DoneStatus,
+    },
+}
+
 /// Counts of a reconciler pass (swale's ReconcileReport).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReconcileReport {
@@ -129,6 +155,27 @@ pub enum SchedulerMsg {
         Partition,
         String,
         RpcReplyPort<Result<RerunOutcome, String>>,
+    ),
+    /// Rerun a node of a run, with its downstreams (`true`, as `Rerun`) or
+    /// alone (its decided downstreams are decided again).
+    RerunNode(
+        Partition,
+        String,
+        bool,
+        RpcReplyPort<Result<RerunOutcome, String>>,
+    ),
+    /// Rerun every failed node of a run with its downstreams; one outcome
+    /// per failed node, in topological order.
+    ClearFailed(
+        Partition,
+        RpcReplyPort<Result<Vec<(String, RerunOutcome)>, String>>,
+    ),
+    /// Mark a node succeeded or failed (an operator's outcome).
+    Mark(
+        Partition,
+        String,
+        NodeStatus,
+        RpcReplyPort<Result<MarkResult, String>>,
     ),
     /// Cancel a run.
     CancelRun(Partition, RpcReplyPort<Result<bool, String>>),
@@ -304,7 +351,19 @@ impl Actor for SchedulerActor {
                 let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             SchedulerMsg::Rerun(partition, node, reply) => {
-                let r = state.rerun(&partition, &node).await;
+                let r = state.rerun(&partition, &node, true).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::RerunNode(partition, node, downstream, reply) => {
+                let r = state.rerun(&partition, &node, downstream).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::ClearFailed(partition, reply) => {
+                let r = state.clear_failed(&partition).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::Mark(partition, node, status, reply) => {
+                let r = state.mark(&partition, &node, status).await;
                 let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             SchedulerMsg::CancelRun(partition, reply) => {
@@ -819,7 +878,9 @@ impl SchedulerState {
         Ok(())
     }
 
-    async fn rerun(&mut self, partition: &Partition, node: &str) -> Res<RerunOutcome> {
+    /// Loads run `partition` for an operator's change, active or settled;
+    /// a cancelled run is refused. Returns its key.
+    fn load_for_change(&mut self, partition: &Partition) -> Res<String> {
         let p = partition.to_string();
         if !self.runs.contains_key(&p) {
             let run = self
@@ -834,17 +895,85 @@ impl SchedulerState {
             }
             self.runs.insert(p.clone(), run);
         }
-        let result = self.rerun_loaded(&p, node).await;
-        // A run loaded only for this rerun and left settled goes back out.
-        if let Some(run) = self.runs.get(&p) {
+        Ok(p)
+    }
+
+    /// A run loaded only for a change and left settled goes back out.
+    fn unload_if_settled(&mut self, p: &str) {
+        if let Some(run) = self.runs.get(p) {
             if run.record.state != RunState::Active {
-                self.runs.remove(&p);
+                self.runs.remove(p);
             }
         }
+    }
+
+    async fn rerun(
+        &mut self,
+        partition: &Partition,
+        node: &str,
+        downstream: bool,
+    ) -> Res<RerunOutcome> {
+        let p = self.load_for_change(partition)?;
+        let result = self.rerun_loaded(&p, node, downstream).await;
+        self.unload_if_settled(&p);
         result
     }
 
-    async fn rerun_loaded(&mut self, p: &str, node: &str) -> Res<RerunOutcome> {
+    /// Reruns every node of the run whose current record failed, each with
+    /// its downstreams, in topological order. A failed node already reset
+    /// by the scope of one before it answers as that rerun left it.
+    async fn clear_failed(&mut self, partition: &Partition) -> Res<Vec<(String, RerunOutcome)>> {
+        let p = self.load_for_change(partition)?;
+        let run = self.runs.get(&p).expect("loaded");
+        let failed: Vec<String> = run
+            .graph
+            .topological_order()
+            .iter()
+            .filter(|&&i| run.tracker.state(i) == NodeState::Failed)
+            .map(|&i| run.graph.node_at(i).name.to_string())
+            .collect();
+        let mut out = Vec::with_capacity(failed.len());
+        let mut result = Ok(());
+        for node in failed {
+            match self.rerun_loaded(&p, &node, true).await {
+                Ok(o) => out.push((node, o)),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        tracing::info!(graph = %self.graph, partition = %p, failed = out.len(), "failed nodes cleared");
+        self.unload_if_settled(&p);
+        result.map(|()| out)
+    }
+
+    /// Deletes the dead letters of task instances a rerun or a mark
+    /// superseded (best effort: a crash before it leaves letters that a
+    /// requeue answers as the node's current state).
+    async fn drop_dead_letters(&self, ids: Vec<String>) -> Res<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut dead = Vec::new();
+            for id in ids {
+                let k = dead_key(&id);
+                if store.contains(&k)? {
+                    dead.push(k);
+                }
+            }
+            if !dead.is_empty() {
+                store.put_batch(&[], &dead)?;
+            }
+            Ok::<_, crate::store::StoreError>(())
+        })
+        .await??;
+        Ok(())
+    }
+
+    async fn rerun_loaded(&mut self, p: &str, node: &str, downstream: bool) -> Res<RerunOutcome> {
         let run = self.runs.get(p).expect("loaded");
         let idx = run
             .graph
@@ -862,7 +991,24 @@ impl SchedulerState {
             );
         };
         let graph = run.graph.clone();
-        let scope = rerun_scope(&graph, idx);
+        let scope = if downstream {
+            rerun_scope(&graph, idx)
+        } else {
+            rerun_scope_alone(&graph, idx, run.tracker.states())
+        };
+        let superseded: Vec<String> = scope
+            .iter()
+            .filter_map(|&s| {
+                run.recorded[s].map(|r| {
+                    run_id(
+                        self.graph.as_str(),
+                        &run.partition,
+                        graph.node_at(s).name.as_str(),
+                        r,
+                    )
+                })
+            })
+            .collect();
         let mut record = run.record.clone();
         let next = rec_rerun + 1;
         for &s in &scope {
@@ -921,7 +1067,8 @@ impl SchedulerState {
                 run.submitted.remove(&s);
             }
         }
-        tracing::info!(graph = %self.graph, partition = p, node, rerun = next, scope = scope.len(), "node rerun");
+        tracing::info!(graph = %self.graph, partition = p, node, rerun = next, scope = scope.len(), downstream, "node rerun");
+        self.drop_dead_letters(superseded).await?;
         // Decided nodes in the scope are recorded again at their new
         // counts; the node itself is submitted on its own, for its answer.
         let others: Vec<Change> = changes.into_iter().filter(|c| c.node != idx).collect();
