@@ -117,7 +117,10 @@ impl Engine {
         .map_err(EngineError::Stopped)
     }
 
-    pub(crate) async fn adopted_scheduler(&self, graph: &str) -> Result<ActorRef<SchedulerMsg>, EngineError> {
+    pub(crate) async fn adopted_scheduler(
+        &self,
+        graph: &str,
+    ) -> Result<ActorRef<SchedulerMsg>, EngineError> {
         if !self.store.contains(&graph_key(graph))? {
             return Err(EngineError::BadGraph(format!(
                 "graph {graph:?} has no adopted definition"

@@ -268,7 +268,11 @@ impl Engine {
             )
             .map_err(|e| self.call_err("trigger", e))?
             .map_err(EngineError::Graph)?;
-            tracing::info!(graph, keys = out.keys_signalled.len(), "graph triggered now");
+            tracing::info!(
+                graph,
+                keys = out.keys_signalled.len(),
+                "graph triggered now"
+            );
             return Ok(out);
         }
         let schedule = def
@@ -361,9 +365,10 @@ impl Engine {
             let id = parse_run_id(key).ok_or_else(|| {
                 EngineError::Graph(format!("dead letter {key:?} is not a graph node's run id"))
             })?;
-            let partition: Partition = id.partition.parse().map_err(|e| {
-                EngineError::Graph(format!("dead letter {key:?}: partition: {e}"))
-            })?;
+            let partition: Partition = id
+                .partition
+                .parse()
+                .map_err(|e| EngineError::Graph(format!("dead letter {key:?}: partition: {e}")))?;
             let rerun = self.rerun(&id.graph, partition, &id.node).await?;
             if matches!(rerun, RerunOutcome::Submitted(_) | RerunOutcome::Active(_)) {
                 // The scheduler drops the letters of the records a rerun
@@ -373,7 +378,9 @@ impl Engine {
                 let dk = done::dead_key(key);
                 tokio::task::spawn_blocking(move || store.put_batch(&[], &[dk]))
                     .await
-                    .map_err(|e| EngineError::Settings(format!("dead letter delete panicked: {e}")))??;
+                    .map_err(|e| {
+                        EngineError::Settings(format!("dead letter delete panicked: {e}"))
+                    })??;
                 tracing::info!(key, rerun = ?rerun, "dead graph node requeued as a rerun");
                 let _ = self.events.send(EngineEvent::DeadRequeued {
                     key: key.to_string(),
@@ -447,8 +454,7 @@ impl Engine {
             };
             let b = ActorRef::<BreakerMsg>::from(cell);
             // A breaker stopping now is left as persisted.
-            if let Ok(live) = ractor::call_t!(b, BreakerMsg::Get, CALL_TIMEOUT.as_millis() as u64)
-            {
+            if let Ok(live) = ractor::call_t!(b, BreakerMsg::Get, CALL_TIMEOUT.as_millis() as u64) {
                 by_target.insert(target.to_string(), BreakerView::of(&target, &live));
             }
         }

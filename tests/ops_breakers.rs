@@ -24,7 +24,10 @@ async fn reset_closes_an_open_breaker_and_survives_restart() {
     j.target = Some(Arc::from("db"));
     j.policy = RetryPolicy::once();
     engine.enqueue(j).await.unwrap();
-    engine.drain_until_idle(Duration::from_secs(20)).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
     let views = engine.breakers().await.unwrap();
     assert_eq!(views.len(), 1, "{views:?}");
     assert_eq!(views[0].target, "db");
@@ -66,7 +69,10 @@ async fn reset_closes_an_open_breaker_and_survives_restart() {
     let mut j = Job::new("call2", "plain", "default");
     j.target = Some(Arc::from("db"));
     engine.enqueue(j).await.unwrap();
-    engine.drain_until_idle(Duration::from_secs(20)).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
     assert!(script.plain_runs().contains(&"call2".to_string()));
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }

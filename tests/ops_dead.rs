@@ -43,7 +43,10 @@ async fn spent_job_is_listed_and_requeue_runs_it_again() {
     let engine = open(dir.path(), &script, None).await;
     engine.enqueue(job("report")).await.unwrap();
     engine.enqueue(job("fine")).await.unwrap();
-    engine.drain_until_idle(Duration::from_secs(20)).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
     assert_eq!(done_status(&engine, "report").await, DoneStatus::Failed);
 
     let page = engine.dead_letters(10, None).unwrap();
@@ -55,7 +58,11 @@ async fn spent_job_is_listed_and_requeue_runs_it_again() {
     assert_eq!(letter.attempts, 2);
     assert_eq!(letter.failures, 2);
     assert!(
-        letter.error.as_deref().unwrap_or("").contains("scripted failure"),
+        letter
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("scripted failure"),
         "{letter:?}"
     );
     assert_eq!(letter.graph, None);
@@ -76,7 +83,10 @@ async fn spent_job_is_listed_and_requeue_runs_it_again() {
         matches!(out, RequeueOutcome::Requeued { ref key, .. } if key == "report"),
         "{out:?}"
     );
-    engine.drain_until_idle(Duration::from_secs(20)).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
     match engine.ticket("report").await.unwrap() {
         Some(TicketView::Done(r)) => {
             assert_eq!(r.status, DoneStatus::Succeeded);
@@ -103,7 +113,10 @@ async fn spent_job_is_listed_and_requeue_runs_it_again() {
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].0, "fine");
     assert!(all[0].1.is_ok(), "{all:?}");
-    engine.drain_until_idle(Duration::from_secs(20)).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
     assert_eq!(done_status(&engine, "fine").await, DoneStatus::Succeeded);
     assert!(engine.dead_letters(10, None).unwrap().letters.is_empty());
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
@@ -118,7 +131,10 @@ async fn dead_letter_survives_a_restart() {
     script.fail(true);
     let engine = open(dir.path(), &script, None).await;
     engine.enqueue(job("nightly")).await.unwrap();
-    engine.drain_until_idle(Duration::from_secs(20)).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 
     {
@@ -134,7 +150,10 @@ async fn dead_letter_survives_a_restart() {
     assert_eq!(page.letters.len(), 1);
     assert_eq!(page.letters[0].key, "nightly");
     engine.requeue_dead("nightly").await.unwrap();
-    engine.drain_until_idle(Duration::from_secs(20)).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
     assert_eq!(done_status(&engine, "nightly").await, DoneStatus::Succeeded);
     assert!(engine.dead_letters(10, None).unwrap().letters.is_empty());
     engine.shutdown(Duration::from_secs(5)).await.unwrap();

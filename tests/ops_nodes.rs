@@ -29,7 +29,10 @@ async fn rerun_with_and_without_downstreams() {
     engine.start_run("chain", p.clone()).await.unwrap();
     assert_eq!(settled(&engine, "chain", &p).await, RunState::Complete);
 
-    let out = engine.rerun_node("chain", p.clone(), "b", false).await.unwrap();
+    let out = engine
+        .rerun_node("chain", p.clone(), "b", false)
+        .await
+        .unwrap();
     assert_eq!(out, RerunOutcome::Submitted("chain/none/b/1".into()));
     assert_eq!(settled(&engine, "chain", &p).await, RunState::Complete);
     let s = states(&engine, "chain", &p);
@@ -38,7 +41,10 @@ async fn rerun_with_and_without_downstreams() {
     assert_eq!(s["c"], st("succeeded", 0), "c keeps its record");
     assert_eq!(script.runs_of("c"), [0]);
 
-    let out = engine.rerun_node("chain", p.clone(), "b", true).await.unwrap();
+    let out = engine
+        .rerun_node("chain", p.clone(), "b", true)
+        .await
+        .unwrap();
     assert_eq!(out, RerunOutcome::Submitted("chain/none/b/2".into()));
     assert_eq!(settled(&engine, "chain", &p).await, RunState::Complete);
     let s = states(&engine, "chain", &p);
@@ -120,7 +126,11 @@ async fn clear_after_a_failure_completes_the_run() {
     assert_eq!(s["transform"], st("succeeded", 1));
     assert_eq!(s["load"], st("succeeded", 1));
     // Nothing failed is left to clear.
-    assert!(engine.clear_failed("etl", p.clone()).await.unwrap().is_empty());
+    assert!(engine
+        .clear_failed("etl", p.clone())
+        .await
+        .unwrap()
+        .is_empty());
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 

@@ -225,7 +225,9 @@ pub fn dead_letters(
     };
     let letters: Vec<DeadLetter> = all.iter().skip(start).take(limit).cloned().collect();
     let next_cursor = if start + letters.len() < all.len() {
-        letters.last().map(|l| format!("{}:{}", l.finished_ms, l.key))
+        letters
+            .last()
+            .map(|l| format!("{}:{}", l.finished_ms, l.key))
     } else {
         None
     };

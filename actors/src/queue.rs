@@ -298,7 +298,10 @@ enum Effect {
         Vec<Result<Enqueued, String>>,
     ),
     Cancelled(RpcReplyPort<Cancelled>, Cancelled),
-    RequeuedDead(RpcReplyPort<Result<Enqueued, String>>, Result<Enqueued, String>),
+    RequeuedDead(
+        RpcReplyPort<Result<Enqueued, String>>,
+        Result<Enqueued, String>,
+    ),
     /// Expiry index entries of records the batch deleted.
     Unexpire(Vec<Expiring>),
     Dispatch(ActorRef<PoolMsg>, Grant),
@@ -907,13 +910,11 @@ impl QueueState_ {
                 }
                 let key: Arc<str> = Arc::from(key);
                 tracing::info!(key = %key, id, pool = %pool, "dead letter requeued as a fresh ticket");
-                self.open
-                    .effects
-                    .push(Effect::Event(EngineEvent::Enqueued {
-                        key: key.clone(),
-                        id,
-                        pool,
-                    }));
+                self.open.effects.push(Effect::Event(EngineEvent::Enqueued {
+                    key: key.clone(),
+                    id,
+                    pool,
+                }));
                 self.open
                     .effects
                     .push(Effect::Event(EngineEvent::DeadRequeued {
@@ -921,7 +922,9 @@ impl QueueState_ {
                     }));
                 Ok(Enqueued::New(id))
             }
-            other => Err(format!("requeue of dead letter {key:?} applied as {other:?}")),
+            other => Err(format!(
+                "requeue of dead letter {key:?} applied as {other:?}"
+            )),
         }
     }
 

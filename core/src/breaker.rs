@@ -442,10 +442,8 @@ mod tests {
             ..BreakerSettings::default()
         };
         // (state reached by the steps, then reset at 50)
-        let cases: &[(&str, &[bool])] = &[
-            ("closed with a failure", &[true]),
-            ("open", &[true, true]),
-        ];
+        let cases: &[(&str, &[bool])] =
+            &[("closed with a failure", &[true]), ("open", &[true, true])];
         for (i, (what, fails)) in cases.iter().enumerate() {
             let mut b = Breaker::new(s.clone());
             for (t, f) in fails.iter().enumerate() {

@@ -1205,7 +1205,12 @@ mod tests {
         let cases: &[Row] = &[
             // a failed: b and c upstream-failed (decided), h and r ran.
             (
-                &[("a", Failed), ("h", Succeeded), ("r", Succeeded), ("s", Succeeded)],
+                &[
+                    ("a", Failed),
+                    ("h", Succeeded),
+                    ("r", Succeeded),
+                    ("s", Succeeded),
+                ],
                 "a",
                 &["a", "b", "c"],
             ),

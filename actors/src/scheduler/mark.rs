@@ -39,10 +39,7 @@ impl SchedulerState {
         node: &str,
         status: NodeStatus,
     ) -> Res<MarkResult> {
-        debug_assert!(matches!(
-            status,
-            NodeStatus::Succeeded | NodeStatus::Failed
-        ));
+        debug_assert!(matches!(status, NodeStatus::Succeeded | NodeStatus::Failed));
         let p = self.load_for_change(partition)?;
         let result = self.mark_loaded(&p, node, status).await;
         self.unload_if_settled(&p);

@@ -40,7 +40,6 @@ use weir_core::readiness::{
     RunTracker,
 };
 
-
 use crate::clock::Clock;
 use crate::done::{dead_key, done_key, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
