@@ -142,7 +142,7 @@ fn read_lines(
         } else {
             1
         };
-        if first + stands_for - 1 >= from_line {
+        if first + stands_for > from_line {
             if lines.len() == lines_max {
                 // Not consumed: the next read starts with it.
                 return Ok((lines, true));

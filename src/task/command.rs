@@ -26,10 +26,10 @@ use std::process::Stdio;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
-
-use crate::logs::{AttemptEnd, AttemptLog, LogLimits, LogPaths, LogSink, Outcome, Stream};
 use weir_actors::scheduler::records::TaskInput;
 use weir_actors::task::{Task, TaskContext, TaskError, TaskResult};
+
+use crate::logs::{AttemptEnd, AttemptLog, LogLimits, LogPaths, LogSink, Outcome, Stream};
 
 /// The registered name of the command task.
 pub const COMMAND_TASK: &str = "command";
