@@ -2,7 +2,7 @@
 //! data directory so they can be read with or without a running engine.
 //!
 //! Layout: `DATA/logs/<run id or job key>/<attempt>.log` holds an attempt's
-//! stdout and stderr, one line per line of output (see [`format`](self::format) for the
+//! stdout and stderr, one line per line of output (see [`mod@format`] for the
 //! line format, readable with `cat`), and `<attempt>.json` beside it its
 //! [`AttemptRecord`]. A run id `graph/partition/node/rerun` is a path of
 //! four folders; a plain job's key (which never holds `/`) is one folder.
