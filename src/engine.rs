@@ -92,6 +92,7 @@ pub struct EngineBuilder {
     scheduler: SchedulerSettings,
     expiry_interval_ms: u64,
     trigger: TriggerSettings,
+    logs_dir: Option<PathBuf>,
 }
 
 impl EngineBuilder {
@@ -111,7 +112,15 @@ impl EngineBuilder {
             scheduler: SchedulerSettings::default(),
             expiry_interval_ms: 60_000,
             trigger: TriggerSettings::default(),
+            logs_dir: Some(dir.as_ref().join(crate::logs::LOGS_DIR)),
         }
+    }
+
+    /// Where command tasks keep attempt logs, removed with the records they
+    /// belong to when those expire (default: `logs` in the data directory).
+    pub fn logs_dir(mut self, path: impl AsRef<Path>) -> Self {
+        self.logs_dir = Some(path.as_ref().to_path_buf());
+        self
     }
 
     /// Scheduler settings (reconcile interval, submit batch).
@@ -264,6 +273,7 @@ impl EngineBuilder {
             scheduler: self.scheduler,
             expiry_interval_ms: self.expiry_interval_ms,
             trigger: self.trigger.clone(),
+            logs_dir: self.logs_dir,
         };
         let spawned = match self.parent {
             Some(parent) => {

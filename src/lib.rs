@@ -13,6 +13,7 @@ pub mod cli;
 pub mod definition;
 mod engine;
 mod graphs;
+pub mod logs;
 mod ops;
 pub mod task;
 mod triggers;

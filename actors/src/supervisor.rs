@@ -17,6 +17,7 @@
 //! breaker reloads its persisted state.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -159,6 +160,9 @@ pub struct SupervisorArgs {
     pub expiry_interval_ms: u64,
     /// Trigger settings.
     pub trigger: TriggerSettings,
+    /// Where command tasks keep attempt logs (`DATA/logs`): the expiry pass
+    /// removes a run's `<graph>/<partition>/` and a job's attempt files.
+    pub logs_dir: Option<PathBuf>,
 }
 
 /// The supervisor's state.
@@ -306,7 +310,10 @@ impl Actor for SupervisorActor {
             SupervisorMsg::Expire => {
                 let store = state.args.store.clone();
                 let now = state.args.clock.now_ms();
-                let deleted = tokio::task::spawn_blocking(move || expire(&store, now)).await??;
+                let logs = state.args.logs_dir.clone();
+                let deleted =
+                    tokio::task::spawn_blocking(move || expire(&store, now, logs.as_deref()))
+                        .await??;
                 if deleted > 0 {
                     tracing::info!(records = deleted, "records expired");
                     let _ = state
@@ -556,8 +563,13 @@ impl SupervisorState {
 }
 
 /// One expiry pass: deletes due records; a deleted run takes its node
-/// records with it. Returns the records deleted.
-pub fn expire(store: &Store, now_ms: u64) -> Result<usize, crate::store::StoreError> {
+/// records and its logs (under `logs_dir`) with it, a plain job's done
+/// record its attempt logs. Returns the records deleted.
+pub fn expire(
+    store: &Store,
+    now_ms: u64,
+    logs_dir: Option<&Path>,
+) -> Result<usize, crate::store::StoreError> {
     let mut deleted = 0;
     loop {
         // A run's node records go before the run record and its index
@@ -568,12 +580,71 @@ pub fn expire(store: &Store, now_ms: u64) -> Result<usize, crate::store::StoreEr
                 deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DONE_PREFIX))?;
                 deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DEAD_PREFIX))?;
             }
+            if let Some(dir) = logs_dir {
+                remove_logs(dir, key);
+            }
             Ok(())
         })?;
         if keys.is_empty() {
             return Ok(deleted);
         }
         deleted += keys.len();
+    }
+}
+
+/// Removes the logs of an expiring record: `logs/<graph>/<partition>/` of
+/// `run/<graph>/<partition>`, the attempt files `logs/<key>/<n>.log|json` of
+/// a plain job's `done/<key>` (not the folder's subfolders: a graph may
+/// share the key's name). The layout is weir's `logs` module's; failures
+/// are traced, never fatal: logs are not records.
+fn remove_logs(logs_dir: &Path, key: &str) {
+    let (rel, whole) = if let Some(run) = key.strip_prefix("run/") {
+        (run, true)
+    } else if let Some(job) = key.strip_prefix(crate::done::DONE_PREFIX) {
+        if job.contains('/') {
+            // A node record: its run's folder goes with the run.
+            return;
+        }
+        (job, false)
+    } else {
+        return;
+    };
+    if rel
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        tracing::warn!(
+            key,
+            "logs of an expired record not removed: the key is no path"
+        );
+        return;
+    }
+    let dir = logs_dir.join(rel);
+    let result = if whole {
+        std::fs::remove_dir_all(&dir)
+    } else {
+        std::fs::read_dir(&dir).and_then(|entries| {
+            for entry in entries {
+                let path = entry?.path();
+                let is_attempt = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.split('.').next())
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                if is_attempt && path.is_file() {
+                    std::fs::remove_file(&path)?;
+                }
+            }
+            // Left when a graph's folders are in it.
+            let _ = std::fs::remove_dir(&dir);
+            Ok(())
+        })
+    };
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            tracing::warn!(key, dir = %dir.display(), error = %e, "logs of an expired record not removed");
+        }
+        _ => tracing::debug!(key, dir = %dir.display(), "logs of an expired record removed"),
     }
 }
 

@@ -169,7 +169,15 @@ async fn run_async(
     let work = std::path::absolute(&data)
         .unwrap_or_else(|_| data.clone())
         .join("work");
-    builder = builder.task(COMMAND_TASK, Arc::new(CommandTask { scratch, work }));
+    builder = builder.task(
+        COMMAND_TASK,
+        Arc::new(CommandTask {
+            scratch,
+            work,
+            logs: Some(crate::logs::LogPaths::new(&data)),
+            log_limits: Default::default(),
+        }),
+    );
     let engine = builder.open().await.map_err(|e| match e {
         EngineError::Settings(s) => Failure::input(s),
         other => Failure::store(other.to_string()),

@@ -11,7 +11,12 @@
 //! in its own process group, killed whole on timeout or cancel. Exit 0
 //! succeeds; an exit code listed in `permanent_exit_codes` fails without
 //! retry; any other exit or a signal fails and may retry. The tail of stdout
-//! and stderr goes to the log and, on failure, into the node record.
+//! and stderr goes, on failure, into the node record.
+//!
+//! Every line of stdout and stderr is also kept, per attempt, under
+//! `DATA/logs/<run id>/` with the attempt's record (see [`crate::logs`]).
+//! Keeping them never fails the attempt: a log error is traced and the
+//! command goes on. WEIR_DATA exists before the command starts.
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -23,6 +28,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use weir_actors::scheduler::records::TaskInput;
 use weir_actors::task::{Task, TaskContext, TaskError, TaskResult};
+
+use crate::logs::{AttemptEnd, AttemptLog, LogLimits, LogPaths, LogSink, Outcome, Stream};
 
 /// The registered name of the command task.
 pub const COMMAND_TASK: &str = "command";
@@ -52,8 +59,13 @@ pub struct CommandTask {
     /// Where attempts keep their WEIR_UPSTREAMS and WEIR_OUTPUT files.
     pub scratch: PathBuf,
     /// A folder under the data directory for the commands' own files,
-    /// passed as WEIR_DATA.
+    /// passed as WEIR_DATA; created before a command starts.
     pub work: PathBuf,
+    /// Where attempts' logs and records are kept (`DATA/logs`); none: not
+    /// kept.
+    pub logs: Option<LogPaths>,
+    /// Bounds of each attempt's log.
+    pub log_limits: LogLimits,
 }
 
 /// `{name}` placeholders replaced by their values, in one pass, so a value
@@ -100,13 +112,16 @@ impl Drop for GroupKill {
     }
 }
 
-async fn tail<R: AsyncRead + Unpin>(mut r: R) -> Vec<u8> {
+/// Reads a pipe to its end into the attempt's log; returns its last
+/// `LOG_TAIL_BYTES`.
+async fn pump<R: AsyncRead + Unpin>(mut r: R, mut sink: LogSink) -> Vec<u8> {
     let mut keep: Vec<u8> = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
         match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                sink.write(&buf[..n]).await;
                 keep.extend_from_slice(&buf[..n]);
                 if keep.len() > 2 * LOG_TAIL_BYTES {
                     keep.drain(..keep.len() - LOG_TAIL_BYTES);
@@ -114,10 +129,21 @@ async fn tail<R: AsyncRead + Unpin>(mut r: R) -> Vec<u8> {
             }
         }
     }
+    sink.close().await;
     if keep.len() > LOG_TAIL_BYTES {
         keep.drain(..keep.len() - LOG_TAIL_BYTES);
     }
     keep
+}
+
+/// The end of an attempt that did not run to an exit.
+fn ended(outcome: Outcome, error: &TaskError) -> AttemptEnd {
+    AttemptEnd {
+        outcome,
+        exit_code: None,
+        signal: None,
+        error: Some(error.to_string()),
+    }
 }
 
 #[derive(Serialize)]
@@ -132,12 +158,18 @@ struct UpstreamJson<'a> {
 
 impl Task for CommandTask {
     fn run(&self, ctx: TaskContext) -> BoxFuture<'static, TaskResult> {
-        let (scratch, work) = (self.scratch.clone(), self.work.clone());
-        Box::pin(async move { run(scratch, work, ctx).await })
+        let task = self.clone();
+        Box::pin(async move { run(task, ctx).await })
     }
 }
 
-async fn run(scratch: PathBuf, work: PathBuf, ctx: TaskContext) -> TaskResult {
+async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
+    let CommandTask {
+        scratch,
+        work,
+        logs,
+        log_limits,
+    } = task;
     let input: TaskInput = weir_core::codec::decode(&ctx.payload).map_err(|e| {
         TaskError::Permanent(format!(
             "command task: the payload is not a graph task input: {e}"
@@ -198,6 +230,13 @@ async fn run(scratch: PathBuf, work: PathBuf, ctx: TaskContext) -> TaskResult {
         ("run_id", &ctx.key),
     ];
     let argv: Vec<String> = config.argv.iter().map(|a| substitute(a, &vars)).collect();
+    tokio::fs::create_dir_all(&work).await.map_err(|e| {
+        TaskError::Retryable(format!(
+            "node {}: cannot create WEIR_DATA {}: {e}",
+            input.node,
+            work.display()
+        ))
+    })?;
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&config.cwd)
@@ -215,7 +254,14 @@ async fn run(scratch: PathBuf, work: PathBuf, ctx: TaskContext) -> TaskResult {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| {
+    let log = AttemptLog::start(
+        logs.as_ref(),
+        &ctx.key,
+        ctx.attempt,
+        &log_limits,
+        ctx.cancel.clone(),
+    );
+    let spawned = cmd.spawn().map_err(|e| {
         let what = format!(
             "node {}: cannot start {:?} in {}: {e}",
             input.node, argv[0], config.cwd
@@ -228,22 +274,46 @@ async fn run(scratch: PathBuf, work: PathBuf, ctx: TaskContext) -> TaskResult {
         } else {
             TaskError::Retryable(what)
         }
-    })?;
+    });
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            log.finish(ended(Outcome::Failed, &e)).await;
+            return Err(e);
+        }
+    };
     let mut guard = GroupKill(child.id().map(|p| p as i32));
-    let out = tokio::spawn(tail(child.stdout.take().expect("piped")));
-    let err = tokio::spawn(tail(child.stderr.take().expect("piped")));
+    let out = tokio::spawn(pump(
+        child.stdout.take().expect("piped"),
+        log.sink(Stream::Out),
+    ));
+    let err = tokio::spawn(pump(
+        child.stderr.take().expect("piped"),
+        log.sink(Stream::Err),
+    ));
     let status = tokio::select! {
         s = child.wait() => s,
         () = ctx.cancel.cancelled() => {
             guard.kill();
             let _ = child.wait().await;
             let _ = tokio::fs::remove_dir_all(&dir).await;
-            return Err(TaskError::Retryable("cancelled; the process group was killed".into()));
+            let e = TaskError::Retryable("cancelled; the process group was killed".into());
+            // Not waited for: a process that left the group may hold the
+            // pipes open; the record is written when they close.
+            log.end(ended(Outcome::Cancelled, &e));
+            return Err(e);
         }
     };
     // The leader exited; stragglers of its group go with it.
     guard.kill();
-    let status = status.map_err(|e| TaskError::Retryable(format!("wait failed: {e}")))?;
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => {
+            let e = TaskError::Retryable(format!("wait failed: {e}"));
+            log.end(ended(Outcome::Failed, &e));
+            return Err(e);
+        }
+    };
     let stdout = out.await.unwrap_or_default();
     let stderr = err.await.unwrap_or_default();
     let logs = format!(
@@ -277,6 +347,17 @@ async fn run(scratch: PathBuf, work: PathBuf, ctx: TaskContext) -> TaskResult {
             _ => Err(TaskError::Retryable(what)),
         }
     };
+    let end = AttemptEnd {
+        outcome: if result.is_ok() {
+            Outcome::Succeeded
+        } else {
+            Outcome::Failed
+        },
+        exit_code: status.code(),
+        signal: status.signal(),
+        error: result.as_ref().err().map(ToString::to_string),
+    };
+    log.finish(end).await;
     match &result {
         Ok(_) => {
             tracing::debug!(run_id = %ctx.key, attempt = ctx.attempt, stdout = %String::from_utf8_lossy(&stdout).trim_end(), "command succeeded")

@@ -1,0 +1,312 @@
+//! Reading attempt logs and records: files only, so the same calls serve a
+//! running engine and a stopped one.
+//!
+//! Line numbers are the writer's (every line the command produced, from
+//! 0): a line's number is its place in the file shifted by the lines its
+//! `cut` line stands for. A follower keeps a byte offset into the file and
+//! reads only what was appended; when the writer replaces the file (a cut)
+//! the follower sees another inode or a shorter file and reads it again
+//! from the start, skipping the numbers it already yielded.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Duration;
+
+use super::format::{parse_cut, parse_line};
+use super::{attempt_file, AttemptRecord, LogChunk, LogError, LogLine, LogPaths, Stream};
+
+/// How often a follower looks for new lines.
+pub const FOLLOW_POLL_MS: u64 = 100;
+/// Lines a follower reads in one look at most (the rest at the next).
+pub const FOLLOW_LINES_MAX: usize = 4096;
+
+/// The records of a run's (or job's) attempts, sorted by attempt; none
+/// when nothing was logged for it.
+pub fn attempts(paths: &LogPaths, run_id: &str) -> Result<Vec<AttemptRecord>, LogError> {
+    let dir = paths.run_dir(run_id)?;
+    let entries = match std::fs::read_dir(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(LogError::io(&dir, &e)),
+        Ok(entries) => entries,
+    };
+    let mut records = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| LogError::io(&dir, &e))?;
+        let name = entry.file_name();
+        let is_record = name.to_str().is_some_and(|n| n.ends_with(".json"));
+        if !is_record || attempt_file(&name).is_none() {
+            continue;
+        }
+        if let Some(record) = read_record(&entry.path())? {
+            records.push(record);
+        }
+    }
+    records.sort_by_key(|r| r.attempt);
+    Ok(records)
+}
+
+/// One attempt's record; `None` when it has none.
+fn read_record(path: &Path) -> Result<Option<AttemptRecord>, LogError> {
+    let bytes = match std::fs::read(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(LogError::io(path, &e)),
+        Ok(b) => b,
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| LogError::Malformed {
+            path: path.to_path_buf(),
+            line: 0,
+            why: format!("not an attempt record: {e}"),
+        })
+}
+
+/// Whether the attempt will write no more: its record says it ended, or a
+/// later attempt started (the process running it died before its end).
+/// `None` when neither its record nor its log exists.
+fn ended(paths: &LogPaths, run_id: &str, attempt: u32) -> Result<Option<bool>, LogError> {
+    let record_path = paths.record_file(run_id, attempt)?;
+    let record = read_record(&record_path)?;
+    let log_path = paths.log_file(run_id, attempt)?;
+    if record.is_none() && !log_path.exists() {
+        return Ok(None);
+    }
+    let finished = record.is_some_and(|r| r.finished_ms.is_some());
+    let superseded = paths
+        .record_file(run_id, attempt.saturating_add(1))?
+        .exists();
+    Ok(Some(finished || superseded))
+}
+
+/// Where a reader is in a log file.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cursor {
+    ino: u64,
+    /// The byte after the last whole line read.
+    offset: u64,
+    /// Lines read (the place in the file of the next).
+    index: u64,
+    /// What to add to a line's place to get its number.
+    shift: u64,
+}
+
+/// Reads whole lines from `cursor` on, keeping those numbered at least
+/// `from_line`, until `lines_max` are kept. Returns the lines and whether
+/// more follow. A line still being written (no newline yet) is left for
+/// the next read.
+fn read_lines(
+    path: &Path,
+    cursor: &mut Cursor,
+    from_line: u64,
+    lines_max: usize,
+) -> Result<(Vec<LogLine>, bool), LogError> {
+    let file = File::open(path).map_err(|e| LogError::io(path, &e))?;
+    let meta = file.metadata().map_err(|e| LogError::io(path, &e))?;
+    if meta.ino() != cursor.ino || meta.len() < cursor.offset {
+        // New file (the writer cut it) or a new attempt over the old one.
+        *cursor = Cursor {
+            ino: meta.ino(),
+            ..Cursor::default()
+        };
+    }
+    let mut r = BufReader::new(file);
+    r.seek(SeekFrom::Start(cursor.offset))
+        .map_err(|e| LogError::io(path, &e))?;
+    let mut lines = Vec::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = r
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| LogError::io(path, &e))?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            return Ok((lines, false));
+        }
+        let malformed = |why: String| LogError::Malformed {
+            path: path.to_path_buf(),
+            line: cursor.index + 1,
+            why,
+        };
+        let text =
+            std::str::from_utf8(&buf[..n - 1]).map_err(|e| malformed(format!("not UTF-8: {e}")))?;
+        let (ts_ms, stream, text) = parse_line(text).map_err(malformed)?;
+        let first = cursor.index + cursor.shift;
+        // A cut line stands for `stands_for` lines.
+        let stands_for = if stream == Stream::Cut {
+            let (_, cut) =
+                parse_cut(text).ok_or_else(|| malformed(format!("bad cut line {text:?}")))?;
+            cut.max(1)
+        } else {
+            1
+        };
+        if first + stands_for > from_line {
+            if lines.len() == lines_max {
+                // Not consumed: the next read starts with it.
+                return Ok((lines, true));
+            }
+            lines.push(LogLine {
+                line: first,
+                ts_ms,
+                stream,
+                text: text.to_string(),
+            });
+        }
+        cursor.offset += n as u64;
+        cursor.index += 1;
+        cursor.shift += stands_for - 1;
+    }
+}
+
+/// Up to `lines_max` lines of an attempt's log from line `from_line` on.
+pub fn read(
+    paths: &LogPaths,
+    run_id: &str,
+    attempt: u32,
+    from_line: u64,
+    lines_max: usize,
+) -> Result<LogChunk, LogError> {
+    let path = paths.log_file(run_id, attempt)?;
+    // Before the lines: an attempt seen ended has all its lines written.
+    let ended = ended(paths, run_id, attempt)?.unwrap_or(false);
+    let mut cursor = Cursor::default();
+    let (lines, more) = read_lines(&path, &mut cursor, from_line, lines_max)?;
+    let next_line = lines
+        .last()
+        .map_or(from_line, |l| next_after(l).max(from_line));
+    Ok(LogChunk {
+        lines,
+        next_line,
+        finished: ended && !more,
+    })
+}
+
+/// The number after `line` (after the lines a cut line stands for).
+fn next_after(line: &LogLine) -> u64 {
+    match line.stream {
+        Stream::Cut => line.line + parse_cut(&line.text).map_or(1, |(_, lines)| lines.max(1)),
+        _ => line.line + 1,
+    }
+}
+
+struct Follow {
+    paths: LogPaths,
+    run_id: String,
+    attempt: u32,
+    next_line: u64,
+    cursor: Cursor,
+    ready: VecDeque<LogLine>,
+    /// The last look found nothing new: wait before the next.
+    idle: bool,
+    done: bool,
+}
+
+/// What one look at the files found.
+struct Look {
+    cursor: Cursor,
+    lines: Vec<LogLine>,
+    ended: bool,
+}
+
+fn look(
+    paths: &LogPaths,
+    run_id: &str,
+    attempt: u32,
+    mut cursor: Cursor,
+    from_line: u64,
+) -> Result<Look, LogError> {
+    let Some(ended) = ended(paths, run_id, attempt)? else {
+        return Err(LogError::NotFound {
+            path: paths.log_file(run_id, attempt)?,
+        });
+    };
+    let path = paths.log_file(run_id, attempt)?;
+    let (lines, more) = match read_lines(&path, &mut cursor, from_line, FOLLOW_LINES_MAX) {
+        // The record is written just before the log is created.
+        Err(LogError::NotFound { .. }) if !ended => (Vec::new(), false),
+        other => other?,
+    };
+    Ok(Look {
+        cursor,
+        lines,
+        ended: ended && !more,
+    })
+}
+
+/// The lines of an attempt's log from `from_line` on, then its new lines
+/// as they are written (looking every [`FOLLOW_POLL_MS`]), until the
+/// attempt has ended and every line was yielded. An attempt that has
+/// neither record nor log yields one [`LogError::NotFound`].
+pub fn follow(
+    paths: LogPaths,
+    run_id: String,
+    attempt: u32,
+    from_line: u64,
+) -> impl futures::Stream<Item = Result<LogLine, LogError>> + Send + 'static {
+    let state = Follow {
+        paths,
+        run_id,
+        attempt,
+        next_line: from_line,
+        cursor: Cursor::default(),
+        ready: VecDeque::new(),
+        idle: false,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(line) = st.ready.pop_front() {
+                return Some((Ok(line), st));
+            }
+            if st.done {
+                return None;
+            }
+            if st.idle {
+                tokio::time::sleep(Duration::from_millis(FOLLOW_POLL_MS)).await;
+            }
+            let (paths, run_id, attempt, cursor, from) = (
+                st.paths.clone(),
+                st.run_id.clone(),
+                st.attempt,
+                st.cursor,
+                st.next_line,
+            );
+            let looked =
+                tokio::task::spawn_blocking(move || look(&paths, &run_id, attempt, cursor, from))
+                    .await
+                    .unwrap_or_else(|e| {
+                        Err(LogError::Io {
+                            path: st.paths.root().to_path_buf(),
+                            error: format!("the reading task failed: {e}"),
+                        })
+                    });
+            match looked {
+                Err(e) => {
+                    st.done = true;
+                    return Some((Err(e), st));
+                }
+                Ok(look) => {
+                    st.cursor = look.cursor;
+                    st.idle = look.lines.is_empty();
+                    st.done = look.ended;
+                    if let Some(last) = look.lines.last() {
+                        st.next_line = next_after(last);
+                    }
+                    st.ready.extend(look.lines);
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+pub(crate) fn tests_cursor() -> Cursor {
+    Cursor::default()
+}
+
+#[cfg(test)]
+pub(crate) fn tests_read(path: &Path, cursor: &mut Cursor, from_line: u64) -> Vec<LogLine> {
+    read_lines(path, cursor, from_line, usize::MAX).unwrap().0
+}
