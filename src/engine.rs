@@ -72,9 +72,13 @@ pub enum EngineError {
     /// A graph definition is not valid for this engine.
     #[error("{0}")]
     BadGraph(String),
-    /// A graph operation failed (unknown run or node, a contended record).
+    /// A graph operation failed (a contended record, a refused change).
     #[error("{0}")]
     Graph(String),
+    /// What the call names does not exist: a graph, a run, a dead letter,
+    /// a breaker.
+    #[error("{0}")]
+    NotFound(String),
 }
 
 /// Builds an engine.
@@ -514,6 +518,14 @@ impl Engine {
             CALL_TIMEOUT.as_millis() as u64
         )
         .map_err(|e| self.call_err("supervisor", e))
+    }
+
+    /// Each pool's slots (capacity times workers).
+    pub fn pool_capacities(&self) -> BTreeMap<String, u32> {
+        self.pools
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.capacity.saturating_mul(v.workers)))
+            .collect()
     }
 
     /// Now, by the engine's clock.

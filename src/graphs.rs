@@ -80,6 +80,11 @@ impl Engine {
                     definition: h.clone(),
                     adopted_at_ms: now,
                 };
+                // The history entry goes first: a crash before the record
+                // leaves an entry for an adopt that a retry repeats (same
+                // key, same value), never a current hash missing from it.
+                let hist = store.encode("graph history", &h)?;
+                store.put_batch(&[(crate::serve::views::history_key(&n, now), hist)], &[])?;
                 let bytes = store.encode("graph record", &record)?;
                 if store.compare_and_put(&key, current.as_deref(), Some(&bytes), &[], &[])? {
                     return Ok(true);
@@ -122,7 +127,7 @@ impl Engine {
         graph: &str,
     ) -> Result<ActorRef<SchedulerMsg>, EngineError> {
         if !self.store.contains(&graph_key(graph))? {
-            return Err(EngineError::BadGraph(format!(
+            return Err(EngineError::NotFound(format!(
                 "graph {graph:?} has no adopted definition"
             )));
         }

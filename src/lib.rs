@@ -15,6 +15,7 @@ mod engine;
 mod graphs;
 pub mod logs;
 mod ops;
+pub mod serve;
 pub mod task;
 mod triggers;
 

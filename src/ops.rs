@@ -360,7 +360,7 @@ impl Engine {
         let record = tokio::task::spawn_blocking(move || done::dead_record(&store, &k))
             .await
             .map_err(|e| EngineError::Settings(format!("dead letter read panicked: {e}")))??
-            .ok_or_else(|| EngineError::Graph(format!("no dead letter has the key {key:?}")))?;
+            .ok_or_else(|| EngineError::NotFound(format!("no dead letter has the key {key:?}")))?;
         if record.is_graph_node() {
             let id = parse_run_id(key).ok_or_else(|| {
                 EngineError::Graph(format!("dead letter {key:?} is not a graph node's run id"))
@@ -470,7 +470,7 @@ impl Engine {
             Some(b) => b,
             None => {
                 if !self.store.contains(&breaker::breaker_key(target))? {
-                    return Err(EngineError::Graph(format!(
+                    return Err(EngineError::NotFound(format!(
                         "target {target:?} has no breaker: no ticket has used it"
                     )));
                 }
@@ -493,7 +493,7 @@ impl Engine {
 
     /// The adopted definition of `graph`.
     fn adopted_def(&self, graph: &str) -> Result<GraphDef, EngineError> {
-        let no = || EngineError::BadGraph(format!("graph {graph:?} has no adopted definition"));
+        let no = || EngineError::NotFound(format!("graph {graph:?} has no adopted definition"));
         let record: GraphRecord = self.store.get(&graph_key(graph))?.ok_or_else(no)?;
         self.store.get(&def_key(&record.definition))?.ok_or_else(no)
     }

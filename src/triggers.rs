@@ -105,7 +105,7 @@ impl Engine {
             return Ok(t);
         }
         if !self.store.contains(&graph_key(graph))? {
-            return Err(EngineError::BadGraph(format!(
+            return Err(EngineError::NotFound(format!(
                 "graph {graph:?} has no adopted definition"
             )));
         }

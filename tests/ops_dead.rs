@@ -106,7 +106,7 @@ async fn spent_job_is_listed_and_requeue_runs_it_again() {
     assert_eq!(keys, ["fine"]);
 
     let err = engine.requeue_dead("nope").await.unwrap_err();
-    assert!(matches!(err, EngineError::Graph(_)), "{err:?}");
+    assert!(matches!(err, EngineError::NotFound(_)), "{err:?}");
     assert!(err.to_string().contains("\"nope\""), "{err}");
     // Requeue of all: the one left runs again.
     let all = engine.requeue_all_dead().await.unwrap();

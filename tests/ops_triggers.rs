@@ -127,7 +127,7 @@ async fn trigger_now_daily_and_unpartitioned() {
     // Unknown graphs are refused.
     assert!(matches!(
         engine.trigger_now("nope").await,
-        Err(EngineError::BadGraph(_))
+        Err(EngineError::NotFound(_))
     ));
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }

@@ -26,6 +26,7 @@ pub mod breaker;
 pub mod clock;
 pub mod done;
 pub mod events;
+pub mod measure;
 pub mod names;
 pub mod notify;
 pub mod pool;

@@ -1269,7 +1269,9 @@ impl QueueState_ {
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let result = tokio::task::spawn_blocking(move || {
+                let t0 = std::time::Instant::now();
                 let written = store.commit(&commit).map(|_| ());
+                crate::measure::commit(commit.ops.len(), t0.elapsed());
                 if written.is_ok() {
                     shared.landed();
                 }
@@ -1299,7 +1301,9 @@ impl QueueState_ {
         self.shared.begin(&batch.effects);
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
+            let t0 = std::time::Instant::now();
             let written = store.commit(&commit);
+            crate::measure::commit(commit.ops.len(), t0.elapsed());
             if written.is_ok() {
                 shared.landed();
             }

@@ -1,12 +1,21 @@
-//! The command line: `weir run|validate|status|inspect|bench`.
+//! The command line: `weir run|serve|validate|bench`, and the clients of a
+//! running engine's API (`status`, `runs`, `logs`, `start`, `backfill`,
+//! `rerun`, `clear`, `mark`, `cancel`, `pause`, `unpause`, `trigger`,
+//! `keys`, `signal`, `dead`, `breakers`, `reload`), plus `inspect`.
 //!
 //! Exit codes: 0 success, 1 a run failed, 2 bad input (definition,
-//! arguments), 3 store or I/O error. Every error says what and where.
+//! arguments, a refused request), 3 store or I/O error. Every error says
+//! what and where.
 
+mod client;
+mod control;
+mod datadir;
+mod host;
 mod inspect;
 mod run;
-mod signal;
-mod status;
+mod serve;
+mod show;
+mod table;
 mod validate;
 
 use std::path::PathBuf;
@@ -43,44 +52,54 @@ pub enum LogFormat {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Runs graph definitions: adopts them, starts triggers and the requested runs.
+    /// Runs graph definitions: adopts them, starts triggers and the requested runs, serves the API while it runs.
     Run(run::RunArgs),
+    /// Serves graph definitions until stopped: triggers, the API, reload on SIGHUP.
+    Serve(serve::ServeArgs),
     /// Checks definitions and prints each graph.
     Validate {
         /// A definition file, or a folder of them.
         path: PathBuf,
     },
-    /// Shows runs and their nodes (read-only; needs no engine running).
-    Status {
-        /// The data directory.
-        #[arg(long, default_value = ".weir")]
-        data: PathBuf,
-        /// A graph.
-        graph: Option<String>,
-        /// A partition of it.
-        partition: Option<String>,
-    },
-    /// Signals a key of a keyed graph (applied by the running engine, or at the next start).
-    Signal {
-        /// The data directory.
-        #[arg(long, default_value = ".weir")]
-        data: PathBuf,
-        /// The graph.
-        graph: String,
-        /// The key.
-        key: String,
-        /// Due now instead of after the debounce.
-        #[arg(long)]
-        immediate: bool,
-        /// Where the signal comes from (kept as the due reason).
-        #[arg(long, default_value = "cli")]
-        source: String,
-    },
-    /// Shows store health: entries, snapshot, size, last sequence.
+    /// Graphs, or one graph's runs, or one run's nodes (from the engine, or the store when none runs).
+    Status(show::StatusArgs),
+    /// Runs, newest first, with filters.
+    Runs(show::RunsArgs),
+    /// A node's log lines (stdout and stderr of each attempt).
+    Logs(show::LogsArgs),
+    /// Starts the runs of partitions.
+    Start(control::StartArgs),
+    /// Backfills a range of windows, paced by max_active_runs.
+    Backfill(control::BackfillArgs),
+    /// Reruns a node (and its downstreams).
+    Rerun(control::RerunArgs),
+    /// Reruns every failed node of a run (with downstreams).
+    Clear(control::RunArgs),
+    /// Marks a node succeeded or failed.
+    Mark(control::MarkArgs),
+    /// Cancels an active run.
+    Cancel(control::RunArgs),
+    /// Pauses a graph's triggers (cron, backfills, key schedules).
+    Pause(control::GraphArgs),
+    /// Unpauses a graph's triggers.
+    Unpause(control::GraphArgs),
+    /// Triggers a graph now.
+    Trigger(control::GraphArgs),
+    /// A keyed graph's keys and their schedules.
+    Keys(control::GraphArgs),
+    /// Signals a key of a keyed graph.
+    Signal(control::SignalArgs),
+    /// Dead letters (tickets whose tries are spent); requeues them.
+    Dead(control::DeadArgs),
+    /// Breakers and their states; resets one.
+    Breakers(control::BreakersArgs),
+    /// Re-reads the engine's definition files (as SIGHUP does).
+    Reload(control::ReloadArgs),
+    /// Shows store health: entries, snapshot, size, last sequence (while no engine runs).
     Inspect {
         /// The data directory.
-        #[arg(long, default_value = ".weir")]
-        data: PathBuf,
+        #[arg(long)]
+        data: Option<PathBuf>,
     },
     /// Runs a benchmark scenario; the last line printed is `RESULT scenario=NAME key=value ...`.
     Bench {
@@ -118,6 +137,16 @@ impl Failure {
     }
 }
 
+/// Prints a line to stdout; a closed stdout (`| head`) ends the program
+/// quietly with success.
+pub fn out(line: &str) {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if writeln!(o, "{line}").is_err() {
+        std::process::exit(0);
+    }
+}
+
 /// Sets up logging to stderr at `default_level` (RUST_LOG overrides).
 pub fn init_logging(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
@@ -125,6 +154,7 @@ pub fn init_logging(format: LogFormat, default_level: &str) {
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Plain => builder.try_init(),
@@ -142,6 +172,20 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // Client commands end quietly when their reader goes away (`| head`);
+    // the engine-hosting ones keep SIGPIPE ignored (sockets), and `out`
+    // ends them quietly too.
+    if !matches!(
+        cli.command,
+        Command::Run(_) | Command::Serve(_) | Command::Bench { .. }
+    ) {
+        // SAFETY: restoring the default disposition of SIGPIPE before any
+        // thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+        init_logging(LogFormat::Plain, "warn");
+    }
     let result = match cli.command {
         Command::Bench { scenario, quick } => {
             // Quiet unless RUST_LOG asks: log lines would skew the figures.
@@ -154,20 +198,28 @@ pub fn main() -> ExitCode {
                 })
         }
         Command::Validate { path } => validate::run(&path),
-        Command::Status {
-            data,
-            graph,
-            partition,
-        } => status::run(&data, graph.as_deref(), partition.as_deref()),
-        Command::Inspect { data } => inspect::run(&data),
-        Command::Signal {
-            data,
-            graph,
-            key,
-            immediate,
-            source,
-        } => signal::run(&data, &graph, &key, &source, immediate),
+        Command::Status(a) => show::status(a),
+        Command::Runs(a) => show::runs(a),
+        Command::Logs(a) => show::logs_cmd(a),
+        Command::Start(a) => control::start(a),
+        Command::Backfill(a) => control::backfill(a),
+        Command::Rerun(a) => control::rerun(a),
+        Command::Clear(a) => control::clear(a),
+        Command::Mark(a) => control::mark(a),
+        Command::Cancel(a) => control::cancel(a),
+        Command::Pause(a) => control::pause(a, true),
+        Command::Unpause(a) => control::pause(a, false),
+        Command::Trigger(a) => control::trigger(a),
+        Command::Keys(a) => control::keys(a),
+        Command::Signal(a) => control::signal(a),
+        Command::Dead(a) => control::dead(a),
+        Command::Breakers(a) => control::breakers(a),
+        Command::Reload(a) => control::reload(a),
+        Command::Inspect { data } => {
+            datadir::for_client(data.as_deref()).and_then(|d| inspect::run(&d))
+        }
         Command::Run(args) => run::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -23,15 +22,14 @@ use weir_core::partition::{Partition, PartitionRange, Partitioning};
 
 use super::{init_logging, Failure, LogFormat};
 use crate::definition::{self, Definitions};
-use crate::task::command::{CommandTask, COMMAND_TASK};
-use crate::{Engine, EngineError};
+use crate::Engine;
 
 /// Arguments of `weir run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A definition file, or a folder of them.
     pub path: PathBuf,
-    /// The data directory (default: `.weir` beside the definitions).
+    /// The data directory (default: $WEIR_DATA_DIR, else `.weir` beside the definitions).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// Start the run of this partition (repeatable), e.g. 2026-11-29.
@@ -58,6 +56,12 @@ pub struct RunArgs {
     /// Run for this long (e.g. 30s), then shut down gracefully.
     #[arg(long = "for")]
     pub run_for: Option<String>,
+    /// Where the API listens while it runs (default: any free loopback port).
+    #[arg(long, default_value = super::host::RUN_LISTEN_DEFAULT)]
+    pub listen: String,
+    /// A file holding the API token (default: DATA/token, made at first start).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Runs the command.
@@ -149,48 +153,25 @@ async fn run_async(
     requested: BTreeMap<String, Requested>,
     progress: bool,
 ) -> Result<u8, Failure> {
-    let data = args.data.clone().unwrap_or_else(|| defs.root.join(".weir"));
-    let default_capacity = args.default_capacity.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map_or(4, |n| n.get() as u32 * 2)
-            .max(4)
-    });
-    let mut builder = Engine::builder(&data).durability(durability);
-    if !defs.pools.contains_key("default") {
-        builder = builder.pool("default", default_capacity);
-    }
-    for (p, c) in &defs.pools {
-        builder = builder.pool(p, *c);
-    }
-    for (t, s) in &defs.targets {
-        builder = builder.target(t, s.clone());
-    }
-    let scratch = data.join("scratch");
-    let work = std::path::absolute(&data)
-        .unwrap_or_else(|_| data.clone())
-        .join("work");
-    builder = builder.task(
-        COMMAND_TASK,
-        Arc::new(CommandTask {
-            scratch,
-            work,
-            logs: Some(crate::logs::LogPaths::new(&data)),
-            log_limits: Default::default(),
-        }),
-    );
-    let engine = builder.open().await.map_err(|e| match e {
-        EngineError::Settings(s) => Failure::input(s),
-        other => Failure::store(other.to_string()),
-    })?;
-    let engine = Arc::new(engine);
+    let data = super::datadir::for_definitions(args.data.as_deref(), &defs.root);
+    let engine = super::host::open_engine(&defs, &data, durability, args.default_capacity).await?;
+    super::datadir::record(&data);
     let mut events = engine.subscribe();
+    super::host::adopt_all(&engine, &defs).await?;
+    let server = super::host::serve_api(
+        engine.clone(),
+        &data,
+        &args.listen,
+        args.token_file.as_deref(),
+        Some(super::host::reloader(args.path.clone())),
+    )
+    .await?;
+    eprintln!(
+        "weir: data in {}; API at {} (`weir status`, `weir logs` and the other commands work while this runs)",
+        data.display(),
+        server.url()
+    );
 
-    for loaded in &defs.graphs {
-        engine
-            .adopt(loaded.graph.def().clone())
-            .await
-            .map_err(|e| Failure::input(format!("definition {}: {e}", loaded.file.display())))?;
-    }
     let mut watched: Vec<(String, Partition)> = Vec::new();
     for (graph, req) in &requested {
         if !req.partitions.is_empty() {
@@ -200,7 +181,7 @@ async fn run_async(
                 .map_err(|e| Failure::store(format!("graph {graph}: {e}")))?;
             for (o, p) in outcomes.iter().zip(&req.partitions) {
                 if !o.started {
-                    tracing::info!(graph, partition = %p, "run exists already; resuming it");
+                    eprintln!("weir: the run of {graph} for {p} exists already; resuming it");
                 }
                 watched.push((graph.clone(), p.clone()));
             }
@@ -222,7 +203,6 @@ async fn run_async(
         .run_for
         .as_deref()
         .map(|d| Duration::from_millis(definition::parse_duration_ms(d).unwrap_or(0)));
-    let inbox = data.join("inbox");
     let mut counters = Counters::default();
     let mut interrupts =
         Interrupts::new().map_err(|e| Failure::store(format!("cannot watch signals: {e}")))?;
@@ -231,7 +211,6 @@ async fn run_async(
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                super::signal::apply_inbox(&engine, &inbox).await;
                 if run_for.is_some_and(|d| started_at.elapsed() >= d) {
                     break;
                 }
@@ -278,8 +257,8 @@ async fn run_async(
         eprintln!();
     }
     let snap = snapshot(&engine, &watched);
-    let engine =
-        Arc::try_unwrap(engine).map_err(|_| Failure::store("engine still in use at shutdown"))?;
+    server.stop().await;
+    let engine = super::host::unwrap_engine(engine).await?;
     engine
         .shutdown(Duration::from_secs(args.grace_secs))
         .await

@@ -26,6 +26,7 @@
 
 mod journal;
 mod lock;
+mod page;
 mod records;
 mod replay;
 mod snapshot;

@@ -1,0 +1,273 @@
+//! The CLI as the API's client: finds the engine of a data directory (its
+//! `engine.json`), or the one `--engine URL` / `$WEIR_ENGINE` names, and
+//! calls it with the token of `DATA/token` (or `--token-file`,
+//! `$WEIR_TOKEN`). When no engine runs, read-only commands read the store
+//! instead and mutating ones say how to start one.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{datadir, Failure};
+use crate::serve::discovery;
+use crate::serve::error::ErrorBody;
+
+/// The environment variable naming the engine's URL.
+pub const ENV_ENGINE: &str = "WEIR_ENGINE";
+/// The environment variable holding the token.
+pub const ENV_TOKEN: &str = "WEIR_TOKEN";
+/// How long one request may take (log follows are not bounded).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How a client command reaches the engine.
+#[derive(Debug, Clone, Args, Default)]
+pub struct Conn {
+    /// The data directory (default: $WEIR_DATA_DIR, ./.weir, or the one `weir run`/`serve` recorded for this folder).
+    #[arg(long, global = true)]
+    pub data: Option<PathBuf>,
+    /// The engine's URL (default: from DATA/engine.json, or $WEIR_ENGINE).
+    #[arg(long, global = true)]
+    pub engine: Option<String>,
+    /// A file holding the API token (default: DATA/token, or $WEIR_TOKEN).
+    #[arg(long, global = true)]
+    pub token_file: Option<PathBuf>,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// A connection to a running engine.
+pub struct Client {
+    base: reqwest::Url,
+    token: String,
+    http: reqwest::Client,
+}
+
+/// Where a read-only command reads from.
+pub enum Source {
+    /// A running engine's API.
+    Engine(Client),
+    /// The store, directly (no engine runs).
+    Store(PathBuf),
+}
+
+fn token_for(conn: &Conn, data: Option<&Path>) -> Result<String, Failure> {
+    if let Some(f) = &conn.token_file {
+        return discovery::read_token_file(f).map_err(Failure::input);
+    }
+    if let Some(t) = std::env::var_os(ENV_TOKEN).and_then(|t| t.into_string().ok()) {
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    let Some(d) = data else {
+        return Err(Failure::input(format!(
+            "no token: pass --token-file F, set ${ENV_TOKEN}, or --data DIR of the engine (its token is DATA/token)"
+        )));
+    };
+    discovery::read_token_file(&d.join(discovery::TOKEN_FILE)).map_err(Failure::input)
+}
+
+fn client(url: &str, token: String) -> Result<Client, Failure> {
+    let base =
+        reqwest::Url::parse(url).map_err(|e| Failure::input(format!("engine URL {url:?}: {e}")))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(Failure::input(format!("engine URL {url:?}: not http(s)")));
+    }
+    let http = reqwest::Client::builder()
+        .build()
+        .map_err(|e| Failure::store(format!("cannot make an HTTP client: {e}")))?;
+    Ok(Client { base, token, http })
+}
+
+/// The engine to talk to, if one runs: `--engine`, `$WEIR_ENGINE`, or the
+/// data directory's engine file. `Ok(None)` with the data directory when
+/// none runs.
+pub fn find(conn: &Conn) -> Result<(Option<Client>, Option<PathBuf>), Failure> {
+    let url = conn
+        .engine
+        .clone()
+        .or_else(|| std::env::var(ENV_ENGINE).ok().filter(|u| !u.is_empty()));
+    if let Some(url) = url {
+        let data = datadir::for_client(conn.data.as_deref()).ok();
+        let token = token_for(conn, data.as_deref())?;
+        return Ok((Some(client(&url, token)?), data));
+    }
+    let data = datadir::for_client(conn.data.as_deref())?;
+    match discovery::find_engine(&data).map_err(Failure::store)? {
+        Some(info) => {
+            let token = token_for(conn, Some(&data))?;
+            Ok((Some(client(&info.url, token)?), Some(data)))
+        }
+        None => Ok((None, Some(data))),
+    }
+}
+
+/// For a read-only command: the engine, or the store when none runs.
+pub fn source(conn: &Conn) -> Result<Source, Failure> {
+    match find(conn)? {
+        (Some(c), _) => Ok(Source::Engine(c)),
+        (None, Some(d)) => Ok(Source::Store(d)),
+        (None, None) => Err(Failure::input("no engine and no data directory")),
+    }
+}
+
+/// For a mutating command: the engine, or an error saying how to start one.
+pub fn engine(conn: &Conn) -> Result<Client, Failure> {
+    match find(conn)? {
+        (Some(c), _) => Ok(c),
+        (None, data) => Err(Failure::input(format!(
+            "no engine is running{}; start one with `weir serve PATH{}` (or `weir run PATH`), then try again",
+            data.as_ref()
+                .map(|d| format!(" on {}", d.display()))
+                .unwrap_or_default(),
+            data.as_ref()
+                .map(|d| format!(" --data {}", d.display()))
+                .unwrap_or_default(),
+        ))),
+    }
+}
+
+/// An API answer that is not 2xx.
+#[derive(Debug)]
+pub struct ApiFailure {
+    /// The status.
+    pub status: u16,
+    /// The error's message.
+    pub message: String,
+    /// The raw body.
+    pub body: String,
+}
+
+impl From<ApiFailure> for Failure {
+    fn from(a: ApiFailure) -> Failure {
+        let code = match a.status {
+            400..=499 => super::EXIT_BAD_INPUT,
+            _ => super::EXIT_STORE,
+        };
+        Failure {
+            code,
+            message: a.message,
+        }
+    }
+}
+
+impl Client {
+    /// The URL of `segments` (each percent-encoded) under the base.
+    pub fn url(&self, segments: &[&str]) -> reqwest::Url {
+        let mut u = self.base.clone();
+        if let Ok(mut s) = u.path_segments_mut() {
+            s.pop_if_empty();
+            for seg in segments {
+                s.push(seg);
+            }
+        }
+        u
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, String), Failure> {
+        let resp = req
+            .bearer_auth(&self.token)
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| {
+                Failure::store(format!(
+                    "the engine at {} does not answer: {e} (is it running? `weir serve PATH`)",
+                    self.base
+                ))
+            })?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| Failure::store(format!("reading the engine's answer: {e}")))?;
+        Ok((status, text))
+    }
+
+    fn decode<T: DeserializeOwned>(
+        status: u16,
+        text: String,
+    ) -> Result<Result<T, ApiFailure>, Failure> {
+        if (200..300).contains(&status) {
+            return serde_json::from_str(&text).map(Ok).map_err(|e| {
+                Failure::store(format!(
+                    "the engine's answer is not what this weir expects: {e}"
+                ))
+            });
+        }
+        let message = serde_json::from_str::<ErrorBody>(&text)
+            .map(|b| b.error.message)
+            .unwrap_or_else(|_| format!("HTTP {status}: {}", text.trim()));
+        Ok(Err(ApiFailure {
+            status,
+            message,
+            body: text,
+        }))
+    }
+
+    /// GET `segments` with a query; the answer decoded, or the API's error.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<Result<T, ApiFailure>, Failure> {
+        let (s, t) = self
+            .send(self.http.get(self.url(segments)).query(query))
+            .await?;
+        Self::decode(s, t)
+    }
+
+    /// POST a JSON body to `segments`.
+    pub async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        body: &B,
+    ) -> Result<Result<T, ApiFailure>, Failure> {
+        let (s, t) = self
+            .send(self.http.post(self.url(segments)).json(body))
+            .await?;
+        Self::decode(s, t)
+    }
+
+    /// A streaming GET (Server-Sent Events): the response, once 2xx.
+    pub async fn stream(
+        &self,
+        segments: &[&str],
+        query: &[(&str, String)],
+    ) -> Result<reqwest::Response, Failure> {
+        let resp = self
+            .http
+            .get(self.url(segments))
+            .query(query)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| {
+                Failure::store(format!("the engine at {} does not answer: {e}", self.base))
+            })?;
+        let status = resp.status().as_u16();
+        if !(200..300).contains(&status) {
+            let text = resp.text().await.unwrap_or_default();
+            let r: Result<Result<serde_json::Value, ApiFailure>, Failure> =
+                Self::decode(status, text);
+            return Err(match r? {
+                Err(a) => a.into(),
+                Ok(_) => Failure::store(format!("HTTP {status}")),
+            });
+        }
+        Ok(resp)
+    }
+}
+
+/// Runs `f` on a small runtime of its own (client commands are short).
+pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, Failure> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
+    Ok(rt.block_on(f))
+}

@@ -1,0 +1,197 @@
+//! Hosting an engine for definition files: what `weir run` and `weir serve`
+//! share. Opens the engine on the data directory with the definitions'
+//! pools and targets and the command task, adopts the definitions, serves
+//! the API (with the definitions' reloader), and maps SIGHUP to a reload.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use weir_actors::store::Durability;
+
+use super::Failure;
+use crate::definition::{self, Definitions};
+use crate::serve::{self, ReloadReport, Reloader, ServeOptions, Server};
+use crate::task::command::{CommandTask, COMMAND_TASK};
+use crate::{Engine, EngineError};
+
+/// Where `weir serve` listens by default.
+pub const SERVE_LISTEN_DEFAULT: &str = "127.0.0.1:7450";
+/// Where `weir run` listens by default: any free loopback port.
+pub const RUN_LISTEN_DEFAULT: &str = "127.0.0.1:0";
+
+/// Opens the engine for `defs` on `data`.
+pub async fn open_engine(
+    defs: &Definitions,
+    data: &Path,
+    durability: Durability,
+    default_capacity: Option<u32>,
+) -> Result<Arc<Engine>, Failure> {
+    let default_capacity = default_capacity.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(4, |n| n.get() as u32 * 2)
+            .max(4)
+    });
+    let mut builder = Engine::builder(data).durability(durability);
+    if !defs.pools.contains_key("default") {
+        builder = builder.pool("default", default_capacity);
+    }
+    for (p, c) in &defs.pools {
+        builder = builder.pool(p, *c);
+    }
+    for (t, s) in &defs.targets {
+        builder = builder.target(t, s.clone());
+    }
+    let scratch = data.join("scratch");
+    let work = std::path::absolute(data)
+        .unwrap_or_else(|_| data.to_path_buf())
+        .join("work");
+    builder = builder.task(
+        COMMAND_TASK,
+        Arc::new(CommandTask {
+            scratch,
+            work,
+            logs: Some(crate::logs::LogPaths::new(data)),
+            log_limits: Default::default(),
+        }),
+    );
+    let engine = builder.open().await.map_err(|e| match e {
+        EngineError::Settings(s) => Failure::input(s),
+        other => Failure::store(other.to_string()),
+    })?;
+    Ok(Arc::new(engine))
+}
+
+/// Adopts every graph of `defs`; the first refusal is the error.
+pub async fn adopt_all(engine: &Engine, defs: &Definitions) -> Result<(), Failure> {
+    for loaded in &defs.graphs {
+        engine
+            .adopt(loaded.graph.def().clone())
+            .await
+            .map_err(|e| Failure::input(format!("definition {}: {e}", loaded.file.display())))?;
+    }
+    Ok(())
+}
+
+/// The definition files of `path`: itself, or a folder's `*.toml`.
+fn files(path: &Path) -> Result<Vec<PathBuf>, String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Re-reads the definitions at `path` file by file and adopts each graph
+/// whose content changed; a file that does not load or adopt is refused
+/// with its error and its graph keeps its old definition.
+pub async fn reload(engine: &Engine, path: &Path) -> ReloadReport {
+    let mut report = ReloadReport::default();
+    let files = match files(path) {
+        Ok(f) => f,
+        Err(e) => {
+            report.refused.push(e);
+            return report;
+        }
+    };
+    for f in files {
+        let graph = match definition::load_file(&f) {
+            Ok((graph, _, _)) => graph,
+            Err(e) => {
+                report.refused.push(e.to_string());
+                continue;
+            }
+        };
+        let name = graph.name().to_string();
+        match engine.adopt(graph.def().clone()).await {
+            Ok(o) if o.changed => report.adopted.push((o.graph, o.hash)),
+            Ok(_) => report.unchanged.push(name),
+            Err(e) => report
+                .refused
+                .push(format!("definition {}: {e}", f.display())),
+        }
+    }
+    tracing::info!(
+        adopted = report.adopted.len(),
+        unchanged = report.unchanged.len(),
+        refused = report.refused.len(),
+        "definitions reloaded"
+    );
+    for r in &report.refused {
+        tracing::warn!(error = %r, "definition refused at reload; the graph keeps its old definition");
+    }
+    report
+}
+
+/// A reloader of `path`.
+pub fn reloader(path: PathBuf) -> Reloader {
+    Arc::new(move |engine: Arc<Engine>| {
+        let path = path.clone();
+        Box::pin(async move { reload(&engine, &path).await })
+    })
+}
+
+/// Starts the API for `engine`: the token from `token_file` or
+/// `DATA/token` (made if absent). A non-loopback address needs a token
+/// file given on purpose.
+pub async fn serve_api(
+    engine: Arc<Engine>,
+    data: &Path,
+    listen: &str,
+    token_file: Option<&Path>,
+    reloader: Option<Reloader>,
+) -> Result<Server, Failure> {
+    let listen: SocketAddr = listen.parse().map_err(|e| {
+        Failure::input(format!(
+            "--listen {listen:?}: {e} (write e.g. 127.0.0.1:7450)"
+        ))
+    })?;
+    if !serve::is_loopback(&listen) && token_file.is_none() {
+        return Err(Failure::input(format!(
+            "--listen {listen}: a non-loopback address needs --token-file F (a token you chose and keep secret)"
+        )));
+    }
+    let token = match token_file {
+        Some(f) => serve::discovery::read_token_file(f).map_err(Failure::input)?,
+        None => serve::discovery::ensure_token(data).map_err(Failure::store)?,
+    };
+    let opts = ServeOptions {
+        listen,
+        token,
+        data_dir: data.to_path_buf(),
+        reloader,
+    };
+    serve::start(engine, opts).await.map_err(|e| match e {
+        serve::ServeError::Refused(m) => Failure::input(m),
+        serve::ServeError::Bind { .. } => {
+            Failure::input(format!("{e} (pick another with --listen)"))
+        }
+        other => Failure::store(other.to_string()),
+    })
+}
+
+/// Takes the engine back from the API's handlers once they let go of it
+/// (they do when the server stops; a straggling request gets a moment).
+pub async fn unwrap_engine(mut engine: Arc<Engine>) -> Result<Engine, Failure> {
+    let deadline = tokio::time::Instant::now() + serve::STOP_GRACE;
+    loop {
+        match Arc::try_unwrap(engine) {
+            Ok(e) => return Ok(e),
+            Err(back) if tokio::time::Instant::now() < deadline => {
+                engine = back;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(_) => {
+                return Err(Failure::store(
+                    "the engine is still in use by the API at shutdown; everything acknowledged is durable",
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! `weir serve PATH`: a long-running engine for the definitions at PATH.
+//! It adopts them, runs their triggers (cron, keyed schedules, backfills)
+//! until stopped, and serves the API; SIGHUP (or `weir reload`) re-adopts
+//! changed definition files. SIGINT/SIGTERM stop it gracefully (exit 0); a
+//! second one exits at once. An engine that stops on an error exits 3.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::signal::unix::{signal, SignalKind};
+use weir_actors::store::Durability;
+
+use super::{datadir, host, init_logging, Failure, LogFormat};
+use crate::definition;
+
+/// Arguments of `weir serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// A definition file, or a folder of them.
+    pub path: PathBuf,
+    /// The data directory (default: $WEIR_DATA_DIR, else `.weir` beside the definitions).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Where the API listens (loopback by default; another address needs --token-file).
+    #[arg(long, default_value = host::SERVE_LISTEN_DEFAULT)]
+    pub listen: String,
+    /// A file holding the API token (default: DATA/token, made at first start).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// fsync (default), flush or none.
+    #[arg(long, default_value = "fsync")]
+    pub durability: String,
+    /// Slots of the `default` pool when the definitions do not size it.
+    #[arg(long)]
+    pub default_capacity: Option<u32>,
+    /// Seconds running attempts get to finish at shutdown.
+    #[arg(long, default_value_t = 30)]
+    pub grace_secs: u64,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "plain")]
+    pub log_format: LogFormat,
+}
+
+/// Runs the command.
+pub fn run(a: ServeArgs) -> Result<u8, Failure> {
+    init_logging(a.log_format, "info");
+    let durability: Durability = a.durability.parse().map_err(Failure::input)?;
+    let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
+    let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
+    rt.block_on(async move {
+        let engine = host::open_engine(&defs, &data, durability, a.default_capacity).await?;
+        datadir::record(&data);
+        host::adopt_all(&engine, &defs).await?;
+        let server = host::serve_api(
+            engine.clone(),
+            &data,
+            &a.listen,
+            a.token_file.as_deref(),
+            Some(host::reloader(a.path.clone())),
+        )
+        .await?;
+        eprintln!(
+            "weir: serving {} graph(s) from {}; API at {} (token in {}); data in {}",
+            defs.graphs.len(),
+            a.path.display(),
+            server.url(),
+            a.token_file
+                .clone()
+                .unwrap_or_else(|| data.join(crate::serve::discovery::TOKEN_FILE))
+                .display(),
+            data.display()
+        );
+        let io = |e: std::io::Error| Failure::store(format!("cannot watch signals: {e}"));
+        let mut hup = signal(SignalKind::hangup()).map_err(io)?;
+        let mut term = signal(SignalKind::terminate()).map_err(io)?;
+        let mut int = signal(SignalKind::interrupt()).map_err(io)?;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let failed = loop {
+            tokio::select! {
+                _ = hup.recv() => {
+                    if let Some(r) = server.reload().await {
+                        eprintln!(
+                            "weir: reloaded: {} adopted, {} unchanged, {} refused",
+                            r.adopted.len(), r.unchanged.len(), r.refused.len()
+                        );
+                        for e in &r.refused {
+                            eprintln!("weir: refused: {e}");
+                        }
+                    }
+                }
+                _ = term.recv() => break None,
+                _ = int.recv() => break None,
+                _ = tick.tick() => {
+                    if let Some(e) = engine.error() {
+                        break Some(e);
+                    }
+                }
+            }
+        };
+        if failed.is_none() {
+            eprintln!(
+                "weir: stopping; running attempts get {}s (again to exit at once)",
+                a.grace_secs
+            );
+            tokio::spawn(async move {
+                let (Ok(mut t), Ok(mut i)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) else {
+                    return;
+                };
+                tokio::select! { _ = t.recv() => {}, _ = i.recv() => {} }
+                eprintln!("weir: exiting now");
+                std::process::exit(130);
+            });
+        }
+        server.stop().await;
+        let engine = host::unwrap_engine(engine).await?;
+        let stopped = engine
+            .shutdown(Duration::from_secs(a.grace_secs))
+            .await
+            .map_err(|e| Failure::store(format!("shutdown: {e}")));
+        match failed {
+            Some(e) => Err(Failure::store(format!("engine stopped: {e}"))),
+            None => stopped.map(|()| 0),
+        }
+    })
+}

@@ -1,0 +1,506 @@
+//! Read-only commands: `weir status`, `weir runs`, `weir logs`. They ask
+//! the running engine's API, or read the store (and the log files) when no
+//! engine runs; both paths give the same views.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use futures::StreamExt;
+use weir_actors::scheduler::records::RunState;
+use weir_core::partition::Partition;
+
+use super::client::{self, ApiFailure, Client, Conn, Source};
+use super::{out, table, Failure};
+use crate::logs::{self, LogChunk, LogLine, LogPaths};
+use crate::serve::views::{self, GraphSummary, RunDetail, RunPage, RunQuery};
+
+/// Where the views come from.
+enum Reader {
+    Api(Client),
+    Store(weir_actors::store::Store, PathBuf),
+}
+
+impl Reader {
+    fn open(conn: &Conn) -> Result<Reader, Failure> {
+        Ok(match client::source(conn)? {
+            Source::Engine(c) => Reader::Api(c),
+            Source::Store(dir) => {
+                let (store, _) = super::inspect::open(&dir)?;
+                Reader::Store(store, dir)
+            }
+        })
+    }
+
+    async fn graphs(&self) -> Result<Vec<GraphSummary>, Failure> {
+        match self {
+            Reader::Api(c) => Ok(c.get(&["api", "v1", "graphs"], &[]).await??),
+            Reader::Store(store, _) => {
+                let now = now_ms();
+                let mut out = Vec::new();
+                for g in views::graph_names(store).map_err(store_err)? {
+                    let paused = weir_actors::trigger::paused(store, &g).map_err(store_err)?;
+                    if let Some((s, _)) =
+                        views::graph_summary(store, &g, now, paused).map_err(store_err)?
+                    {
+                        out.push(s);
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    async fn runs(&self, q: &RunQuery) -> Result<RunPage, Failure> {
+        match self {
+            Reader::Api(c) => {
+                let mut query: Vec<(&str, String)> = Vec::new();
+                if let Some(g) = &q.graph {
+                    query.push(("graph", g.clone()));
+                }
+                if let Some(s) = q.state {
+                    query.push(("state", s.to_string()));
+                }
+                if let Some(f) = &q.from {
+                    query.push(("from", f.clone()));
+                }
+                if let Some(t) = &q.to {
+                    query.push(("to", t.clone()));
+                }
+                if let Some(l) = q.limit {
+                    query.push(("limit", l.to_string()));
+                }
+                if let Some(c) = &q.cursor {
+                    query.push(("cursor", c.clone()));
+                }
+                Ok(c.get(&["api", "v1", "runs"], &query).await??)
+            }
+            Reader::Store(store, _) => views::list_runs(store, q).map_err(|e| match e {
+                views::QueryError::Bad(m) => Failure::input(m),
+                views::QueryError::Store(e) => store_err(e),
+            }),
+        }
+    }
+
+    async fn run(&self, graph: &str, p: &Partition) -> Result<Option<RunDetail>, Failure> {
+        match self {
+            Reader::Api(c) => {
+                let ps = p.to_string();
+                match c
+                    .get::<RunDetail>(&["api", "v1", "graphs", graph, "runs", &ps], &[])
+                    .await?
+                {
+                    Ok(r) => Ok(Some(r)),
+                    Err(ApiFailure { status: 404, .. }) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Reader::Store(store, _) => {
+                views::run_detail(store, graph, p, views::OUTPUT_INLINE_BYTES_MAX)
+                    .map_err(store_err)
+            }
+        }
+    }
+}
+
+fn store_err(e: impl std::fmt::Display) -> Failure {
+    Failure::store(e.to_string())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) -> Result<u8, Failure> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| Failure::store(e.to_string()))?;
+    out(&s);
+    Ok(0)
+}
+
+/// `weir status [GRAPH [PARTITION]]`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// A graph.
+    pub graph: Option<String>,
+    /// A partition of it.
+    pub partition: Option<String>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// Runs `weir status`.
+pub fn status(a: StatusArgs) -> Result<u8, Failure> {
+    let reader = Reader::open(&a.conn)?;
+    client::block_on(async move {
+        match (&a.graph, &a.partition) {
+            (Some(g), Some(p)) => {
+                let part: Partition = p
+                    .parse()
+                    .map_err(|e| Failure::input(format!("partition {p:?}: {e}")))?;
+                let Some(run) = reader.run(g, &part).await? else {
+                    return Err(Failure::input(format!(
+                        "graph {g:?} has no run for partition {part}"
+                    )));
+                };
+                if a.conn.json {
+                    return print_json(&run);
+                }
+                print_run(&run);
+                Ok(0)
+            }
+            (Some(g), None) => {
+                let page = reader
+                    .runs(&RunQuery {
+                        graph: Some(g.clone()),
+                        limit: Some(views::RUNS_PAGE_MAX),
+                        ..RunQuery::default()
+                    })
+                    .await?;
+                if a.conn.json {
+                    return print_json(&page);
+                }
+                print_runs(&page);
+                Ok(0)
+            }
+            _ => {
+                let graphs = reader.graphs().await?;
+                if a.conn.json {
+                    return print_json(&graphs);
+                }
+                if graphs.is_empty() {
+                    out("no graph adopted");
+                    return Ok(0);
+                }
+                let mut t = table::new(&[
+                    "graph",
+                    "partitioning",
+                    "cron",
+                    "next firing",
+                    "paused",
+                    "last run",
+                    "state",
+                    "definition",
+                ]);
+                for g in &graphs {
+                    t.add_row(vec![
+                        g.name.clone(),
+                        g.partitioning.clone(),
+                        g.cron.clone().unwrap_or_else(|| "-".into()),
+                        table::time(g.next_firing_ms),
+                        if g.paused {
+                            "paused".into()
+                        } else {
+                            "-".into()
+                        },
+                        g.last_run
+                            .as_ref()
+                            .map_or("-".into(), |r| r.partition.clone()),
+                        g.last_run
+                            .as_ref()
+                            .map_or("-".into(), |r| r.state.to_string()),
+                        g.definition.chars().take(12).collect(),
+                    ]);
+                }
+                table::print(&t);
+                Ok(0)
+            }
+        }
+    })?
+}
+
+fn print_run(run: &RunDetail) {
+    out(&format!(
+        "graph {}  partition {}  state {}  definition {}",
+        run.graph,
+        run.partition,
+        run.state,
+        run.definition.chars().take(12).collect::<String>()
+    ));
+    out(&format!(
+        "started {}  settled {}",
+        table::time(Some(run.requested_at_ms)),
+        table::time(run.settled_at_ms)
+    ));
+    let mut t = table::new(&[
+        "node", "state", "rerun", "attempts", "started", "duration", "error",
+    ]);
+    for n in &run.nodes {
+        t.add_row(vec![
+            n.node.clone(),
+            n.state.clone(),
+            n.rerun.to_string(),
+            n.attempts.to_string(),
+            table::time(n.started_ms),
+            table::duration(n.duration_ms),
+            table::first_line(n.error.as_deref(), 80),
+        ]);
+    }
+    table::print(&t);
+    let failed: Vec<_> = run
+        .nodes
+        .iter()
+        .filter(|n| n.state == "failed" && n.error.is_some())
+        .collect();
+    for n in failed {
+        out(&format!("\n{} failed:", n.node));
+        for line in n.error.as_deref().unwrap_or("").lines().take(20) {
+            out(&format!("  {line}"));
+        }
+        out(&format!(
+            "  (all of it: weir logs {} {} {})",
+            run.graph, run.partition, n.node
+        ));
+    }
+}
+
+fn print_runs(page: &RunPage) {
+    let mut t = table::new(&[
+        "graph",
+        "partition",
+        "state",
+        "started",
+        "settled",
+        "duration",
+    ]);
+    for r in &page.runs {
+        t.add_row(vec![
+            r.graph.clone(),
+            r.partition.clone(),
+            r.state.to_string(),
+            table::time(Some(r.requested_at_ms)),
+            table::time(r.settled_at_ms),
+            table::duration(r.settled_at_ms.map(|s| s.saturating_sub(r.requested_at_ms))),
+        ]);
+    }
+    table::print(&t);
+    if let Some(c) = &page.next_cursor {
+        out(&format!("(more: --cursor '{c}')"));
+    }
+}
+
+/// `weir runs [--graph G] [--state S] [--limit N]`.
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Only this graph.
+    #[arg(long)]
+    pub graph: Option<String>,
+    /// Only runs in this state: active, complete, failed, cancelled.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Partitions from this one.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Partitions up to this one.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+    /// From a previous page.
+    #[arg(long)]
+    pub cursor: Option<String>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// Runs `weir runs`.
+pub fn runs(a: RunsArgs) -> Result<u8, Failure> {
+    let state = a
+        .state
+        .as_deref()
+        .map(|s| match s {
+            "active" => Ok(RunState::Active),
+            "complete" => Ok(RunState::Complete),
+            "failed" => Ok(RunState::Failed),
+            "cancelled" => Ok(RunState::Cancelled),
+            o => Err(Failure::input(format!(
+                "--state {o:?}: active, complete, failed or cancelled"
+            ))),
+        })
+        .transpose()?;
+    let reader = Reader::open(&a.conn)?;
+    let q = RunQuery {
+        graph: a.graph,
+        state,
+        from: a.from,
+        to: a.to,
+        limit: Some(a.limit),
+        cursor: a.cursor,
+    };
+    client::block_on(async move {
+        let page = reader.runs(&q).await?;
+        if a.conn.json {
+            return print_json(&page);
+        }
+        print_runs(&page);
+        Ok(0)
+    })?
+}
+
+/// `weir logs GRAPH PARTITION NODE [--attempt N] [--follow]`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The graph.
+    pub graph: String,
+    /// The partition.
+    pub partition: String,
+    /// The node.
+    pub node: String,
+    /// The attempt (default: the newest).
+    #[arg(long)]
+    pub attempt: Option<u32>,
+    /// The rerun (default: the node's current instance).
+    #[arg(long)]
+    pub rerun: Option<u32>,
+    /// Keep printing a running attempt's lines until it ends.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+fn print_line(l: &LogLine, json: bool) {
+    if json {
+        out(&serde_json::to_string(l).unwrap_or_default());
+    } else {
+        out(&render_line(l));
+    }
+}
+
+/// A log line as people read it: `2026-12-01T05:20:01.123Z out  text`.
+pub fn render_line(l: &LogLine) -> String {
+    let t = table::fmt_time(l.ts_ms).replace(' ', "T");
+    format!(
+        "{t}.{:03}Z {:<4} {}",
+        l.ts_ms % 1000,
+        format!("{:?}", l.stream).to_lowercase(),
+        l.text
+    )
+}
+
+/// Runs `weir logs`.
+pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
+    let part: Partition = a
+        .partition
+        .parse()
+        .map_err(|e| Failure::input(format!("partition {:?}: {e}", a.partition)))?;
+    let reader = Reader::open(&a.conn)?;
+    client::block_on(async move {
+        match reader {
+            Reader::Api(c) => {
+                let ps = part.to_string();
+                let mut q: Vec<(&str, String)> = Vec::new();
+                if let Some(at) = a.attempt {
+                    q.push(("attempt", at.to_string()));
+                }
+                if let Some(r) = a.rerun {
+                    q.push(("rerun", r.to_string()));
+                }
+                let segs = [
+                    "api", "v1", "graphs", &a.graph, "runs", &ps, "nodes", &a.node, "logs",
+                ];
+                if a.follow {
+                    q.push(("follow", "true".into()));
+                    let resp = c.stream(&segs, &q).await?;
+                    follow_sse(resp, a.conn.json).await
+                } else {
+                    let mut from = 0u64;
+                    loop {
+                        let mut qq = q.clone();
+                        qq.push(("from_line", from.to_string()));
+                        let chunk: LogChunk = c.get(&segs, &qq).await??;
+                        for l in &chunk.lines {
+                            print_line(l, a.conn.json);
+                        }
+                        if chunk.lines.is_empty() || chunk.next_line == from {
+                            return Ok(0);
+                        }
+                        from = chunk.next_line;
+                    }
+                }
+            }
+            Reader::Store(store, dir) => {
+                let run = views::run_detail(&store, &a.graph, &part, 0)
+                    .map_err(store_err)?
+                    .ok_or_else(|| {
+                        Failure::input(format!(
+                            "graph {:?} has no run for partition {part}",
+                            a.graph
+                        ))
+                    })?;
+                let node = run.nodes.iter().find(|n| n.node == a.node).ok_or_else(|| {
+                    Failure::input(format!("graph {:?} has no node {:?}", a.graph, a.node))
+                })?;
+                let run_id = match a.rerun {
+                    Some(r) => weir_actors::scheduler::records::run_id(&a.graph, &part, &a.node, r),
+                    None => node.run_id.clone(),
+                };
+                drop(store);
+                let paths = LogPaths::new(&dir);
+                let attempt = match a.attempt {
+                    Some(at) => at,
+                    None => logs::attempts(&paths, &run_id)
+                        .map_err(store_err)?
+                        .last()
+                        .map(|r| r.attempt)
+                        .ok_or_else(|| {
+                            Failure::input(format!(
+                                "{run_id}: no attempt has logs (not started yet, or not a command)"
+                            ))
+                        })?,
+                };
+                let mut from = 0u64;
+                loop {
+                    let chunk = logs::read(&paths, &run_id, attempt, from, 10_000)
+                        .map_err(|e| Failure::input(e.to_string()))?;
+                    for l in &chunk.lines {
+                        print_line(l, a.conn.json);
+                    }
+                    if chunk.lines.is_empty() || chunk.next_line == from {
+                        return Ok(0);
+                    }
+                    from = chunk.next_line;
+                }
+            }
+        }
+    })?
+}
+
+/// Prints a log follow's `line` events until `end`.
+async fn follow_sse(resp: reqwest::Response, json: bool) -> Result<u8, Failure> {
+    let mut bytes = resp.bytes_stream();
+    let mut buf = String::new();
+    let mut event = String::new();
+    let mut data = String::new();
+    while let Some(chunk) = bytes.next().await {
+        let chunk = chunk.map_err(|e| Failure::store(format!("the log stream broke: {e}")))?;
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(nl) = buf.find('\n') {
+            let line = buf[..nl].trim_end_matches('\r').to_string();
+            buf.drain(..=nl);
+            if line.is_empty() {
+                match event.as_str() {
+                    "line" => {
+                        if let Ok(l) = serde_json::from_str::<LogLine>(&data) {
+                            print_line(&l, json);
+                        }
+                    }
+                    "error" => return Err(Failure::store(data.clone())),
+                    "end" => return Ok(0),
+                    _ => {}
+                }
+                event.clear();
+                data.clear();
+            } else if let Some(v) = line.strip_prefix("event:") {
+                event = v.trim().to_string();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(v.strip_prefix(' ').unwrap_or(v));
+            }
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,54 @@
+//! `GET /api/v1/graphs` and `GET /api/v1/graphs/{graph}`.
+
+use axum::extract::State;
+use axum::Json;
+
+use super::{blocking, Path};
+use crate::serve::error::{ApiError, ApiResult};
+use crate::serve::views::{self, GraphDetail, GraphSummary};
+use crate::serve::AppState;
+
+/// Every adopted graph with its partitioning, cron and next firing,
+/// paused or not, content hash and newest run.
+pub async fn list(State(s): State<AppState>) -> ApiResult<Json<Vec<GraphSummary>>> {
+    let engine = s.engine.clone();
+    blocking(move || {
+        let store = engine.store();
+        let now = engine.now_ms();
+        let mut out = Vec::new();
+        for g in views::graph_names(store)? {
+            let paused = engine.is_paused(&g)?;
+            if let Some((summary, _)) = views::graph_summary(store, &g, now, paused)? {
+                out.push(summary);
+            }
+        }
+        Ok(Json(out))
+    })
+    .await
+}
+
+/// One graph: its summary, its adopted definition and its hash history.
+pub async fn one(
+    State(s): State<AppState>,
+    Path(graph): Path<String>,
+) -> ApiResult<Json<GraphDetail>> {
+    let engine = s.engine.clone();
+    blocking(move || {
+        let store = engine.store();
+        let paused = engine.is_paused(&graph)?;
+        let Some((summary, definition)) =
+            views::graph_summary(store, &graph, engine.now_ms(), paused)?
+        else {
+            return Err(ApiError::not_found(format!(
+                "graph {graph:?} is not adopted"
+            )));
+        };
+        let history = views::graph_history(store, &graph)?;
+        Ok(Json(GraphDetail {
+            summary,
+            definition,
+            history,
+        }))
+    })
+    .await
+}

@@ -1,0 +1,108 @@
+//! The queue: pools, one ticket, dead letters, breakers.
+
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+
+use super::{Path, Query};
+use crate::serve::error::{ApiError, ApiResult};
+use crate::serve::AppState;
+use crate::{BreakerView, DeadLetterPage, QueueStatus, RequeueOutcome, TicketView};
+
+/// Dead letters a page holds at most.
+pub const DEAD_PAGE_MAX: usize = 1_000;
+
+/// Pools with their slots, running and pending tickets.
+pub async fn pools(State(s): State<AppState>) -> ApiResult<Json<QueueStatus>> {
+    Ok(Json(s.engine.status().await?))
+}
+
+/// One ticket by key: live with its tries, or its done record.
+pub async fn ticket(
+    State(s): State<AppState>,
+    Path(key): Path<String>,
+) -> ApiResult<Json<TicketView>> {
+    s.engine
+        .ticket(&key)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("no ticket has the key {key:?}")))
+}
+
+/// The dead-letter query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadParams {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// Tickets whose tries are spent, newest first.
+pub async fn dead(
+    State(s): State<AppState>,
+    Query(q): Query<DeadParams>,
+) -> ApiResult<Json<DeadLetterPage>> {
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > DEAD_PAGE_MAX {
+        return Err(ApiError::bad(format!(
+            "limit: {limit} is not within 1..={DEAD_PAGE_MAX}"
+        )));
+    }
+    let engine = s.engine.clone();
+    super::blocking(move || Ok(Json(engine.dead_letters(limit, q.cursor.as_deref())?))).await
+}
+
+/// Requeues one dead letter.
+pub async fn requeue(
+    State(s): State<AppState>,
+    Path(key): Path<String>,
+) -> ApiResult<Json<RequeueOutcome>> {
+    Ok(Json(s.engine.requeue_dead(&key).await?))
+}
+
+/// One answer of a requeue of all.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Requeued {
+    /// The key.
+    pub key: String,
+    /// What happened.
+    pub outcome: Option<RequeueOutcome>,
+    /// Why not, when it failed.
+    pub error: Option<String>,
+}
+
+/// Requeues every dead letter.
+pub async fn requeue_all(State(s): State<AppState>) -> ApiResult<Json<Vec<Requeued>>> {
+    let out = s.engine.requeue_all_dead().await?;
+    Ok(Json(
+        out.into_iter()
+            .map(|(key, r)| match r {
+                Ok(o) => Requeued {
+                    key,
+                    outcome: Some(o),
+                    error: None,
+                },
+                Err(e) => Requeued {
+                    key,
+                    outcome: None,
+                    error: Some(e),
+                },
+            })
+            .collect(),
+    ))
+}
+
+/// Every breaker with its state.
+pub async fn breakers(State(s): State<AppState>) -> ApiResult<Json<Vec<BreakerView>>> {
+    Ok(Json(s.engine.breakers().await?))
+}
+
+/// Resets a breaker to closed.
+pub async fn reset_breaker(
+    State(s): State<AppState>,
+    Path(target): Path<String>,
+) -> ApiResult<Json<BreakerView>> {
+    weir_core::names::Name::new(target.as_str())
+        .map_err(|e| ApiError::bad(format!("target: {e}")))?;
+    Ok(Json(s.engine.reset_breaker(&target).await?))
+}

@@ -1,0 +1,167 @@
+//! `GET /api/v1/runs`, one run with its nodes, one node, a node's logs.
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::Deserialize;
+use weir_actors::scheduler::records::RunState;
+
+use super::{blocking, partition, Path, Query};
+use crate::serve::error::{ApiError, ApiResult};
+use crate::serve::views::{self, NodeDetail, RunDetail, RunPage, RunQuery};
+use crate::serve::AppState;
+
+/// The run list's query string.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    graph: Option<String>,
+    state: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// Parses a run state name.
+pub fn run_state(s: &str) -> Result<RunState, ApiError> {
+    Ok(match s {
+        "active" => RunState::Active,
+        "complete" => RunState::Complete,
+        "failed" => RunState::Failed,
+        "cancelled" => RunState::Cancelled,
+        other => {
+            return Err(ApiError::bad(format!(
+                "state {other:?}: not one of active, complete, failed, cancelled"
+            )))
+        }
+    })
+}
+
+/// Runs, newest partition first, filtered and paged.
+pub async fn list(
+    State(s): State<AppState>,
+    Query(p): Query<ListParams>,
+) -> ApiResult<Json<RunPage>> {
+    let q = RunQuery {
+        state: p.state.as_deref().map(run_state).transpose()?,
+        graph: p.graph,
+        from: p.from,
+        to: p.to,
+        limit: p.limit,
+        cursor: p.cursor,
+    };
+    let engine = s.engine.clone();
+    blocking(move || {
+        views::list_runs(engine.store(), &q)
+            .map(Json)
+            .map_err(|e| match e {
+                views::QueryError::Bad(m) => ApiError::bad(m),
+                views::QueryError::Store(e) => e.into(),
+            })
+    })
+    .await
+}
+
+fn detail(s: &AppState, graph: &str, part: &str, inline_max: usize) -> Result<RunDetail, ApiError> {
+    let p = partition("partition", part)?;
+    views::run_detail(s.engine.store(), graph, &p, inline_max)?
+        .ok_or_else(|| ApiError::not_found(format!("graph {graph:?} has no run for partition {p}")))
+}
+
+/// A run with its nodes: state, rerun, attempts, timings, error, output.
+pub async fn one(
+    State(s): State<AppState>,
+    Path((graph, part)): Path<(String, String)>,
+) -> ApiResult<Json<RunDetail>> {
+    let st = s.clone();
+    blocking(move || detail(&st, &graph, &part, views::OUTPUT_INLINE_BYTES_MAX).map(Json)).await
+}
+
+/// A node of a run with its whole output and its attempts.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct NodeWithAttempts {
+    /// The node and its record.
+    #[serde(flatten)]
+    pub node: NodeDetail,
+    /// Its attempts (command tasks), oldest first.
+    pub attempt_log: Vec<crate::logs::AttemptRecord>,
+}
+
+/// One node with its whole output and its attempts.
+pub async fn node(
+    State(s): State<AppState>,
+    Path((graph, part, node)): Path<(String, String, String)>,
+) -> ApiResult<Json<NodeWithAttempts>> {
+    let st = s.clone();
+    blocking(move || {
+        let run = detail(&st, &graph, &part, usize::MAX)?;
+        let n = run
+            .nodes
+            .into_iter()
+            .find(|n| n.node == node)
+            .ok_or_else(|| ApiError::not_found(format!("graph {graph:?} has no node {node:?}")))?;
+        let paths = crate::logs::LogPaths::new(&st.data_dir);
+        let attempt_log = crate::logs::attempts(&paths, &n.run_id).unwrap_or_default();
+        Ok(Json(NodeWithAttempts {
+            node: n,
+            attempt_log,
+        }))
+    })
+    .await
+}
+
+/// A node's log query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogParams {
+    /// The attempt (default: the newest).
+    attempt: Option<u32>,
+    /// The first line to return (0-based).
+    from_line: Option<u64>,
+    /// At most this many lines.
+    limit: Option<usize>,
+    /// Stream the lines as Server-Sent Events while the attempt runs.
+    follow: Option<bool>,
+    /// The rerun (default: the node's current instance).
+    rerun: Option<u32>,
+}
+
+/// Lines a log page returns at most.
+pub const LOG_LINES_MAX: usize = 10_000;
+
+/// A node's log lines, or (with `follow=true`) a stream of them.
+pub async fn logs(
+    State(s): State<AppState>,
+    Path((graph, part, node)): Path<(String, String, String)>,
+    Query(q): Query<LogParams>,
+) -> ApiResult<axum::response::Response> {
+    let st = s.clone();
+    let (g, pt, nd) = (graph.clone(), part.clone(), node.clone());
+    let run_id = blocking(move || {
+        let run = detail(&st, &g, &pt, 0)?;
+        let n = run
+            .nodes
+            .into_iter()
+            .find(|n| n.node == nd)
+            .ok_or_else(|| ApiError::not_found(format!("graph {g:?} has no node {nd:?}")))?;
+        Ok(match q.rerun {
+            Some(r) => {
+                let p = partition("partition", &pt)?;
+                weir_actors::scheduler::records::run_id(&g, &p, &nd, r)
+            }
+            None => n.run_id,
+        })
+    })
+    .await?;
+    super::stream::logs(
+        s,
+        run_id,
+        q.attempt,
+        q.from_line.unwrap_or(0),
+        q.limit,
+        q.follow.unwrap_or(false),
+    )
+    .await
+    .map(IntoResponse::into_response)
+}

@@ -1,0 +1,246 @@
+//! Prometheus metrics at `/metrics`, through the `metrics` facade and
+//! `metrics-exporter-prometheus`.
+//!
+//! Counters and histograms come from the engine's events (completions,
+//! failures, retries, deferrals and dead letters per graph and node,
+//! attempt durations, breaker states, trigger lateness, run durations) and
+//! from the queue actor itself (commit batch sizes, flush latency); gauges
+//! of queue depth and running attempts per pool are read from the queue at
+//! each scrape, so they are never stale.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use weir_actors::scheduler::records::{parse_run_id, run_key, GraphRunRecord};
+use weir_core::partition::Partition;
+
+use crate::{DoneStatus, Engine, EngineEvent};
+
+/// Histogram buckets for durations, in seconds.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 300.0, 900.0, 3600.0,
+];
+/// Histogram buckets for ops per commit batch.
+pub const OPS_BUCKETS: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
+];
+/// Attempts whose start is remembered for their duration; older ones are
+/// forgotten (their duration is then not observed).
+pub const STARTS_TRACKED_MAX: usize = 100_000;
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// The process's metrics registry.
+#[derive(Clone)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+}
+
+impl Metrics {
+    /// Installs the Prometheus recorder (once per process) and returns it.
+    pub fn install() -> Metrics {
+        let handle = HANDLE
+            .get_or_init(|| {
+                let builder = PrometheusBuilder::new()
+                    .set_buckets(SECONDS_BUCKETS)
+                    .and_then(|b| {
+                        b.set_buckets_for_metric(
+                            Matcher::Full("weir_commit_batch_ops".into()),
+                            OPS_BUCKETS,
+                        )
+                    })
+                    .expect("the bucket lists are not empty");
+                match builder.install_recorder() {
+                    Ok(h) => h,
+                    // Another recorder was installed by the application:
+                    // render an empty registry of our own rather than fail.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "a metrics recorder is installed already; /metrics shows only weir's gauges");
+                        PrometheusBuilder::new().build_recorder().handle()
+                    }
+                }
+            })
+            .clone();
+        describe();
+        Metrics { handle }
+    }
+
+    /// The text exposition, after refreshing the gauges read at scrape.
+    pub async fn render(&self, engine: &Engine) -> String {
+        if let Ok(status) = engine.status().await {
+            for (pool, s) in &status.pools {
+                let p = pool.clone();
+                metrics::gauge!("weir_queue_pending", "pool" => p.clone()).set(s.pending as f64);
+                metrics::gauge!("weir_queue_due", "pool" => p.clone()).set(s.due as f64);
+                metrics::gauge!("weir_queue_running", "pool" => p.clone()).set(s.running as f64);
+                metrics::gauge!("weir_pool_workers", "pool" => p.clone()).set(s.workers as f64);
+                metrics::gauge!("weir_pool_credit", "pool" => p).set(s.credit as f64);
+            }
+            metrics::gauge!("weir_queue_live").set(status.live as f64);
+            metrics::gauge!("weir_journal_last_seq").set(status.last_seq as f64);
+        }
+        metrics::gauge!("weir_engine_up").set(if engine.error().is_none() { 1.0 } else { 0.0 });
+        self.handle.render()
+    }
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "weir_completions_total",
+        "tickets ended, by graph, node and status"
+    );
+    describe_counter!(
+        "weir_attempt_failures_total",
+        "attempts that failed, by graph and node"
+    );
+    describe_counter!("weir_retries_total", "failed attempts that will run again");
+    describe_counter!(
+        "weir_deferrals_total",
+        "hand-outs a breaker held back (no attempt spent)"
+    );
+    describe_counter!("weir_dead_letters_total", "tickets whose tries are spent");
+    describe_histogram!(
+        "weir_attempt_duration_seconds",
+        Unit::Seconds,
+        "attempt durations"
+    );
+    describe_gauge!("weir_breaker_state", "0 closed, 1 half-open, 2 open");
+    describe_histogram!(
+        "weir_trigger_lateness_seconds",
+        Unit::Seconds,
+        "due instant to run start"
+    );
+    describe_histogram!(
+        "weir_run_duration_seconds",
+        Unit::Seconds,
+        "run start to settle"
+    );
+    describe_counter!("weir_runs_started_total", "graph runs started");
+    describe_counter!("weir_runs_settled_total", "graph runs settled, by state");
+    describe_counter!(
+        "weir_actor_restarts_total",
+        "actors restarted by the supervisor"
+    );
+    describe_gauge!("weir_queue_pending", "pending tickets per pool");
+    describe_gauge!("weir_queue_running", "running attempts per pool");
+    describe_histogram!("weir_commit_batch_ops", "ops per durable commit batch");
+    describe_histogram!(
+        "weir_commit_flush_seconds",
+        Unit::Seconds,
+        "durable flush latency"
+    );
+}
+
+/// The (graph, node) labels of a ticket key: a run id's, or ("", "") for a
+/// plain job.
+fn labels(key: &str) -> (String, String) {
+    match parse_run_id(key) {
+        Some(id) => (id.graph, id.node),
+        None => (String::new(), String::new()),
+    }
+}
+
+/// Turns events into metrics; remembers attempt starts (by ticket: one attempt
+/// runs at a time) for durations.
+#[derive(Default)]
+pub struct EventMetrics {
+    starts_ms: HashMap<u64, u64>,
+}
+
+impl EventMetrics {
+    /// Records one event.
+    pub fn see(&mut self, _m: &Metrics, engine: &Engine, e: &EngineEvent) {
+        let now = engine.now_ms();
+        match e {
+            EngineEvent::Started { id, .. } => {
+                if self.starts_ms.len() >= STARTS_TRACKED_MAX {
+                    self.starts_ms.clear();
+                }
+                self.starts_ms.insert(*id, now);
+            }
+            EngineEvent::Retrying { key, id, .. } => {
+                let (g, n) = labels(key);
+                self.attempt_ended(*id, now, &g, &n);
+                metrics::counter!("weir_retries_total", "graph" => g.clone(), "node" => n.clone())
+                    .increment(1);
+                metrics::counter!("weir_attempt_failures_total", "graph" => g, "node" => n)
+                    .increment(1);
+            }
+            EngineEvent::Deferred { key, id, .. } => {
+                let (g, n) = labels(key);
+                // A deferred hand-out ran nothing: forget its start.
+                self.starts_ms.remove(id);
+                metrics::counter!("weir_deferrals_total", "graph" => g, "node" => n).increment(1);
+            }
+            EngineEvent::Completed {
+                key, id, status, ..
+            } => {
+                let (g, n) = labels(key);
+                self.attempt_ended(*id, now, &g, &n);
+                metrics::counter!("weir_completions_total", "graph" => g.clone(), "node" => n.clone(), "status" => status.to_string())
+                    .increment(1);
+                if *status == DoneStatus::Failed {
+                    metrics::counter!("weir_attempt_failures_total", "graph" => g.clone(), "node" => n.clone())
+                        .increment(1);
+                    metrics::counter!("weir_dead_letters_total", "graph" => g, "node" => n)
+                        .increment(1);
+                }
+            }
+            EngineEvent::Breaker { target, state } => {
+                let v = match state.as_str() {
+                    "open" => 2.0,
+                    "half_open" => 1.0,
+                    _ => 0.0,
+                };
+                metrics::gauge!("weir_breaker_state", "target" => target.to_string()).set(v);
+            }
+            EngineEvent::Restarted { role, .. } => {
+                metrics::counter!("weir_actor_restarts_total", "role" => role.clone()).increment(1);
+            }
+            EngineEvent::CronFired {
+                graph, firing_ms, ..
+            } => {
+                let late_s = now.saturating_sub(*firing_ms) as f64 / 1000.0;
+                metrics::histogram!("weir_trigger_lateness_seconds", "graph" => graph.clone(), "trigger" => "cron")
+                    .record(late_s);
+            }
+            EngineEvent::RunStarted { graph, partition } => {
+                metrics::counter!("weir_runs_started_total", "graph" => graph.clone()).increment(1);
+                // A keyed run's partition carries the instant it was due.
+                if let Some(due) = partition.parse::<Partition>().ok().and_then(|p| p.at_ms()) {
+                    let late_s = now.saturating_sub(due) as f64 / 1000.0;
+                    metrics::histogram!("weir_trigger_lateness_seconds", "graph" => graph.clone(), "trigger" => "key")
+                        .record(late_s);
+                }
+            }
+            EngineEvent::RunSettled {
+                graph,
+                partition,
+                state,
+            } => {
+                metrics::counter!("weir_runs_settled_total", "graph" => graph.clone(), "state" => state.clone())
+                    .increment(1);
+                if let Ok(p) = partition.parse::<Partition>() {
+                    if let Ok(Some(r)) = engine.store().get::<GraphRunRecord>(&run_key(graph, &p)) {
+                        let end = r.settled_at_ms.unwrap_or(now);
+                        let s = end.saturating_sub(r.requested_at_ms) as f64 / 1000.0;
+                        metrics::histogram!("weir_run_duration_seconds", "graph" => graph.clone())
+                            .record(s);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn attempt_ended(&mut self, id: u64, now: u64, g: &str, n: &str) {
+        if let Some(start) = self.starts_ms.remove(&id) {
+            let s = now.saturating_sub(start) as f64 / 1000.0;
+            metrics::histogram!("weir_attempt_duration_seconds", "graph" => g.to_string(), "node" => n.to_string())
+                .record(s);
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! The engine's control plane: a JSON API under `/api/v1/` (axum on tokio),
+//! the event stream as Server-Sent Events, Prometheus metrics at `/metrics`
+//! and `/healthz`.
+//!
+//! The HTTP layer is thin: each route checks its input, calls the
+//! [`Engine`] facade (which sends the actors their messages) or reads the
+//! store, and answers JSON. It holds no state of its own beyond the event
+//! ring and the metrics registry. Every route but `/healthz` needs the
+//! bearer token; the listener binds loopback unless told otherwise, and a
+//! non-loopback address needs a token file given on purpose.
+//!
+//! `weir serve` and `weir run` start it with [`start`]; it writes
+//! `DATA/engine.json` once it listens so the CLI can find it, and removes
+//! it at [`Server::stop`].
+
+pub mod discovery;
+pub mod error;
+pub mod events;
+mod handlers;
+pub mod metrics;
+pub mod openapi;
+mod routes;
+pub mod views;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::Response;
+use tokio::sync::oneshot;
+
+use crate::Engine;
+use discovery::EngineInfo;
+use error::ApiError;
+use events::EventHub;
+
+/// Request bodies larger than this are refused with 413.
+pub const BODY_BYTES_MAX: usize = 64 * 1024;
+/// How long a stop waits for open requests (event streams are cut).
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What a reload did: graphs adopted, unchanged, refused.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct ReloadReport {
+    /// Graphs whose definition changed: (graph, new hash).
+    pub adopted: Vec<(String, String)>,
+    /// Graphs whose definition is the same.
+    pub unchanged: Vec<String>,
+    /// Files or graphs refused, with the error; their old definition stays.
+    pub refused: Vec<String>,
+}
+
+/// Re-reads the definitions and adopts what changed.
+pub type Reloader =
+    Arc<dyn Fn(Arc<Engine>) -> Pin<Box<dyn Future<Output = ReloadReport> + Send>> + Send + Sync>;
+
+/// How to serve.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// Where to listen (port 0: any free port).
+    pub listen: SocketAddr,
+    /// The bearer token every route but /healthz needs.
+    pub token: String,
+    /// The data directory (for engine.json and logs).
+    pub data_dir: PathBuf,
+    /// The definitions' reloader, if the engine has definition files.
+    pub reloader: Option<Reloader>,
+}
+
+/// What every handler sees.
+#[derive(Clone)]
+pub struct AppState {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) token: Arc<str>,
+    pub(crate) hub: EventHub,
+    pub(crate) data_dir: Arc<PathBuf>,
+    pub(crate) reloader: Option<Reloader>,
+    pub(crate) metrics: metrics::Metrics,
+    pub(crate) started_at_ms: u64,
+    /// Cancelled at stop: ends the open event and log streams, so the
+    /// graceful shutdown does not wait on them.
+    pub(crate) stop: tokio_util::sync::CancellationToken,
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    data_dir: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    cancel: tokio_util::sync::CancellationToken,
+    join: tokio::task::JoinHandle<()>,
+    pump: tokio::task::JoinHandle<()>,
+    reloader: Option<Reloader>,
+    engine: Arc<Engine>,
+}
+
+/// A failure to start serving.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The engine file cannot be written.
+    #[error("cannot write {path}: {source}")]
+    EngineFile {
+        /// Its path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A non-loopback address without a token file given on purpose.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The router with every route, and the list of (method, path) it serves.
+pub fn router(state: AppState) -> (axum::Router, Vec<(&'static str, &'static str)>) {
+    let (api, listed) = handlers::routes().finish();
+    let protected = api
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            require_token,
+        ))
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX));
+    let open = axum::Router::new().route("/healthz", axum::routing::get(handlers::healthz));
+    let mut all = listed;
+    all.push(("get", "/healthz"));
+    (open.merge(protected).with_state(state), all)
+}
+
+/// Every (method, path) the server answers, as the router is built.
+pub fn routes_served() -> Vec<(&'static str, &'static str)> {
+    let (_, mut listed) = handlers::routes().finish();
+    listed.push(("get", "/healthz"));
+    listed.sort();
+    listed
+}
+
+async fn require_token(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let given = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        None => Err(ApiError::unauthorized(
+            "this route needs `Authorization: Bearer TOKEN` (the token is in DATA/token)",
+        )),
+        Some(t) if !discovery::token_eq(t.trim(), &state.token) => {
+            Err(ApiError::unauthorized("the token is not this engine's"))
+        }
+        Some(_) => Ok(next.run(req).await),
+    }
+}
+
+/// Starts serving `engine`: binds, writes `engine.json`, and serves until
+/// [`Server::stop`].
+pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, ServeError> {
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: opts.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: opts.listen,
+        source,
+    })?;
+    let started_at_ms = engine.now_ms();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let hub = EventHub::new(started_at_ms);
+    let metrics = metrics::Metrics::install();
+    let pump = {
+        let rx = engine.subscribe();
+        let hub = hub.clone();
+        let m = metrics.clone();
+        let engine = engine.clone();
+        let mut rx2 = engine.subscribe();
+        let h = hub.pump(rx);
+        tokio::spawn(async move {
+            let mut watcher = metrics::EventMetrics::default();
+            loop {
+                match rx2.recv().await {
+                    Ok(e) => watcher.see(&m, &engine, &e),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+            h.abort();
+        })
+    };
+    let state = AppState {
+        engine: engine.clone(),
+        token: Arc::from(opts.token.as_str()),
+        hub,
+        data_dir: Arc::new(opts.data_dir.clone()),
+        reloader: opts.reloader.clone(),
+        metrics,
+        started_at_ms,
+        stop: cancel.clone(),
+    };
+    let (app, _) = router(state);
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let join = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+            let _ = stop_rx.await;
+        });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "api server failed");
+        }
+    });
+    let info = EngineInfo {
+        url: format!("http://{addr}"),
+        pid: std::process::id(),
+        started_at_ms,
+        data_dir: std::path::absolute(&opts.data_dir).unwrap_or(opts.data_dir.clone()),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    discovery::write_engine_file(&opts.data_dir, &info).map_err(|source| {
+        ServeError::EngineFile {
+            path: opts.data_dir.join(discovery::ENGINE_FILE),
+            source,
+        }
+    })?;
+    tracing::info!(url = %info.url, "api listening");
+    Ok(Server {
+        addr,
+        data_dir: opts.data_dir,
+        stop: Some(stop_tx),
+        cancel,
+        join,
+        pump,
+        reloader: opts.reloader,
+        engine,
+    })
+}
+
+impl Server {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The API's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Reloads the definitions (SIGHUP), if it has a reloader.
+    pub async fn reload(&self) -> Option<ReloadReport> {
+        let r = self.reloader.as_ref()?;
+        Some(r(self.engine.clone()).await)
+    }
+
+    /// Stops serving: removes `engine.json`, ends open requests within
+    /// [`STOP_GRACE`], and lets go of the engine.
+    pub async fn stop(mut self) {
+        discovery::remove_engine_file(&self.data_dir);
+        self.cancel.cancel();
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if tokio::time::timeout(STOP_GRACE, &mut self.join)
+            .await
+            .is_err()
+        {
+            self.join.abort();
+            let _ = (&mut self.join).await;
+        }
+        self.pump.abort();
+        let _ = (&mut self.pump).await;
+    }
+}
+
+/// Whether `addr` is a loopback address.
+pub fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
+}

@@ -1,0 +1,445 @@
+//! What the API and the CLI show, read from the store alone: graphs, runs
+//! and nodes. The same functions serve `GET /api/v1/...` while an engine
+//! runs and `weir status`/`weir runs` when none does, so both say the same.
+
+use serde::{Deserialize, Serialize};
+use weir_core::cron::Schedule;
+use weir_core::graph::GraphDef;
+use weir_core::partition::Partition;
+
+use weir_actors::done::{done_key, DoneRecord, DoneStatus};
+use weir_actors::scheduler::records::{
+    def_key, graph_key, run_id, runs_prefix, GraphRecord, GraphRunRecord, RunState, GRAPH_PREFIX,
+};
+use weir_actors::scheduler::view;
+use weir_actors::store::{Store, StoreError};
+
+/// Runs a page holds by default.
+pub const RUNS_PAGE_DEFAULT: usize = 50;
+/// Runs a page holds at most.
+pub const RUNS_PAGE_MAX: usize = 1_000;
+/// Output bytes shown inline in a run's nodes; the node route shows all.
+pub const OUTPUT_INLINE_BYTES_MAX: usize = 64 * 1024;
+/// Definitions kept in a graph's hash history.
+pub const HISTORY_MAX: usize = 100;
+
+/// The prefix of a graph's adopt history: `graphhist/<graph>/<ms>`.
+pub fn history_prefix(graph: &str) -> String {
+    format!("graphhist/{graph}/")
+}
+
+/// The key of one adopt in a graph's history.
+pub fn history_key(graph: &str, adopted_at_ms: u64) -> String {
+    format!("graphhist/{graph}/{adopted_at_ms:020}")
+}
+
+/// A run, briefly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunBrief {
+    /// The graph.
+    pub graph: String,
+    /// The partition.
+    pub partition: String,
+    /// Its state.
+    pub state: RunState,
+    /// When it started.
+    pub requested_at_ms: u64,
+    /// When it settled.
+    pub settled_at_ms: Option<u64>,
+    /// Its definition's hash.
+    pub definition: String,
+}
+
+/// A graph in the list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphSummary {
+    /// Its name.
+    pub name: String,
+    /// none, hourly, daily, weekly, monthly or keyed.
+    pub partitioning: String,
+    /// Its cron expression.
+    pub cron: Option<String>,
+    /// The next cron firing after now (ms since the epoch).
+    pub next_firing_ms: Option<u64>,
+    /// Whether its triggers are paused.
+    pub paused: bool,
+    /// The adopted definition's content hash.
+    pub definition: String,
+    /// When it was adopted.
+    pub adopted_at_ms: u64,
+    /// Its node count.
+    pub nodes: usize,
+    /// Its newest run (by partition).
+    pub last_run: Option<RunBrief>,
+}
+
+/// One adopt of a graph.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HashEntry {
+    /// The definition's hash.
+    pub hash: String,
+    /// When it was adopted.
+    pub adopted_at_ms: u64,
+}
+
+/// A graph with its definition and history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GraphDetail {
+    /// The summary.
+    pub summary: GraphSummary,
+    /// The adopted definition.
+    pub definition: GraphDef,
+    /// Adopts, newest first.
+    pub history: Vec<HashEntry>,
+}
+
+/// A page of runs, newest partition first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPage {
+    /// The runs.
+    pub runs: Vec<RunBrief>,
+    /// Pass as `cursor` for the next page; absent on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// A run-list query.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunQuery {
+    /// Only this graph.
+    pub graph: Option<String>,
+    /// Only runs in this state.
+    pub state: Option<RunState>,
+    /// Partitions from this one (included).
+    pub from: Option<String>,
+    /// Partitions up to this one (included).
+    pub to: Option<String>,
+    /// At most this many (default [`RUNS_PAGE_DEFAULT`]).
+    pub limit: Option<usize>,
+    /// From a previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+/// A node of a run, with its record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeDetail {
+    /// The node.
+    pub node: String,
+    /// pending, ready, succeeded, failed, skipped, upstream_failed, cancelled.
+    pub state: String,
+    /// The rerun count of its current instance.
+    pub rerun: u32,
+    /// Its run id (queue key).
+    pub run_id: String,
+    /// Attempts of its current record.
+    pub attempts: u32,
+    /// Its last error.
+    pub error: Option<String>,
+    /// When its last attempt started.
+    pub started_ms: Option<u64>,
+    /// When it ended.
+    pub finished_ms: Option<u64>,
+    /// finished - started.
+    pub duration_ms: Option<u64>,
+    /// Its upstreams.
+    pub upstreams: Vec<String>,
+    /// Its trigger rule.
+    pub trigger_rule: String,
+    /// Its output as JSON, when it is JSON.
+    pub output: Option<serde_json::Value>,
+    /// Its output as text, when it is not JSON.
+    pub output_text: Option<String>,
+    /// Its output's size.
+    pub output_bytes: usize,
+    /// Whether the output shown was cut at [`OUTPUT_INLINE_BYTES_MAX`].
+    pub output_truncated: bool,
+}
+
+/// A run with its nodes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDetail {
+    /// The graph.
+    pub graph: String,
+    /// The partition.
+    pub partition: String,
+    /// Its state.
+    pub state: RunState,
+    /// Its definition's hash.
+    pub definition: String,
+    /// When it started.
+    pub requested_at_ms: u64,
+    /// When it settled.
+    pub settled_at_ms: Option<u64>,
+    /// Nodes in topological order.
+    pub nodes: Vec<NodeDetail>,
+}
+
+/// A partitioning's name, as definitions write it.
+pub fn partitioning_name(p: weir_core::partition::Partitioning) -> &'static str {
+    use weir_core::partition::Partitioning as P;
+    match p {
+        P::None => "none",
+        P::Hourly => "hourly",
+        P::Daily => "daily",
+        P::Weekly => "weekly",
+        P::Monthly => "monthly",
+        P::Keyed => "keyed",
+    }
+}
+
+/// The names of adopted graphs.
+pub fn graph_names(store: &Store) -> Result<Vec<String>, StoreError> {
+    Ok(store
+        .scan_keys(GRAPH_PREFIX)?
+        .into_iter()
+        .map(|k| k[GRAPH_PREFIX.len()..].to_string())
+        .collect())
+}
+
+fn brief(graph: &str, partition: &str, r: &GraphRunRecord) -> RunBrief {
+    RunBrief {
+        graph: graph.to_string(),
+        partition: partition.to_string(),
+        state: r.state,
+        requested_at_ms: r.requested_at_ms,
+        settled_at_ms: r.settled_at_ms,
+        definition: r.definition.clone(),
+    }
+}
+
+/// One graph's summary, or `None` if it is not adopted. `paused` says
+/// whether its triggers are paused.
+pub fn graph_summary(
+    store: &Store,
+    graph: &str,
+    now_ms: u64,
+    paused: bool,
+) -> Result<Option<(GraphSummary, GraphDef)>, StoreError> {
+    let Some(rec) = store.get::<GraphRecord>(&graph_key(graph))? else {
+        return Ok(None);
+    };
+    let Some(def) = store.get::<GraphDef>(&def_key(&rec.definition))? else {
+        return Err(StoreError::Inconsistent {
+            dir: store.dir().to_path_buf(),
+            tree: "records",
+            what: format!(
+                "graph {graph} names definition {} which is not stored",
+                rec.definition
+            ),
+        });
+    };
+    let prefix = runs_prefix(graph);
+    let (last, _) = store.scan_rev::<GraphRunRecord>(&prefix, None, None, 1, |_, _| true)?;
+    let last_run = last
+        .first()
+        .map(|(k, r)| brief(graph, &k[prefix.len()..], r));
+    let next_firing_ms = def
+        .cron
+        .as_deref()
+        .and_then(|c| Schedule::parse(c).ok())
+        .and_then(|s| s.next_after(now_ms));
+    Ok(Some((
+        GraphSummary {
+            name: graph.to_string(),
+            partitioning: partitioning_name(def.partitioning).to_string(),
+            cron: def.cron.clone(),
+            next_firing_ms,
+            paused,
+            definition: rec.definition,
+            adopted_at_ms: rec.adopted_at_ms,
+            nodes: def.nodes.len(),
+            last_run,
+        },
+        def,
+    )))
+}
+
+/// A graph's adopt history, newest first.
+pub fn graph_history(store: &Store, graph: &str) -> Result<Vec<HashEntry>, StoreError> {
+    let prefix = history_prefix(graph);
+    let (rows, _) = store.scan_rev::<String>(&prefix, None, None, HISTORY_MAX, |_, _| true)?;
+    Ok(rows
+        .into_iter()
+        .map(|(k, hash)| HashEntry {
+            hash,
+            adopted_at_ms: k[prefix.len()..].parse().unwrap_or(0),
+        })
+        .collect())
+}
+
+/// Why a run query is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// A parameter is not valid.
+    #[error("{0}")]
+    Bad(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A page of runs, newest partition first: within a graph by partition
+/// (time windows sort by time), across graphs merged by partition, then
+/// graph name. Reads about `limit` records per graph, not every run.
+pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
+    let limit = q.limit.unwrap_or(RUNS_PAGE_DEFAULT);
+    if limit == 0 || limit > RUNS_PAGE_MAX {
+        return Err(QueryError::Bad(format!(
+            "limit: {limit} is not within 1..={RUNS_PAGE_MAX}"
+        )));
+    }
+    for (field, v) in [("from", &q.from), ("to", &q.to)] {
+        if let Some(p) = v {
+            p.parse::<Partition>()
+                .map_err(|e| QueryError::Bad(format!("{field}: {e}")))?;
+        }
+    }
+    let graphs = match &q.graph {
+        Some(g) => {
+            weir_core::names::Name::new(g.as_str())
+                .map_err(|e| QueryError::Bad(format!("graph: {e}")))?;
+            vec![g.clone()]
+        }
+        None => graph_names(store)?,
+    };
+    // The cursor is the last run shown: `<partition>\u{1f}<graph>`.
+    let cursor: Option<(String, String)> = match &q.cursor {
+        None => None,
+        Some(c) => {
+            let (p, g) = c
+                .split_once('\u{1f}')
+                .or_else(|| c.split_once('|'))
+                .ok_or_else(|| QueryError::Bad(format!("cursor {c:?} is not one this API made")))?;
+            Some((p.to_string(), g.to_string()))
+        }
+    };
+    let mut candidates: Vec<RunBrief> = Vec::new();
+    let mut more_any = false;
+    for g in &graphs {
+        let prefix = runs_prefix(g);
+        let lower = q.from.as_ref().map(|f| format!("{prefix}{f}"));
+        // `to` is inclusive: the bound is just past it.
+        let mut upper = q.to.as_ref().map(|t| format!("{prefix}{t}\u{0}"));
+        if let Some((cp, cg)) = &cursor {
+            // Runs of this graph after the cursor in the merged order:
+            // partition < cp, or partition == cp and graph > cg.
+            let bound = if g.as_str() > cg.as_str() {
+                format!("{prefix}{cp}\u{0}")
+            } else {
+                format!("{prefix}{cp}")
+            };
+            upper = Some(match upper {
+                Some(u) if u < bound => u,
+                _ => bound,
+            });
+        }
+        let state = q.state;
+        let (rows, more) = store.scan_rev::<GraphRunRecord>(
+            &prefix,
+            lower.as_deref(),
+            upper.as_deref(),
+            limit,
+            |_, r| state.is_none_or(|s| r.state == s),
+        )?;
+        more_any |= more && rows.len() == limit;
+        candidates.extend(rows.iter().map(|(k, r)| brief(g, &k[prefix.len()..], r)));
+    }
+    candidates.sort_by(|a, b| {
+        b.partition
+            .cmp(&a.partition)
+            .then_with(|| a.graph.cmp(&b.graph))
+    });
+    let more = candidates.len() > limit || more_any;
+    candidates.truncate(limit);
+    let next_cursor = if more && candidates.len() == limit {
+        candidates
+            .last()
+            .map(|r| format!("{}\u{1f}{}", r.partition, r.graph))
+    } else {
+        None
+    };
+    Ok(RunPage {
+        runs: candidates,
+        next_cursor,
+    })
+}
+
+fn output_fields(
+    done: Option<&DoneRecord>,
+    inline_max: usize,
+) -> (Option<serde_json::Value>, Option<String>, usize, bool) {
+    let Some(d) = done.filter(|d| d.status == DoneStatus::Succeeded && !d.output.is_empty()) else {
+        return (None, None, 0, false);
+    };
+    let bytes = &d.output;
+    if bytes.len() > inline_max {
+        let cut = String::from_utf8_lossy(&bytes[..inline_max]).into_owned();
+        return (None, Some(cut), bytes.len(), true);
+    }
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(v) => (Some(v), None, bytes.len(), false),
+        Err(_) => (
+            None,
+            Some(String::from_utf8_lossy(bytes).into_owned()),
+            bytes.len(),
+            false,
+        ),
+    }
+}
+
+/// A run with its nodes' records, outputs shown up to `inline_max` bytes.
+pub fn run_detail(
+    store: &Store,
+    graph: &str,
+    partition: &Partition,
+    inline_max: usize,
+) -> Result<Option<RunDetail>, StoreError> {
+    let Some(v) = view::graph_run(store, graph, partition)? else {
+        return Ok(None);
+    };
+    let def = store.get::<GraphDef>(&def_key(&v.definition))?;
+    let mut nodes = Vec::with_capacity(v.nodes.len());
+    for n in v.nodes {
+        let id = run_id(graph, partition, &n.node, n.rerun);
+        let done = if n.finished_ms.is_some() {
+            store.get::<DoneRecord>(&done_key(&id))?
+        } else {
+            None
+        };
+        let decl = def
+            .as_ref()
+            .and_then(|d| d.nodes.iter().find(|d| d.name.as_str() == n.node));
+        let (output, output_text, output_bytes, output_truncated) =
+            output_fields(done.as_ref(), inline_max);
+        nodes.push(NodeDetail {
+            duration_ms: match (n.started_ms, n.finished_ms) {
+                (Some(s), Some(f)) => Some(f.saturating_sub(s)),
+                _ => None,
+            },
+            node: n.node,
+            state: n.state,
+            rerun: n.rerun,
+            run_id: id,
+            attempts: n.attempts,
+            error: n.error,
+            started_ms: n.started_ms,
+            finished_ms: n.finished_ms,
+            upstreams: decl.map_or_else(Vec::new, |d| {
+                d.upstreams.iter().map(|u| u.to_string()).collect()
+            }),
+            trigger_rule: decl.map_or_else(String::new, |d| d.trigger_rule.to_string()),
+            output,
+            output_text,
+            output_bytes,
+            output_truncated,
+        });
+    }
+    Ok(Some(RunDetail {
+        graph: v.graph,
+        partition: v.partition,
+        state: v.state,
+        definition: v.definition,
+        requested_at_ms: v.requested_at_ms,
+        settled_at_ms: v.settled_at_ms,
+        nodes,
+    }))
+}

@@ -1,0 +1,384 @@
+//! The HTTP API of a real `weir serve` on an ephemeral loopback port: the
+//! token, the OpenAPI document against the router, metrics, malformed
+//! requests, reload on SIGHUP.
+
+mod serve_support;
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use serde_json::{json, Value};
+use serve_support::*;
+
+fn served(name: &str) -> (tempfile::TempDir, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(&defs, name, &chain_def(name));
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    (dir, s)
+}
+
+#[test]
+fn every_route_but_healthz_needs_the_token() {
+    let (_dir, s) = served("g");
+    let mut anon = s.http();
+    anon.token = None;
+    assert_eq!(anon.get("/healthz").status, 200);
+    for path in [
+        "/api/v1/graphs",
+        "/metrics",
+        "/api/v1/runs",
+        "/api/v1/events",
+        "/api/v1/openapi.json",
+    ] {
+        let a = anon.get(path);
+        assert_eq!(a.status, 401, "{path} without a token: {a:?}");
+        assert!(a.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Bearer"));
+    }
+    let mut wrong = s.http();
+    wrong.token = Some("0".repeat(64));
+    assert_eq!(wrong.get("/api/v1/graphs").status, 401);
+    let a = s.http().get("/api/v1/graphs");
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.json()[0]["name"], "g");
+    // The token and engine files are private.
+    for f in ["token", "engine.json"] {
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(s.data.join(f)).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600, "{f}");
+    }
+}
+
+/// Fills a route template's parameters with names nothing has.
+fn concrete(path: &str) -> String {
+    path.replace("{graph}", "nosuchgraph")
+        .replace("{partition}", "2026-11-01")
+        .replace("{node}", "nosuchnode")
+        .replace("{key}", "nosuchkey")
+        .replace("{target}", "nosuchtarget")
+}
+
+#[test]
+fn openapi_document_lists_exactly_the_routes_served() {
+    let (_dir, s) = served("g");
+    let doc = s.http().get("/api/v1/openapi.json").json();
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for m in ops.as_object().unwrap().keys() {
+            documented.push((m.clone(), path.clone()));
+        }
+    }
+    documented.sort();
+    let served: Vec<(String, String)> = weir::serve::routes_served()
+        .into_iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    for r in &served {
+        assert!(
+            documented.contains(r),
+            "served but not in the OpenAPI document: {r:?}"
+        );
+    }
+    for r in &documented {
+        assert!(
+            served.contains(r),
+            "in the OpenAPI document but not served: {r:?}"
+        );
+    }
+    // And the live router answers each documented route: a 404 or 400
+    // there comes from the handler (a JSON error naming the unknown
+    // thing), never from a missing route.
+    for (method, path) in &documented {
+        if path.ends_with("/events") || path.ends_with("/logs") || path.contains("/reload") {
+            continue; // streams, and a reload that would re-adopt
+        }
+        let a = s
+            .http()
+            .send(&method.to_uppercase(), &concrete(path), Some(b"{}"), &[]);
+        assert_ne!(a.status, 405, "{method} {path}: {a:?}");
+        if a.status == 404 {
+            assert!(
+                a.body.contains("\"error\""),
+                "{method} {path} is not routed: {a:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn metrics_scrape_parses_and_counts_completions() {
+    let (_dir, s) = served("g");
+    s.ok(&["start", "g", "2026-11-01"]);
+    s.wait_run("g", "2026-11-01", "complete");
+    let text = s.http().get("/metrics").body;
+    let mut samples: Vec<(String, f64)> = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line:?}"));
+        let v: f64 = value
+            .parse()
+            .unwrap_or_else(|e| panic!("{line:?}: value {value:?}: {e}"));
+        if let Some(open) = name.find('{') {
+            assert!(name.ends_with('}'), "labels of {line:?}");
+            for pair in name[open + 1..name.len() - 1].split("\",") {
+                let (k, v) = pair
+                    .split_once("=\"")
+                    .unwrap_or_else(|| panic!("label {pair:?} in {line:?}"));
+                assert!(!k.is_empty() && !v.contains('\n'));
+            }
+        }
+        samples.push((name.to_string(), v));
+    }
+    let get = |n: &str| samples.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+    for node in ["a", "b", "c"] {
+        let name =
+            format!("weir_completions_total{{graph=\"g\",node=\"{node}\",status=\"succeeded\"}}");
+        assert_eq!(get(&name), Some(1.0), "{name} in\n{text}");
+    }
+    assert_eq!(
+        get("weir_queue_running{pool=\"default\"}"),
+        Some(0.0),
+        "{text}"
+    );
+    assert!(get("weir_queue_pending{pool=\"default\"}").is_some());
+    let durations: f64 = samples
+        .iter()
+        .filter(|(k, _)| k.starts_with("weir_attempt_duration_seconds_count{graph=\"g\""))
+        .map(|(_, v)| v)
+        .sum();
+    assert_eq!(durations, 3.0, "one attempt duration per node: {text}");
+    assert!(
+        samples
+            .iter()
+            .any(|(k, _)| k.starts_with("weir_commit_batch_ops")),
+        "commit batch sizes: {text}"
+    );
+    assert_eq!(
+        get("weir_runs_settled_total{graph=\"g\",state=\"complete\"}"),
+        Some(1.0)
+    );
+}
+
+/// Requests that are wrong in every way a client can be wrong.
+fn malformed() -> impl Strategy<Value = (String, String, Vec<u8>, Vec<(String, String)>)> {
+    let junk_segment = prop_oneof![
+        Just("..".to_string()),
+        Just("%00".to_string()),
+        Just("%FF%FE".to_string()),
+        Just("key=%3Cscript%3E".to_string()),
+        "[a-zA-Z0-9%._~-]{0,40}",
+    ];
+    let junk_body = prop_oneof![
+        Just(b"{".to_vec()),
+        Just(b"[]".to_vec()),
+        Just(b"null".to_vec()),
+        Just(b"{\"unknown_field\": 1}".to_vec()),
+        Just(b"{\"partitions\": 7}".to_vec()),
+        Just(b"{\"partitions\": [\"not-a-partition\"]}".to_vec()),
+        Just(b"{\"from\": \"x\", \"to\": \"y\"}".to_vec()),
+        Just(b"{\"state\": \"maybe\"}".to_vec()),
+        Just(b"{\"downstream\": \"yes\"}".to_vec()),
+        prop::collection::vec(any::<u8>(), 1..200),
+    ];
+    let query = prop_oneof![
+        Just("?limit=abc".to_string()),
+        Just("?limit=0".to_string()),
+        Just("?limit=99999999".to_string()),
+        Just("?state=bogus".to_string()),
+        Just("?from=yesterday".to_string()),
+        Just("?cursor=%FF".to_string()),
+        Just("?nosuchparam=1".to_string()),
+        Just("?attempt=-1".to_string()),
+    ];
+    let target =
+        (0usize..12, junk_segment.clone(), junk_segment, query).prop_map(|(i, a, b, q)| match i {
+            0 => ("GET".into(), format!("/api/v1/runs{q}")),
+            1 => ("GET".into(), format!("/api/v1/graphs/{a}")),
+            2 => ("POST".into(), "/api/v1/graphs/g/runs".into()),
+            3 => ("POST".into(), "/api/v1/graphs/g/backfills".into()),
+            4 => (
+                "POST".into(),
+                format!("/api/v1/graphs/g/runs/{a}/nodes/b/rerun"),
+            ),
+            5 => (
+                "POST".into(),
+                format!("/api/v1/graphs/g/runs/2026-11-01/nodes/{b}/mark"),
+            ),
+            6 => ("GET".into(), format!("/api/v1/graphs/g/runs/{a}")),
+            7 => ("GET".into(), format!("/api/v1/queue/dead{q}")),
+            8 => ("POST".into(), format!("/api/v1/graphs/{a}/keys/{b}/signal")),
+            9 => ("DELETE".into(), "/api/v1/graphs".into()),
+            10 => (
+                "GET".into(),
+                format!("/api/v1/graphs/g/runs/2026-11-01/nodes/a/logs{q}"),
+            ),
+            _ => ("POST".into(), format!("/api/v1/breakers/{a}/reset")),
+        });
+    let headers = prop_oneof![
+        Just(vec![]),
+        Just(vec![("Content-Type".to_string(), "text/plain".to_string())]),
+        Just(vec![(
+            "Content-Type".to_string(),
+            "application/json; charset=latin1".to_string()
+        )]),
+    ];
+    (target, junk_body, headers).prop_map(|((m, p), b, h)| (m, p, b, h))
+}
+
+#[test]
+fn a_thousand_malformed_requests_get_4xx_and_the_engine_keeps_serving() {
+    let (_dir, s) = served("g");
+    s.ok(&["start", "g", "2026-11-01"]);
+    s.wait_run("g", "2026-11-01", "complete");
+    let http = s.http();
+    let mut runner = TestRunner::new(Config {
+        cases: 1000,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let seen = std::cell::RefCell::new(std::collections::BTreeMap::<u16, usize>::new());
+    runner
+        .run(&malformed(), |(method, path, body, headers)| {
+            let h: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let a = http.send(&method, &path, Some(&body), &h);
+            *seen.borrow_mut().entry(a.status).or_default() += 1;
+            prop_assert!(
+                (400..500).contains(&a.status),
+                "{method} {path} with {:?}: {} {}",
+                String::from_utf8_lossy(&body),
+                a.status,
+                a.body
+            );
+            Ok(())
+        })
+        .unwrap();
+    // A body past the limit is 413.
+    let big = vec![b' '; 100 * 1024];
+    let a = http.send("POST", "/api/v1/graphs/g/runs", Some(&big), &[]);
+    assert_eq!(a.status, 413, "{a:?}");
+    // Still serving, and nothing changed: one run, complete.
+    assert_eq!(http.get("/healthz").status, 200);
+    let runs = http.get("/api/v1/runs").json();
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    let seen = seen.into_inner();
+    assert!(seen.len() > 1, "several kinds of refusal: {seen:?}");
+}
+
+#[test]
+fn sighup_adopts_a_changed_file_and_refuses_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    let file = write_def(&defs, "g", &chain_def("g"));
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    let http = s.http();
+    let before = http.get("/api/v1/graphs/g").json();
+    let h0 = before["summary"]["definition"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A run started now keeps its definition.
+    s.ok(&["start", "g", "2026-11-01"]);
+    let changed = chain_def("g").replace("max_active_runs = 2", "max_active_runs = 3");
+    std::fs::write(&file, changed).unwrap();
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGHUP) };
+    let h1 = wait_for("the new definition", Duration::from_secs(20), || {
+        let v = http.get("/api/v1/graphs/g").json();
+        let h = v["summary"]["definition"].as_str().unwrap().to_string();
+        (h != h0).then_some(v)
+    });
+    let hist: Vec<&str> = h1["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["hash"].as_str().unwrap())
+        .collect();
+    assert_eq!(hist.len(), 2, "{h1}");
+    assert_eq!(hist[1], h0, "newest first: {h1}");
+    s.wait_run("g", "2026-11-01", "complete");
+    let run = http.get("/api/v1/graphs/g/runs/2026-11-01").json();
+    assert_eq!(
+        run["definition"],
+        h0.as_str(),
+        "the run kept the definition it started with"
+    );
+    // A broken file is refused; the graph keeps its definition.
+    std::fs::write(&file, "name = \"g\"\n[[nodes]]\nname = 3\n").unwrap();
+    let o = s.cli(&["reload"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("refused") && out.contains("g.toml"), "{out}");
+    unsafe { libc::kill(s.child.id() as i32, libc::SIGHUP) };
+    wait_for("the refusal logged", Duration::from_secs(20), || {
+        s.stderr().contains("refused").then_some(())
+    });
+    let after = http.get("/api/v1/graphs/g").json();
+    assert_eq!(after["summary"]["definition"], h1["summary"]["definition"]);
+    assert_eq!(http.get("/healthz").status, 200);
+}
+
+#[test]
+fn events_stream_resumes_from_its_last_id() {
+    let (_dir, s) = served("g");
+    let http = s.http();
+    s.ok(&["start", "g", "2026-11-01"]);
+    s.wait_run("g", "2026-11-01", "complete");
+    // From the start of the ring: every event of the run, numbered.
+    let first = http.events(
+        "/api/v1/events",
+        Some(&format!("{}-0", epoch(&s))),
+        8,
+        Duration::from_secs(10),
+    );
+    assert!(first.len() >= 8, "{first:?}");
+    let ids: Vec<u64> = first
+        .iter()
+        .map(|e| e.id.rsplit('-').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "in order, none missing"
+    );
+    assert!(first.iter().any(|e| e.event == "run_started"), "{first:?}");
+    // Resume after the third: the fourth comes first.
+    let again = http.events(
+        "/api/v1/events",
+        Some(&first[2].id),
+        2,
+        Duration::from_secs(10),
+    );
+    assert_eq!(again[0].id, first[3].id);
+    assert_eq!(again[0].data, first[3].data);
+    // An id of another engine: reset.
+    let other = http.events("/api/v1/events", Some("1-5"), 1, Duration::from_secs(10));
+    assert_eq!(other[0].event, "reset", "{other:?}");
+    // Live: a new run's events arrive on an open stream.
+    let live = std::thread::scope(|sc| {
+        let h = sc.spawn(|| http.events("/api/v1/events", None, 1, Duration::from_secs(20)));
+        std::thread::sleep(Duration::from_millis(300));
+        s.ok(&["start", "g", "2026-11-02"]);
+        h.join().unwrap()
+    });
+    assert!(!live.is_empty(), "a live event arrived");
+}
+
+/// The engine epoch of `s` (its ids' first part).
+fn epoch(s: &Served) -> u64 {
+    let v: Value =
+        serde_json::from_str(&std::fs::read_to_string(s.data.join("engine.json")).unwrap())
+            .unwrap();
+    let _ = json!({});
+    v["started_at_ms"].as_u64().unwrap()
+}

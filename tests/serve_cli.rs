@@ -1,0 +1,232 @@
+//! The CLI as the API's client, against real `weir serve` and `weir run`
+//! processes: backfill, runs, rerun, cancel, status during a run, and a
+//! kill -9 of the engine mid-backfill.
+
+mod serve_support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use serve_support::*;
+
+fn runs_by_partition(s: &Served, graph: &str) -> BTreeMap<String, String> {
+    let page = s.json(&["runs", "--graph", graph, "--limit", "100"]);
+    page["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["partition"].as_str().unwrap().to_string(),
+                r["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn backfill_then_rerun_a_middle_node_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(&defs, "g", &chain_def("g"));
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    let out = s.ok(&["backfill", "g", "2026-11-01..2026-11-03"]);
+    assert!(out.contains("3 windows"), "{out}");
+    let days = ["2026-11-01", "2026-11-02", "2026-11-03"];
+    wait_for("three complete runs", Duration::from_secs(60), || {
+        let runs = runs_by_partition(&s, "g");
+        (runs.len() == 3 && runs.values().all(|st| st == "complete")).then_some(())
+    });
+    // Newest first, and the human table says the same.
+    let page = s.json(&["runs"]);
+    let parts: Vec<&str> = page["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["partition"].as_str().unwrap())
+        .collect();
+    assert_eq!(parts, ["2026-11-03", "2026-11-02", "2026-11-01"]);
+    let table = s.ok(&["runs", "--graph", "g"]);
+    assert!(
+        table.lines().nth(1).unwrap().contains("2026-11-03"),
+        "{table}"
+    );
+    // Rerun the middle node of one day: it and its downstream move to rerun 1.
+    let out = s.ok(&["rerun", "g", "2026-11-02", "b"]);
+    assert!(out.contains("rerun submitted as g/2026-11-02/b/1"), "{out}");
+    wait_for("the rerun to finish", Duration::from_secs(30), || {
+        let st = s.node_states("g", "2026-11-02");
+        (st.iter().all(|(_, state, _)| state == "succeeded") && st[2].2 == 1).then_some(())
+    });
+    let st = s.node_states("g", "2026-11-02");
+    assert_eq!(
+        st,
+        [
+            ("a".to_string(), "succeeded".to_string(), 0),
+            ("b".to_string(), "succeeded".to_string(), 1),
+            ("c".to_string(), "succeeded".to_string(), 1)
+        ]
+    );
+    s.wait_run("g", "2026-11-02", "complete");
+    let starts = starts(&defs);
+    for d in days {
+        let n = |node: &str| starts.iter().filter(|(p, n)| p == d && n == node).count();
+        let want_bc = if d == "2026-11-02" { 2 } else { 1 };
+        assert_eq!(
+            (n("a"), n("b"), n("c")),
+            (1, want_bc, want_bc),
+            "{d}: {starts:?}"
+        );
+    }
+    // A rerun of a node that has not finished answers with its outcome.
+    let o = s.cli(&["rerun", "g", "2026-11-09", "b"]);
+    assert_eq!(o.status.code(), Some(2), "no such run: {o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("2026-11-09"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn cancel_an_active_run_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(
+        &defs,
+        "slow",
+        r#"name = "slow"
+partitioning = "daily"
+[[nodes]]
+name = "wait"
+command = ["sleep", "30"]
+[[nodes]]
+name = "after"
+upstreams = ["wait"]
+command = ["true"]
+"#,
+    );
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    s.ok(&["start", "slow", "2026-11-01"]);
+    wait_for("the node to run", Duration::from_secs(30), || {
+        let st = s.node_states("slow", "2026-11-01");
+        (st[0].1 == "ready").then_some(())
+    });
+    let out = s.ok(&["cancel", "slow", "2026-11-01"]);
+    assert!(out.contains("cancelled"), "{out}");
+    s.wait_run("slow", "2026-11-01", "cancelled");
+    let o = s.cli(&["cancel", "slow", "2026-11-01"]);
+    assert_eq!(o.status.code(), Some(2), "not active any more: {o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("not active"));
+    // A start of an existing run says so.
+    let out = s.ok(&["start", "slow", "2026-11-01"]);
+    assert!(out.contains("exists already"), "{out}");
+}
+
+#[test]
+fn status_and_runs_work_during_a_weir_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(
+        &defs,
+        "r",
+        r#"name = "r"
+partitioning = "daily"
+[[nodes]]
+name = "slow"
+command = ["sleep", "3"]
+"#,
+    );
+    let s = start(
+        &["run", "--partition", "2026-11-01", "--until-idle"],
+        &defs,
+        &dir.path().join("data"),
+    );
+    let status = s.json(&["status", "r", "2026-11-01"]);
+    assert_eq!(status["state"], "active", "{status}");
+    let graphs = s.json(&["status"]);
+    assert_eq!(graphs[0]["name"], "r");
+    let text = s.ok(&["status", "r"]);
+    assert!(
+        text.contains("2026-11-01") && text.contains("active"),
+        "{text}"
+    );
+    let mut child = s;
+    let code = wait_for("weir run to end", Duration::from_secs(60), || {
+        child.child.try_wait().unwrap()
+    });
+    assert_eq!(code.code(), Some(0), "{}", child.stderr());
+    assert!(
+        !child.data.join("engine.json").exists(),
+        "removed at a clean stop"
+    );
+    // With no engine running, read-only commands read the store; mutating ones say how to start one.
+    let status = child.json(&["status", "r", "2026-11-01"]);
+    assert_eq!(status["state"], "complete");
+    let o = child.cli(&["start", "r", "2026-11-02"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no engine is running") && err.contains("weir serve"),
+        "{err}"
+    );
+}
+
+#[test]
+fn kill_9_mid_backfill_then_restart_resumes_and_records_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    // A crash counts as an attempt (so a task that kills the engine
+    // cannot loop): three attempts let the nodes cut by the kill finish.
+    let def = chain_def("k")
+        .replace("true\"]", "sleep 0.2\"]")
+        .replace("attempts = 1", "attempts = 3");
+    write_def(&defs, "k", &def);
+    let data = dir.path().join("data");
+    let s = start(&["serve"], &defs, &data);
+    s.ok(&["backfill", "k", "2026-11-01..2026-11-10"]);
+    wait_for("some nodes to run", Duration::from_secs(30), || {
+        (starts(&defs).len() >= 5).then_some(())
+    });
+    let mut s = s;
+    s.child.kill().unwrap();
+    s.child.wait().unwrap();
+    let before = starts(&defs).len();
+    assert!(
+        data.join("engine.json").exists(),
+        "a killed engine leaves its file"
+    );
+    drop(s);
+    // The stale engine file is ignored: a client reads the store.
+    let o = weir()
+        .args(["runs", "--json", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let s = start(&["serve"], &defs, &data);
+    wait_for("ten complete runs", Duration::from_secs(120), || {
+        let runs = runs_by_partition(&s, "k");
+        (runs.len() == 10 && runs.values().all(|st| st == "complete")).then_some(())
+    });
+    let starts = starts(&defs);
+    assert!(starts.len() > before, "the backfill resumed");
+    let mut counts: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for st in &starts {
+        *counts.entry(st.clone()).or_default() += 1;
+    }
+    assert_eq!(counts.len(), 30, "every node of every day ran: {counts:?}");
+    // At least once: only attempts in flight at the kill (at most the 4
+    // slots) ran again.
+    let again: usize = counts.values().map(|c| c - 1).sum();
+    assert!(again <= 4, "{again} nodes ran twice: {counts:?}");
+    // One record per node, each at rerun 0: nothing recorded twice.
+    for d in 1..=10 {
+        let p = format!("2026-11-{d:02}");
+        for (node, state, rerun) in s.node_states("k", &p) {
+            assert_eq!((state.as_str(), rerun), ("succeeded", 0), "{p} {node}");
+        }
+    }
+    let v: Value = s.json(&["runs", "--graph", "k", "--limit", "100"]);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 10);
+}
