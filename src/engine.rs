@@ -23,7 +23,8 @@ use weir_actors::clock::Clock;
 use weir_actors::events::EngineEvent;
 use weir_actors::names::Names;
 use weir_actors::queue::{
-    Cancelled, Enqueued, QueueCounts, QueueMsg, QueueSettings, QueueStatus, TicketView,
+    Cancelled, Enqueued, LiveTicket, QueueCounts, QueueMsg, QueueSettings, QueueStatus,
+    TicketFilter, TicketView,
 };
 use weir_actors::scheduler::SchedulerSettings;
 use weir_actors::store::{Durability, Store, StoreError, StoreSettings};
@@ -423,6 +424,18 @@ impl Engine {
             QueueMsg::Ticket,
             CALL_TIMEOUT.as_millis() as u64,
             key.to_string()
+        )
+        .map_err(|e| self.call_err("queue", e))
+    }
+
+    /// Live tickets by state and pool, oldest first.
+    pub async fn tickets(&self, filter: TicketFilter) -> Result<Vec<LiveTicket>, EngineError> {
+        let queue = self.queue()?;
+        ractor::call_t!(
+            queue,
+            QueueMsg::List,
+            CALL_TIMEOUT.as_millis() as u64,
+            filter
         )
         .map_err(|e| self.call_err("queue", e))
     }

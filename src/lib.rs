@@ -26,7 +26,9 @@ pub use weir_actors::breaker::BreakerView;
 pub use weir_actors::done::{DeadLetter, DeadLetterPage};
 pub use weir_actors::done::{DoneRecord, DoneStatus};
 pub use weir_actors::events::EngineEvent;
-pub use weir_actors::queue::{Cancelled, Enqueued, QueueSettings, QueueStatus, TicketView};
+pub use weir_actors::queue::{
+    Cancelled, Enqueued, LiveTicket, QueueSettings, QueueStatus, TicketFilter, TicketView,
+};
 pub use weir_actors::scheduler::records::{RunState, TaskInput, UpstreamRecord};
 pub use weir_actors::scheduler::view::{GraphRunView, NodeView, RunSummary};
 pub use weir_actors::scheduler::{ReconcileReport, RerunOutcome, SchedulerSettings, StartOutcome};

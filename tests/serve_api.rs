@@ -382,3 +382,65 @@ fn epoch(s: &Served) -> u64 {
     let _ = json!({});
     v["started_at_ms"].as_u64().unwrap()
 }
+
+#[test]
+fn tickets_are_listed_by_state_and_a_public_address_needs_a_token_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(
+        &defs,
+        "slow",
+        r#"name = "slow"
+[pools]
+default = 1
+[[nodes]]
+name = "one"
+command = ["sleep", "20"]
+[[nodes]]
+name = "two"
+command = ["sleep", "20"]
+"#,
+    );
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    s.ok(&["start", "slow", "none"]);
+    let http = s.http();
+    let running = wait_for("a running ticket", Duration::from_secs(20), || {
+        let v = http.get("/api/v1/queue/tickets?state=running").json();
+        (v.as_array().unwrap().len() == 1).then_some(v)
+    });
+    let pending = http
+        .get("/api/v1/queue/tickets?state=pending&pool=default")
+        .json();
+    assert_eq!(
+        pending.as_array().unwrap().len(),
+        1,
+        "one slot: the other waits: {pending}"
+    );
+    let keys: Vec<&str> = [&running[0], &pending[0]]
+        .iter()
+        .map(|t| t["key"].as_str().unwrap())
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["slow/none/one/0", "slow/none/two/0"]);
+    assert_eq!(http.get("/api/v1/queue/tickets?state=done").status, 400);
+    let one = http.get(&format!(
+        "/api/v1/queue/tickets/{}",
+        keys[0].replace('/', "%2F")
+    ));
+    assert_eq!(one.status, 200, "{one:?}");
+    // Binding a public address without a token file is refused at start.
+    let o = weir()
+        .arg("serve")
+        .arg(&defs)
+        .arg("--data")
+        .arg(dir.path().join("other"))
+        .args(["--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--token-file"),
+        "{o:?}"
+    );
+}

@@ -196,6 +196,40 @@ pub struct QueueStatus {
     pub last_seq: u64,
 }
 
+/// Which live tickets to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TicketFilter {
+    /// Only running (`true`) or only pending (`false`) tickets.
+    pub running: Option<bool>,
+    /// Only this pool's.
+    pub pool: Option<String>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// A live ticket in a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveTicket {
+    /// Its key (a run id for graph nodes).
+    pub key: String,
+    /// Its id.
+    pub id: TicketId,
+    /// Its pool.
+    pub pool: String,
+    /// Its task.
+    pub task: String,
+    /// Its target.
+    pub target: Option<String>,
+    /// Running now (else pending).
+    pub running: bool,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Attempts failed.
+    pub failures: u32,
+    /// When it is due (pending) or its lease ends (running).
+    pub at_ms: u64,
+}
+
 /// A ticket as seen from outside.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TicketView {
@@ -284,6 +318,8 @@ pub enum QueueMsg {
     Status(RpcReplyPort<QueueStatus>),
     /// A ticket by key.
     Ticket(String, RpcReplyPort<Option<TicketView>>),
+    /// Live tickets by state and pool, oldest first, at most a limit.
+    List(TicketFilter, RpcReplyPort<Vec<LiveTicket>>),
     /// Fault injection, for tests only: the handler panics, so the
     /// supervisor sees the actor fail exactly as it would on a bug.
     Panic,
@@ -664,6 +700,9 @@ impl Actor for QueueActor {
             QueueMsg::Ticket(key, reply) => {
                 let view = state.ticket_view(&key)?;
                 let _ = reply.send(view);
+            }
+            QueueMsg::List(filter, reply) => {
+                let _ = reply.send(state.list(&filter));
             }
             QueueMsg::Panic => panic!("queue: fault injected by a test"),
         }
@@ -1496,6 +1535,39 @@ impl QueueState_ {
             .store
             .get::<DoneRecord>(&done_key(key))?
             .map(TicketView::Done))
+    }
+}
+
+impl QueueState_ {
+    /// Live tickets matching `f`, by id (enqueue order), at most
+    /// `f.limit`. It walks every live ticket: an operator's view, not a
+    /// hot path.
+    fn list(&self, f: &TicketFilter) -> Vec<LiveTicket> {
+        let mut out: Vec<LiveTicket> = self
+            .q
+            .tickets()
+            .filter(|t| f.pool.as_deref().is_none_or(|p| *t.job.pool == *p))
+            .filter_map(|t| {
+                let (running, at_ms) = match t.place {
+                    Place::Pending { due_ms } => (false, due_ms),
+                    Place::Running { lease_until_ms, .. } => (true, lease_until_ms),
+                };
+                f.running.is_none_or(|r| r == running).then(|| LiveTicket {
+                    key: t.job.key.to_string(),
+                    id: t.id,
+                    pool: t.job.pool.to_string(),
+                    task: t.job.task.to_string(),
+                    target: t.job.target.as_deref().map(str::to_string),
+                    running,
+                    attempts: t.attempt,
+                    failures: t.tries.failures,
+                    at_ms,
+                })
+            })
+            .collect();
+        out.sort_by_key(|t| t.id);
+        out.truncate(f.limit);
+        out
     }
 }
 

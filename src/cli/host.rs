@@ -137,6 +137,22 @@ pub fn reloader(path: PathBuf) -> Reloader {
     })
 }
 
+/// The address to listen on; a non-loopback one needs a token file given
+/// on purpose. Checked before the engine opens, so a refusal costs nothing.
+pub fn listen_addr(listen: &str, token_file: Option<&Path>) -> Result<SocketAddr, Failure> {
+    let addr: SocketAddr = listen.parse().map_err(|e| {
+        Failure::input(format!(
+            "--listen {listen:?}: {e} (write e.g. 127.0.0.1:7450)"
+        ))
+    })?;
+    if !serve::is_loopback(&addr) && token_file.is_none() {
+        return Err(Failure::input(format!(
+            "--listen {addr}: a non-loopback address needs --token-file F (a token you chose and keep secret)"
+        )));
+    }
+    Ok(addr)
+}
+
 /// Starts the API for `engine`: the token from `token_file` or
 /// `DATA/token` (made if absent). A non-loopback address needs a token
 /// file given on purpose.
@@ -147,16 +163,7 @@ pub async fn serve_api(
     token_file: Option<&Path>,
     reloader: Option<Reloader>,
 ) -> Result<Server, Failure> {
-    let listen: SocketAddr = listen.parse().map_err(|e| {
-        Failure::input(format!(
-            "--listen {listen:?}: {e} (write e.g. 127.0.0.1:7450)"
-        ))
-    })?;
-    if !serve::is_loopback(&listen) && token_file.is_none() {
-        return Err(Failure::input(format!(
-            "--listen {listen}: a non-loopback address needs --token-file F (a token you chose and keep secret)"
-        )));
-    }
+    let listen = listen_addr(listen, token_file)?;
     let token = match token_file {
         Some(f) => serve::discovery::read_token_file(f).map_err(Failure::input)?,
         None => serve::discovery::ensure_token(data).map_err(Failure::store)?,

@@ -69,6 +69,7 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     let progress = std::io::stderr().is_terminal() && args.log_format == LogFormat::Plain;
     init_logging(args.log_format, if progress { "warn" } else { "info" });
     let durability: Durability = args.durability.parse().map_err(Failure::input)?;
+    super::host::listen_addr(&args.listen, args.token_file.as_deref())?;
     if let Some(d) = &args.run_for {
         definition::parse_duration_ms(d).map_err(|e| Failure::input(format!("--for: {e}")))?;
     }

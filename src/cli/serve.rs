@@ -46,6 +46,7 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     init_logging(a.log_format, "info");
     let durability: Durability = a.durability.parse().map_err(Failure::input)?;
+    super::host::listen_addr(&a.listen, a.token_file.as_deref())?;
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
     let rt = tokio::runtime::Builder::new_multi_thread()

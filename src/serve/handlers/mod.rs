@@ -65,6 +65,7 @@ pub fn routes() -> Routes {
             actions::mark,
         )
         .get("/api/v1/queue/pools", queue::pools)
+        .get("/api/v1/queue/tickets", queue::tickets)
         .get("/api/v1/queue/tickets/{key}", queue::ticket)
         .get("/api/v1/queue/dead", queue::dead)
         .post("/api/v1/queue/dead/requeue", queue::requeue_all)

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use super::{Path, Query};
 use crate::serve::error::{ApiError, ApiResult};
 use crate::serve::AppState;
-use crate::{BreakerView, DeadLetterPage, QueueStatus, RequeueOutcome, TicketView};
+use crate::{
+    BreakerView, DeadLetterPage, LiveTicket, QueueStatus, RequeueOutcome, TicketFilter, TicketView,
+};
 
 /// Dead letters a page holds at most.
 pub const DEAD_PAGE_MAX: usize = 1_000;
@@ -15,6 +17,46 @@ pub const DEAD_PAGE_MAX: usize = 1_000;
 /// Pools with their slots, running and pending tickets.
 pub async fn pools(State(s): State<AppState>) -> ApiResult<Json<QueueStatus>> {
     Ok(Json(s.engine.status().await?))
+}
+
+/// The ticket list's query string.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TicketParams {
+    /// `pending` or `running` (default both).
+    state: Option<String>,
+    /// Only this pool's.
+    pool: Option<String>,
+    /// At most this many (default 100, at most [`TICKETS_PAGE_MAX`]).
+    limit: Option<usize>,
+}
+
+/// Live tickets a page holds at most.
+pub const TICKETS_PAGE_MAX: usize = 1_000;
+
+/// Live tickets by state and pool, oldest first.
+pub async fn tickets(
+    State(s): State<AppState>,
+    Query(q): Query<TicketParams>,
+) -> ApiResult<Json<Vec<LiveTicket>>> {
+    let limit = q.limit.unwrap_or(100);
+    if limit == 0 || limit > TICKETS_PAGE_MAX {
+        return Err(ApiError::bad(format!(
+            "limit: {limit} is not within 1..={TICKETS_PAGE_MAX}"
+        )));
+    }
+    let running = match q.state.as_deref() {
+        None => None,
+        Some("pending") => Some(false),
+        Some("running") => Some(true),
+        Some(o) => return Err(ApiError::bad(format!("state {o:?}: pending or running"))),
+    };
+    let filter = TicketFilter {
+        running,
+        pool: q.pool,
+        limit,
+    };
+    Ok(Json(s.engine.tickets(filter).await?))
 }
 
 /// One ticket by key: live with its tries, or its done record.

@@ -62,26 +62,19 @@ pub async fn events(
     let stop = s.stop.clone();
     let st = s.clone();
     let live = stream::unfold((rx, st, stop), |(mut rx, st, stop)| async move {
-        loop {
-            let got = tokio::select! {
-                () = stop.cancelled() => return None,
-                got = rx.recv() => got,
-            };
-            match got {
-                Ok(n) => {
-                    let e = sse_event(&st, &n);
-                    return Some((e, (rx, st, stop)));
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    let e = Event::default().event("reset").data(
-                        serde_json::json!({ "reason": format!("the stream fell {missed} events behind; refetch") })
-                            .to_string(),
-                    );
-                    return Some((e, (rx, st, stop)));
-                }
-                Err(RecvError::Closed) => return None,
-            }
-        }
+        let got = tokio::select! {
+            () = stop.cancelled() => return None,
+            got = rx.recv() => got,
+        };
+        let e = match got {
+            Ok(n) => sse_event(&st, &n),
+            Err(RecvError::Lagged(missed)) => Event::default().event("reset").data(
+                serde_json::json!({ "reason": format!("the stream fell {missed} events behind; refetch") })
+                    .to_string(),
+            ),
+            Err(RecvError::Closed) => return None,
+        };
+        Some((e, (rx, st, stop)))
     });
     tracing::debug!(replayed = after, "event stream opened");
     Sse::new(stream::iter(first).chain(live).map(Ok))
