@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use weir_actors::events::EngineEvent;
 use weir_actors::scheduler::records::RunState;
-use weir_actors::store::Durability;
+use weir_actors::store::{Durability, StoreSettings};
 use weir_actors::trigger::backfill::BackfillOrder;
 use weir_core::partition::{Partition, PartitionRange, Partitioning};
 
@@ -155,7 +155,15 @@ async fn run_async(
             .map_or(4, |n| n.get() as u32 * 2)
             .max(4)
     });
-    let mut builder = Engine::builder(&data).durability(durability);
+    // WEIR_DISK_RESERVE_BYTES and friends size the disk reserve (a small
+    // filesystem, the disk-full test).
+    let store_settings = StoreSettings {
+        durability,
+        ..StoreSettings::default()
+    }
+    .with_env_overrides()
+    .map_err(Failure::input)?;
+    let mut builder = Engine::builder(&data).store_settings(store_settings);
     if !defs.pools.contains_key("default") {
         builder = builder.pool("default", default_capacity);
     }
