@@ -103,6 +103,10 @@ pub(crate) fn classify(dir: &Path, e: StoreError) -> StoreError {
         {
             (sled_files(dir), format!("sled could not read them: {io}"))
         }
+        sled::Error::Unsupported(what) => (
+            sled_files(dir),
+            format!("sled refused them: {}", what.trim()),
+        ),
         sled::Error::ReportableBug(what) => (
             sled_files(dir),
             format!("sled failed on them: {}", what.trim()),

@@ -262,8 +262,8 @@ pub enum StoreError {
     },
     /// The store's files are damaged: sled refused them or panicked on them.
     #[error(
-        "store {dir}: {file} is damaged ({what}); nothing was changed: restore the data \
-         directory from a backup, or move it aside to start empty"
+        "store {dir}: {file} is damaged ({what}); restore the data directory from a \
+         backup, or move it aside to start empty"
     )]
     Damaged {
         /// The data directory.
@@ -332,6 +332,9 @@ struct Inner {
     db_file: File,
     /// Set after a failed write; cleared only by reopening.
     failed: AtomicBool,
+    /// Whether closing writes the mark (see the `damage` module): set once
+    /// the open checked the store whole.
+    mark_on_close: AtomicBool,
     /// The last journal sequence written.
     last_seq: AtomicU64,
     /// Sequence the last snapshot covers.
@@ -353,6 +356,9 @@ struct Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if !self.mark_on_close.load(Ordering::Acquire) {
+            return;
+        }
         damage::write_mark(
             &self.dir,
             self.settings.durability,
@@ -411,6 +417,10 @@ impl Store {
             Err(panic) => return Err(damage::from_panic(&dir, panic.as_ref())),
         };
         damage::check_mark(&store, &recovered)?;
+        // Only a store that opened whole may move the mark: a refused one
+        // recovered less than the mark, and writing that would hide the
+        // damage from the next open.
+        store.inner.mark_on_close.store(true, Ordering::Release);
         store.ensure_reserve_file();
         Ok((store, recovered))
     }
@@ -475,6 +485,7 @@ impl Store {
                 expiry,
                 db_file,
                 failed: AtomicBool::new(false),
+                mark_on_close: AtomicBool::new(false),
                 last_seq: AtomicU64::new(0),
                 snapshot_seq: AtomicU64::new(0),
                 ops_since_snapshot: AtomicU64::new(0),
