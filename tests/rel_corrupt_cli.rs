@@ -43,6 +43,9 @@ fn build(dir: &Path) -> u64 {
     std::fs::metadata(dir.join("sled/db")).unwrap().len()
 }
 
+/// Damage done to a file of the given length.
+type Damage = fn(&Path, u64);
+
 #[test]
 fn cli_on_a_damaged_store_exits_3_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
@@ -53,7 +56,7 @@ fn cli_on_a_damaged_store_exits_3_naming_the_file() {
     )
     .unwrap();
     // Each row: what is done to sled/db.
-    let damages: &[(&str, fn(&Path, u64))] = &[
+    let damages: &[(&str, Damage)] = &[
         ("truncated past the first segment", |db, len| {
             let cut = 5_216_813u64.min(len / 2 + 13);
             let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();

@@ -43,7 +43,9 @@ impl Tmpfs {
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
-        Ok(Tmpfs { at: at.to_path_buf() })
+        Ok(Tmpfs {
+            at: at.to_path_buf(),
+        })
     }
 
     fn resize(&self, bytes: u64) {

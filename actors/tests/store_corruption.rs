@@ -129,7 +129,14 @@ fn apply(path: &Path, damage: Damage) {
 /// The damages tried on a file of `len` bytes.
 fn damages(len: u64) -> Vec<Damage> {
     let mut out = Vec::new();
-    let mut cuts = vec![0, 1, len / 3, len / 2, len.saturating_sub(len / 10), len - 1];
+    let mut cuts = vec![
+        0,
+        1,
+        len / 3,
+        len / 2,
+        len.saturating_sub(len / 10),
+        len - 1,
+    ];
     // Just past the first segment, where sled 0.34.7 was seen to panic
     // (issue 13 truncated at 5,216,813 bytes: a segment and a bit).
     for segment in [512 << 10, 1 << 20, 5 << 20] {
@@ -240,7 +247,10 @@ fn damaged_files_are_refused_by_name_and_never_panic() {
             }
         }
     }
-    eprintln!("{refused} refused, {opened} opened intact, {} failures", failures.len());
+    eprintln!(
+        "{refused} refused, {opened} opened intact, {} failures",
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(refused > 0, "some damage is refused");
 }

@@ -46,8 +46,11 @@ fn enqueue(key: &str) -> Op {
     })
 }
 
+/// What a write acknowledged: keys enqueued, records written.
+type Written = (Vec<String>, Vec<(String, u64)>);
+
 /// One step of the workload: a kind of write, by its index.
-fn write(store: &Store, i: usize) -> Result<(Vec<String>, Vec<(String, u64)>), StoreError> {
+fn write(store: &Store, i: usize) -> Result<Written, StoreError> {
     let key = format!("k{i}");
     let rec = format!("r/{i}");
     let value = codec::encode(&(i as u64)).unwrap();
@@ -205,10 +208,7 @@ fn a_reopen_on_a_full_disk_opens_and_refuses_writes() {
     // go on.
     write(&store, 4).expect("a write above the reserve");
     free.store(RESERVE_MIN_BYTES / 2, Ordering::SeqCst);
-    assert!(matches!(
-        write(&store, 8),
-        Err(StoreError::DiskFull { .. })
-    ));
+    assert!(matches!(write(&store, 8), Err(StoreError::DiskFull { .. })));
 }
 
 /// The reserve is the larger of the minimum and the percentage.

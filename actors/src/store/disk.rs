@@ -40,10 +40,13 @@ pub struct DiskSpace {
     pub total_bytes: u64,
 }
 
+/// A function that measures the filesystem holding a path.
+type ProbeFn = dyn Fn(&Path) -> io::Result<DiskSpace> + Send + Sync;
+
 /// Reports the space of the filesystem that holds a path. The default asks
 /// `statvfs`; tests pass a fake to drive the store into its reserve.
 #[derive(Clone)]
-pub struct FreeSpaceProbe(Arc<dyn Fn(&Path) -> io::Result<DiskSpace> + Send + Sync>);
+pub struct FreeSpaceProbe(Arc<ProbeFn>);
 
 impl FreeSpaceProbe {
     /// A probe that calls `f`.

@@ -658,8 +658,11 @@ impl Store {
                 return Ok(());
             }
         };
-        let reserve =
-            disk::reserve_bytes(space.total_bytes, s.disk_reserve_min_bytes, s.disk_reserve_percent);
+        let reserve = disk::reserve_bytes(
+            space.total_bytes,
+            s.disk_reserve_min_bytes,
+            s.disk_reserve_percent,
+        );
         if space.free_bytes >= reserve {
             return Ok(());
         }
@@ -707,8 +710,12 @@ impl Store {
             return;
         }
         match disk::create_reserve(&inner.dir, s.reserve_file_bytes) {
-            Ok(()) => tracing::debug!(path = %path.display(), bytes = s.reserve_file_bytes, "reserve file in place"),
-            Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot create the reserve file"),
+            Ok(()) => {
+                tracing::debug!(path = %path.display(), bytes = s.reserve_file_bytes, "reserve file in place")
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot create the reserve file")
+            }
         }
     }
 
