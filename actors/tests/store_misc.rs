@@ -54,6 +54,10 @@ fn enqueues(keys: impl IntoIterator<Item = String>) -> Commit {
 fn dir_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        // The reserve file is preallocated room, not data.
+        if entry.file_name() == "reserve" {
+            continue;
+        }
         let meta = entry.metadata().unwrap();
         if meta.is_dir() {
             total += dir_bytes(&entry.path());

@@ -521,6 +521,8 @@ fn dir_bytes(dir: &Path) -> u64 {
     };
     entries
         .flatten()
+        // The reserve file is preallocated room, not data.
+        .filter(|e| e.file_name() != "reserve")
         .map(|e| match e.metadata() {
             Ok(m) if m.is_dir() => dir_bytes(&e.path()),
             Ok(m) => m.len(),

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use weir_actors::store::Durability;
+use weir_actors::store::{Durability, StoreSettings};
 
 use super::Failure;
 use crate::definition::{self, Definitions};
@@ -32,7 +32,15 @@ pub async fn open_engine(
             .map_or(4, |n| n.get() as u32 * 2)
             .max(4)
     });
-    let mut builder = Engine::builder(data).durability(durability);
+    // WEIR_DISK_RESERVE_BYTES and friends size the disk reserve (a small
+    // filesystem, the disk-full test).
+    let store_settings = StoreSettings {
+        durability,
+        ..StoreSettings::default()
+    }
+    .with_env_overrides()
+    .map_err(Failure::input)?;
+    let mut builder = Engine::builder(data).store_settings(store_settings);
     if !defs.pools.contains_key("default") {
         builder = builder.pool("default", default_capacity);
     }

@@ -138,6 +138,9 @@ impl Store {
         for op in &commit.ops {
             self.check_op(op)?;
         }
+        if !commit.is_empty() {
+            self.check_space()?;
+        }
         // Encode before touching sled: an encoding error writes nothing.
         let mut batch = sled::Batch::default();
         let mut seq = self.last_seq();

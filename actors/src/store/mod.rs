@@ -22,8 +22,18 @@
 //!
 //! Fail-stop: after an append or flush fails, every later write fails with
 //! [`StoreError::FailStopped`] until the store is reopened, because the
-//! in-memory state of the caller may now be ahead of the disk.
+//! in-memory state of the caller may now be ahead of the disk. A write that
+//! would eat into the disk's reserve fail-stops the same way, with
+//! [`StoreError::DiskFull`] (see the `disk` module): a full disk costs
+//! availability, never data.
+//!
+//! Opening is guarded: sled's open and recovery run under `catch_unwind`,
+//! since sled 0.34.7 panics on some damaged files (a truncated segment
+//! indexes out of bounds), and every refusal is a [`StoreError`] that names
+//! the data directory's files and what was found.
 
+mod damage;
+mod disk;
 mod journal;
 mod lock;
 mod page;
@@ -41,6 +51,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::codec::CodecError;
 use weir_core::queue::TicketId;
 
+pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use records::Expiring;
 pub use replay::Recovered;
@@ -103,6 +114,61 @@ pub struct StoreSettings {
     pub cache_bytes: u64,
     /// Records deleted in one expiry pass at most.
     pub expiry_batch_max: usize,
+    /// Free bytes the store leaves on its filesystem at the least: a write
+    /// that finds less free (or less than `disk_reserve_percent`, whichever
+    /// is larger) is refused with [`StoreError::DiskFull`].
+    pub disk_reserve_min_bytes: u64,
+    /// Percent of the filesystem's size the store leaves free at the least
+    /// (see `disk_reserve_min_bytes`); 0 by default.
+    pub disk_reserve_percent: u32,
+    /// Size of the preallocated reserve file (`DATA/reserve`), deleted when
+    /// the store hits the disk reserve so that the last flush and the next
+    /// open have room; 0 for none.
+    pub reserve_file_bytes: u64,
+    /// How the free space is measured (`statvfs` of the data directory;
+    /// tests pass a fake). Not serialized.
+    #[serde(skip)]
+    pub free_space: FreeSpaceProbe,
+}
+
+/// Environment variables that override the disk settings, for `weir run`
+/// on a small filesystem (and the tests that fill one).
+pub const ENV_DISK_RESERVE_BYTES: &str = "WEIR_DISK_RESERVE_BYTES";
+/// See [`ENV_DISK_RESERVE_BYTES`]: overrides `disk_reserve_percent`.
+pub const ENV_DISK_RESERVE_PERCENT: &str = "WEIR_DISK_RESERVE_PERCENT";
+/// See [`ENV_DISK_RESERVE_BYTES`]: overrides `reserve_file_bytes`.
+pub const ENV_RESERVE_FILE_BYTES: &str = "WEIR_RESERVE_FILE_BYTES";
+
+impl StoreSettings {
+    /// These settings with the disk settings the environment overrides
+    /// ([`ENV_DISK_RESERVE_BYTES`], [`ENV_DISK_RESERVE_PERCENT`],
+    /// [`ENV_RESERVE_FILE_BYTES`]; whole numbers). An unparsable value is an
+    /// error naming the variable.
+    pub fn with_env_overrides(mut self) -> Result<Self, String> {
+        fn read(name: &str) -> Result<Option<u64>, String> {
+            match std::env::var(name) {
+                Err(_) => Ok(None),
+                Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|e| {
+                    format!("environment variable {name}={v:?}: {e} (give a whole number)")
+                }),
+            }
+        }
+        if let Some(v) = read(ENV_DISK_RESERVE_BYTES)? {
+            self.disk_reserve_min_bytes = v;
+        }
+        if let Some(v) = read(ENV_DISK_RESERVE_PERCENT)? {
+            if v > 100 {
+                return Err(format!(
+                    "environment variable {ENV_DISK_RESERVE_PERCENT}={v}: a percent is at most 100"
+                ));
+            }
+            self.disk_reserve_percent = v as u32;
+        }
+        if let Some(v) = read(ENV_RESERVE_FILE_BYTES)? {
+            self.reserve_file_bytes = v;
+        }
+        Ok(self)
+    }
 }
 
 impl Default for StoreSettings {
@@ -116,6 +182,14 @@ impl Default for StoreSettings {
             entry_ops_max: 256,
             cache_bytes: 256 << 20,
             expiry_batch_max: 10_000,
+            disk_reserve_min_bytes: 64 << 20,
+            // A share of the filesystem is opt-in: 5% of a large shared
+            // disk (12 GiB of 252) refused every write on a machine whose
+            // other tenants had filled it, though 64 MiB is room enough
+            // for sled's last segment writes and the next open.
+            disk_reserve_percent: 0,
+            reserve_file_bytes: 16 << 20,
+            free_space: FreeSpaceProbe::default(),
         }
     }
 }
@@ -173,6 +247,35 @@ pub enum StoreError {
         /// The tree.
         tree: &'static str,
         /// What is wrong.
+        what: String,
+    },
+    /// The filesystem of the data directory has less free space than the
+    /// reserve: the write was refused and the store fail-stopped before
+    /// sled could run out of space mid-write.
+    #[error(
+        "store {dir}: disk full: {free_bytes} bytes free, under the reserve of {reserve_bytes} bytes; \
+         weir stopped writing so that nothing acknowledged is lost: free space on the filesystem \
+         of {dir} (or enlarge it), then run again; the work resumes where it stopped"
+    )]
+    DiskFull {
+        /// The data directory.
+        dir: PathBuf,
+        /// Free bytes found.
+        free_bytes: u64,
+        /// The reserve the store keeps.
+        reserve_bytes: u64,
+    },
+    /// The store's files are damaged: sled refused them or panicked on them.
+    #[error(
+        "store {dir}: {file} is damaged ({what}); restore the data directory from a \
+         backup, or move it aside to start empty"
+    )]
+    Damaged {
+        /// The data directory.
+        dir: PathBuf,
+        /// The file (or files) found damaged.
+        file: String,
+        /// What was found.
         what: String,
     },
     /// A write failed earlier; the store refuses writes until reopened.
@@ -234,6 +337,9 @@ struct Inner {
     db_file: File,
     /// Set after a failed write; cleared only by reopening.
     failed: AtomicBool,
+    /// Whether closing writes the mark (see the `damage` module): set once
+    /// the open checked the store whole.
+    mark_on_close: AtomicBool,
     /// The last journal sequence written.
     last_seq: AtomicU64,
     /// Sequence the last snapshot covers.
@@ -251,6 +357,19 @@ struct Inner {
     sync: Mutex<SyncState>,
     /// Held for the life of the store: the directory lock.
     _lock: lock::DirLock,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if !self.mark_on_close.load(Ordering::Acquire) {
+            return;
+        }
+        damage::write_mark(
+            &self.dir,
+            self.settings.durability,
+            self.last_seq.load(Ordering::Acquire),
+        );
+    }
 }
 
 #[derive(Default)]
@@ -283,7 +402,9 @@ pub struct Inspect {
 impl Store {
     /// Opens (creating) the store in `dir` and replays its queue state.
     /// Fails with a clear error when the directory is in use, cannot be
-    /// created, or holds anything that does not decode.
+    /// created, or holds anything that does not decode; damaged files are
+    /// refused with [`StoreError::Damaged`] naming them, never a panic
+    /// (sled's open and the replay run under `catch_unwind`).
     pub fn open(
         dir: impl AsRef<Path>,
         settings: StoreSettings,
@@ -291,6 +412,31 @@ impl Store {
         let dir = dir.as_ref().to_path_buf();
         create_private_dir(&dir)?;
         let lock = lock::DirLock::acquire(&dir)?;
+        damage::check_files(&dir)?;
+        let guarded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Store::open_locked(&dir, settings, lock)
+        }));
+        let (store, recovered) = match guarded {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(e)) => return Err(damage::classify(&dir, e)),
+            Err(panic) => return Err(damage::from_panic(&dir, panic.as_ref())),
+        };
+        damage::check_mark(&store, &recovered)?;
+        // Only a store that opened whole may move the mark: a refused one
+        // recovered less than the mark, and writing that would hide the
+        // damage from the next open.
+        store.inner.mark_on_close.store(true, Ordering::Release);
+        store.ensure_reserve_file();
+        Ok((store, recovered))
+    }
+
+    /// [`Store::open`] once the directory is locked and its files checked.
+    fn open_locked(
+        dir: &Path,
+        settings: StoreSettings,
+        lock: lock::DirLock,
+    ) -> Result<(Store, Recovered), StoreError> {
+        let dir = dir.to_path_buf();
         let sled_err = |source| StoreError::Sled {
             dir: dir.clone(),
             source,
@@ -344,6 +490,7 @@ impl Store {
                 expiry,
                 db_file,
                 failed: AtomicBool::new(false),
+                mark_on_close: AtomicBool::new(false),
                 last_seq: AtomicU64::new(0),
                 snapshot_seq: AtomicU64::new(0),
                 ops_since_snapshot: AtomicU64::new(0),
@@ -501,6 +648,82 @@ impl Store {
         Ok(())
     }
 
+    /// Refuses a write when the data directory's filesystem has less free
+    /// space than the reserve: releases the reserve file (room for the
+    /// last flush and the next open) and fail-stops. A probe that fails is
+    /// logged and the write goes on: the check guards against a full disk,
+    /// it must not invent one.
+    pub(crate) fn check_space(&self) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let s = &inner.settings;
+        let space = match s.free_space.probe(&inner.dir) {
+            Ok(space) => space,
+            Err(e) => {
+                tracing::warn!(dir = %inner.dir.display(), error = %e, "cannot measure free space");
+                return Ok(());
+            }
+        };
+        let reserve = disk::reserve_bytes(
+            space.total_bytes,
+            s.disk_reserve_min_bytes,
+            s.disk_reserve_percent,
+        );
+        if space.free_bytes >= reserve {
+            return Ok(());
+        }
+        let released = disk::release_reserve(&inner.dir);
+        tracing::error!(
+            dir = %inner.dir.display(),
+            free_bytes = space.free_bytes,
+            reserve_bytes = reserve,
+            reserve_file_released = released,
+            "disk full: refusing writes"
+        );
+        self.fail();
+        Err(StoreError::DiskFull {
+            dir: inner.dir.clone(),
+            free_bytes: space.free_bytes,
+            reserve_bytes: reserve,
+        })
+    }
+
+    /// Creates the reserve file when it is missing and the filesystem has
+    /// room for it above the reserve; says why not otherwise.
+    fn ensure_reserve_file(&self) {
+        let inner = &self.inner;
+        let s = &inner.settings;
+        if s.reserve_file_bytes == 0 {
+            return;
+        }
+        let path = disk::reserve_path(&inner.dir);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() >= s.reserve_file_bytes) {
+            return;
+        }
+        let room = match s.free_space.probe(&inner.dir) {
+            Ok(space) => {
+                let reserve = disk::reserve_bytes(
+                    space.total_bytes,
+                    s.disk_reserve_min_bytes,
+                    s.disk_reserve_percent,
+                );
+                space.free_bytes >= reserve.saturating_add(s.reserve_file_bytes)
+            }
+            Err(_) => false,
+        };
+        if !room {
+            tracing::warn!(dir = %inner.dir.display(), reserve_file_bytes = s.reserve_file_bytes, "no room for the reserve file; it is made at a later open");
+            return;
+        }
+        match disk::create_reserve(&inner.dir, s.reserve_file_bytes) {
+            Ok(()) => {
+                tracing::debug!(path = %path.display(), bytes = s.reserve_file_bytes, "reserve file in place")
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot create the reserve file")
+            }
+        }
+    }
+
     fn fail(&self) {
         if !self.inner.failed.swap(true, Ordering::AcqRel) {
             tracing::error!(dir = %self.inner.dir.display(), "store write failed: refusing writes until reopened");
@@ -555,6 +778,8 @@ impl Store {
 pub fn open_for_inspection(dir: impl AsRef<Path>) -> Result<(Store, Recovered), StoreError> {
     let settings = StoreSettings {
         durability: Durability::None,
+        // Reading takes no room: the reserve file is the engine's to make.
+        reserve_file_bytes: 0,
         ..StoreSettings::default()
     };
     Store::open(dir, settings)

@@ -138,6 +138,7 @@ impl Store {
         unexpiring: &[Expiring],
     ) -> Result<bool, StoreError> {
         self.check_writable()?;
+        self.check_space()?;
         let inner = &self.inner;
         let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
             let current = r.get(key.as_bytes())?;
@@ -178,6 +179,7 @@ impl Store {
         deletes: &[String],
     ) -> Result<(), StoreError> {
         self.check_writable()?;
+        self.check_space()?;
         let mut batch = sled::Batch::default();
         for (k, v) in puts {
             batch.insert(k.as_bytes(), v.as_slice());

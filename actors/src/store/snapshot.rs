@@ -116,6 +116,7 @@ impl Store {
         changed: impl IntoIterator<Item = (TicketId, Option<&'a Ticket>)>,
     ) -> Result<SnapshotMeta, StoreError> {
         self.check_writable()?;
+        self.check_space()?;
         let inner = &self.inner;
         let last = self.last_seq();
         assert!(

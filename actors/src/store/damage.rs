@@ -1,0 +1,192 @@
+//! Damaged store files: found at open, named, never a panic.
+//!
+//! sled 0.34.7 reports a damaged log as "Read corrupted data at file offset
+//! None backtrace ()", and panics on some damage (a truncated segment
+//! indexes out of bounds in `segment.rs`). [`super::Store::open`] runs
+//! sled's open and the replay under `catch_unwind`; this module turns what
+//! comes out into a [`StoreError::Damaged`] that names the files and what
+//! was found.
+//!
+//! Two kinds of damage sled cannot see, checked here:
+//! - a missing `sled/db` beside sled's other files: sled would start an
+//!   empty database in its place, silently;
+//! - a log that lost its tail (a truncated file, a torn copy): sled recovers
+//!   up to the last intact segment as after a crash, silently dropping
+//!   commits that were acknowledged. A mark file (`DATA/store.mark`),
+//!   written when a durable store closes, records the last journal
+//!   sequence; an open that recovers less refuses the store. The mark is a
+//!   lower bound (commits after it are durable too), so a crash after the
+//!   mark never trips it.
+
+use std::any::Any;
+use std::path::Path;
+
+use super::replay::Recovered;
+use super::{Durability, Store, StoreError};
+
+/// The mark file: the last journal sequence of a durable store when it
+/// last closed.
+pub(crate) const MARK_FILE: &str = "store.mark";
+
+/// sled's files in the data directory, with their sizes, for messages.
+fn sled_files(dir: &Path) -> String {
+    let sled = dir.join("sled");
+    let mut files: Vec<String> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&sled) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            match e.metadata() {
+                Ok(m) if m.is_dir() => files.push(format!("sled/{name}/")),
+                Ok(m) => files.push(format!("sled/{name} ({} bytes)", m.len())),
+                Err(_) => files.push(format!("sled/{name}")),
+            }
+        }
+    }
+    files.sort();
+    if files.is_empty() {
+        "sled/".to_string()
+    } else {
+        files.join(", ")
+    }
+}
+
+/// Refuses a data directory whose `sled/db` is missing while sled's other
+/// files are there.
+pub(crate) fn check_files(dir: &Path) -> Result<(), StoreError> {
+    let sled = dir.join("sled");
+    let Ok(entries) = std::fs::read_dir(&sled) else {
+        return Ok(());
+    };
+    let others: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if !others.is_empty() && !sled.join("db").exists() {
+        return Err(StoreError::Damaged {
+            dir: dir.to_path_buf(),
+            file: "sled/db".into(),
+            what: format!(
+                "it is missing while sled's other files are there ({})",
+                sled_files(dir)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// An open's error, as the user should see it: sled's corruption and
+/// read errors become [`StoreError::Damaged`] naming the file.
+pub(crate) fn classify(dir: &Path, e: StoreError) -> StoreError {
+    let StoreError::Sled { source, .. } = &e else {
+        return e;
+    };
+    let (file, what) = match source {
+        sled::Error::Corruption { at, .. } => match at {
+            Some(sled::DiskPtr::Inline(offset)) => (
+                "sled/db".to_string(),
+                format!("sled found corrupted data at offset {offset}"),
+            ),
+            Some(sled::DiskPtr::Blob(offset, blob)) => (
+                format!("sled/blobs/{blob}"),
+                format!("sled found a corrupted value (its pointer at offset {offset} of sled/db)"),
+            ),
+            None => (
+                sled_files(dir),
+                "sled found corrupted data at an unknown offset".to_string(),
+            ),
+        },
+        sled::Error::Io(io)
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
+            ) =>
+        {
+            (sled_files(dir), format!("sled could not read them: {io}"))
+        }
+        sled::Error::Unsupported(what) => (
+            sled_files(dir),
+            format!("sled refused them: {}", what.trim()),
+        ),
+        sled::Error::ReportableBug(what) => (
+            sled_files(dir),
+            format!("sled failed on them: {}", what.trim()),
+        ),
+        _ => return e,
+    };
+    StoreError::Damaged {
+        dir: dir.to_path_buf(),
+        file,
+        what,
+    }
+}
+
+/// A panic of sled's open or the replay, as [`StoreError::Damaged`].
+pub(crate) fn from_panic(dir: &Path, panic: &(dyn Any + Send)) -> StoreError {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    tracing::error!(dir = %dir.display(), panic = %msg, "store open panicked: the files are damaged");
+    StoreError::Damaged {
+        dir: dir.to_path_buf(),
+        file: sled_files(dir),
+        what: format!("sled panicked reading them: {msg}"),
+    }
+}
+
+/// Refuses a store that recovered less of its journal than it held when
+/// it last closed.
+pub(crate) fn check_mark(store: &Store, recovered: &Recovered) -> Result<(), StoreError> {
+    let path = store.dir().join(MARK_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let Some(marked) = text
+        .strip_prefix("last_seq ")
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    else {
+        return Err(StoreError::Damaged {
+            dir: store.dir().to_path_buf(),
+            file: MARK_FILE.into(),
+            what: format!("it holds {text:?}, not \"last_seq N\""),
+        });
+    };
+    let got = store.last_seq();
+    if got < marked {
+        return Err(StoreError::Damaged {
+            dir: store.dir().to_path_buf(),
+            file: sled_files(store.dir()),
+            what: format!(
+                "the journal ends at sequence {got} but reached {marked} when the store last \
+                 closed ({MARK_FILE}): the log lost its tail ({} tickets recovered)",
+                recovered.state.len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the mark of a closing store: its last journal sequence, which
+/// is durable in the `fsync` and `flush` modes (a commit returns after its
+/// flush). Written to a temporary file, synced and renamed, so a crash
+/// leaves the old mark or the new one.
+pub(crate) fn write_mark(store_dir: &Path, durability: Durability, last_seq: u64) {
+    if durability == Durability::None {
+        return;
+    }
+    let path = store_dir.join(MARK_FILE);
+    let tmp = store_dir.join(format!("{MARK_FILE}.tmp"));
+    let written = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        writeln!(f, "last_seq {last_seq}")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(store_dir)?.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::warn!(dir = %store_dir.display(), error = %e, "cannot write the store's mark");
+    }
+}

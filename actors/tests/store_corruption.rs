@@ -1,0 +1,256 @@
+//! A truncated or corrupted store never panics (issue 13, item 3): a store
+//! larger than one sled segment, closed cleanly, then each of its files
+//! truncated at several offsets, flipped at several bytes, or deleted. The
+//! open returns an error that names the file (or, for damage sled's
+//! checksums and the close mark show to be harmless, succeeds with every
+//! acknowledged op and record intact); it never panics, and never opens
+//! with something acknowledged missing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use weir_actors::store::{Commit, Durability, Store, StoreError, StoreSettings};
+use weir_core::codec;
+use weir_core::queue::{Job, Op};
+
+/// Records written; each of `RECORD_BYTES`, so the store spans several
+/// of sled's 512 KiB segments.
+const RECORDS: usize = 1_500;
+const RECORD_BYTES: usize = 2_000;
+/// Enqueues journaled, in commits of 50.
+const ENQUEUES: usize = 1_000;
+
+fn settings() -> StoreSettings {
+    StoreSettings {
+        durability: Durability::Flush,
+        reserve_file_bytes: 0,
+        ..StoreSettings::default()
+    }
+}
+
+/// What was acknowledged: record values and enqueued keys.
+struct Acked {
+    records: BTreeMap<String, Vec<u8>>,
+    keys: Vec<String>,
+}
+
+fn build(dir: &Path) -> Acked {
+    let (store, _) = Store::open(dir, settings()).expect("a new store opens");
+    let mut records = BTreeMap::new();
+    for chunk in 0..RECORDS / 50 {
+        let puts: Vec<(String, Vec<u8>)> = (0..50)
+            .map(|j| {
+                let i = chunk * 50 + j;
+                let value = codec::encode(&vec![(i % 251) as u8; RECORD_BYTES]).unwrap();
+                (format!("r/{i:05}"), value)
+            })
+            .collect();
+        store.put_batch(&puts, &[]).unwrap();
+        records.extend(puts);
+    }
+    let mut keys = Vec::new();
+    for chunk in 0..ENQUEUES / 50 {
+        let ops: Vec<Op> = (0..50)
+            .map(|j| {
+                let key = format!("k{:05}", chunk * 50 + j);
+                keys.push(key.clone());
+                Op::Enqueue(Job {
+                    payload: vec![3; 100],
+                    ..Job::new(key.as_str(), "noop", "p")
+                })
+            })
+            .collect();
+        store
+            .commit(&Commit {
+                ops,
+                ..Commit::default()
+            })
+            .unwrap();
+    }
+    Acked { records, keys }
+}
+
+/// Every file under `dir/sled`, relative to `dir`, with its size.
+fn sled_files(dir: &Path) -> Vec<(PathBuf, u64)> {
+    fn walk(root: &Path, at: &Path, out: &mut Vec<(PathBuf, u64)>) {
+        for e in std::fs::read_dir(at).unwrap().flatten() {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                walk(root, &e.path(), out);
+            } else {
+                out.push((e.path().strip_prefix(root).unwrap().to_path_buf(), m.len()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &dir.join("sled"), &mut out);
+    out.sort();
+    out
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let target = to.join(e.file_name());
+        if e.metadata().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+/// One kind of damage to a file.
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// Cut to this many bytes.
+    Truncate(u64),
+    /// Invert the byte at this offset.
+    Flip(u64),
+    /// Delete the file.
+    Delete,
+}
+
+fn apply(path: &Path, damage: Damage) {
+    match damage {
+        Damage::Truncate(len) => {
+            let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            f.set_len(len).unwrap();
+        }
+        Damage::Flip(at) => {
+            let mut bytes = std::fs::read(path).unwrap();
+            bytes[at as usize] = !bytes[at as usize];
+            std::fs::write(path, bytes).unwrap();
+        }
+        Damage::Delete => std::fs::remove_file(path).unwrap(),
+    }
+}
+
+/// The damages tried on a file of `len` bytes.
+fn damages(len: u64) -> Vec<Damage> {
+    let mut out = Vec::new();
+    let mut cuts = vec![
+        0,
+        1,
+        len / 3,
+        len / 2,
+        len.saturating_sub(len / 10),
+        len - 1,
+    ];
+    // Just past the first segment, where sled 0.34.7 was seen to panic
+    // (issue 13 truncated at 5,216,813 bytes: a segment and a bit).
+    for segment in [512 << 10, 1 << 20, 5 << 20] {
+        if segment + 13 < len {
+            cuts.push(segment + 13);
+        }
+    }
+    cuts.sort();
+    cuts.dedup();
+    out.extend(cuts.into_iter().filter(|&c| c < len).map(Damage::Truncate));
+    let mut flips = vec![0, 20, len / 4, len / 2, len - 1];
+    flips.sort();
+    flips.dedup();
+    out.extend(flips.into_iter().filter(|&f| f < len).map(Damage::Flip));
+    out.push(Damage::Delete);
+    out
+}
+
+/// Whether the store holds everything acknowledged.
+fn intact(
+    store: &Store,
+    recovered: &weir_actors::store::Recovered,
+    acked: &Acked,
+) -> Result<(), String> {
+    for (k, v) in &acked.records {
+        match store.get_raw(k) {
+            Ok(Some(got)) if got == *v => {}
+            Ok(Some(_)) => return Err(format!("record {k} changed")),
+            Ok(None) => return Err(format!("record {k} is missing")),
+            Err(e) => return Err(format!("record {k}: {e}")),
+        }
+    }
+    let keys: std::collections::BTreeSet<&str> =
+        recovered.state.tickets().map(|t| &*t.job.key).collect();
+    for k in &acked.keys {
+        if !keys.contains(k.as_str()) {
+            return Err(format!("enqueue {k} is missing"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn damaged_files_are_refused_by_name_and_never_panic() {
+    let pristine = tempfile::tempdir().unwrap();
+    let acked = build(pristine.path());
+    let files = sled_files(pristine.path());
+    let db_len = files
+        .iter()
+        .find(|(p, _)| p == Path::new("sled/db"))
+        .map(|(_, l)| *l)
+        .expect("sled/db exists");
+    assert!(
+        db_len > 512 << 10,
+        "the store spans more than one sled segment: sled/db is {db_len} bytes"
+    );
+    let mut refused = 0;
+    let mut opened = 0;
+    let mut failures = Vec::new();
+    for (file, len) in &files {
+        for damage in damages(*len) {
+            let work = tempfile::tempdir().unwrap();
+            let dir = work.path().join("data");
+            copy_dir(pristine.path(), &dir);
+            apply(&dir.join(file), damage);
+            let what = format!("{} ({len} bytes): {damage:?}", file.display());
+            let result = std::panic::catch_unwind(|| Store::open(&dir, settings()));
+            match result {
+                Err(_) => failures.push(format!("{what}: the open panicked")),
+                Ok(Err(e)) => {
+                    refused += 1;
+                    let msg = e.to_string();
+                    let name = file.file_name().unwrap().to_string_lossy().into_owned();
+                    if !msg.contains(&name) {
+                        failures.push(format!("{what}: the error does not name {name}: {msg}"));
+                    }
+                    if msg.contains("backtrace") {
+                        failures.push(format!("{what}: sled's raw message: {msg}"));
+                    }
+                    if !matches!(
+                        e,
+                        StoreError::Damaged { .. }
+                            | StoreError::Corrupt { .. }
+                            | StoreError::Inconsistent { .. }
+                    ) {
+                        failures.push(format!("{what}: not a damage error: {e:?}"));
+                    }
+                    eprintln!("{what}: refused: {msg}");
+                    // sled may have rewritten the files while it failed;
+                    // a second open must not take what is left as whole.
+                    match std::panic::catch_unwind(|| Store::open(&dir, settings())) {
+                        Err(_) => failures.push(format!("{what}: the second open panicked")),
+                        Ok(Err(_)) => {}
+                        Ok(Ok((store, recovered))) => {
+                            if let Err(lost) = intact(&store, &recovered, &acked) {
+                                failures.push(format!("{what}: a second open took it, but {lost}"));
+                            }
+                        }
+                    }
+                }
+                Ok(Ok((store, recovered))) => {
+                    opened += 1;
+                    if let Err(lost) = intact(&store, &recovered, &acked) {
+                        failures.push(format!("{what}: opened, but {lost}"));
+                    }
+                    eprintln!("{what}: opened intact");
+                }
+            }
+        }
+    }
+    eprintln!(
+        "{refused} refused, {opened} opened intact, {} failures",
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(refused > 0, "some damage is refused");
+}
