@@ -215,3 +215,42 @@ async fn killed_trigger_resumes_the_backfill_without_repeats() {
     }
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// Issue #13 item 4: a backfill is identified by (graph, range). A `weir
+/// run --backfill` restarted again and again asks for the same range each
+/// time; every ask resumes the backfill in progress, so none leaks and
+/// the limit of backfills in progress is never reached.
+#[tokio::test(start_paused = true)]
+async fn asking_again_for_a_covered_range_resumes_the_backfill() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), T0, 4, 0, &Script::default()).await;
+    engine.adopt(daily("d", 1)).await.unwrap();
+    let first = engine
+        .backfill("d", range(30), BackfillOrder::Oldest)
+        .await
+        .unwrap();
+    for i in 0..150 {
+        let again = engine
+            .backfill("d", range(30), BackfillOrder::Oldest)
+            .await
+            .unwrap();
+        assert_eq!(again.id, first.id, "ask #{i} made a new backfill");
+    }
+    let inside = engine
+        .backfill("d", range(5), BackfillOrder::Newest)
+        .await
+        .unwrap();
+    assert_eq!(inside.id, first.id, "a covered range resumes it too");
+    assert_eq!(engine.trigger_status("d").await.unwrap().backfills.len(), 1);
+    wait_backfills_done(&engine, "d").await;
+    let runs = engine.list_runs("d", None).unwrap();
+    assert_eq!(runs.len(), 30, "every window once");
+    // Once finished, the same range is a new backfill (its runs exist, so
+    // it skips them all).
+    let later = engine
+        .backfill("d", range(30), BackfillOrder::Oldest)
+        .await
+        .unwrap();
+    assert_ne!(later.id, first.id);
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -1211,6 +1211,25 @@ impl TriggerState {
                 self.graph
             )));
         };
+        // A backfill is identified by (graph, range): asking again for a
+        // range that an unfinished backfill covers resumes that one. A
+        // `weir run --backfill` restarted after a crash asks again every
+        // time; each ask must not leak a backfill.
+        let covers = |b: &Backfill| {
+            let (Some(bf), Some(bt), Some(rf), Some(rt)) = (
+                b.from.start_ms(),
+                b.to.start_ms(),
+                range.from.start_ms(),
+                range.to.start_ms(),
+            ) else {
+                return b.from == range.from && b.to == range.to;
+            };
+            b.from.partitioning() == range.from.partitioning() && bf <= rf && rt <= bt
+        };
+        if let Some(b) = self.backfills.backfills.iter().find(|b| covers(b)) {
+            tracing::info!(graph = %self.graph, backfill = b.id, range = %range, "backfill asked for again; resuming the one in progress");
+            return Ok(Ok(b.clone()));
+        }
         if self.backfills.backfills.len() >= self.settings.backfills_max {
             return Ok(Err(format!(
                 "graph {}: {} backfills are in progress, the most allowed",
