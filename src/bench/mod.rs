@@ -12,6 +12,7 @@ mod latency;
 pub mod readiness;
 mod recovery;
 mod store;
+pub mod validate;
 
 use std::fmt::Write as _;
 
@@ -39,6 +40,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
+    "validate",
 ];
 
 /// Runs a scenario.
@@ -54,6 +56,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "sweep" => latency::run_sweep(quick),
         "recovery" => recovery::run(quick),
         "crash" => crash::run(quick),
+        "validate" => validate::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

@@ -164,32 +164,46 @@ pub fn load_file(path: &Path) -> Result<FileParts, DefinitionError> {
 
 /// Parses and validates definition text (`path` names it in errors; `dir`
 /// is where its commands run by default).
+///
+/// Linear in the size of the text: line numbers come from a table of line
+/// starts built once ([`Lines`]), and an error's node is found by the name
+/// it quotes, not by trying every node's name against the message.
 pub fn parse(text: &str, path: &Path, dir: &Path) -> Result<FileParts, DefinitionError> {
-    let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+    let lines = Lines::new(text);
     let file: GraphFile = toml::from_str(text).map_err(|e| DefinitionError {
         file: path.to_path_buf(),
-        line: e.span().map(|s| line_of(s.start)),
+        line: e.span().map(|s| lines.line_of(s.start)),
         what: e.message().trim().to_string(),
     })?;
-    let node_lines: BTreeMap<String, usize> = file
-        .nodes
-        .iter()
-        .map(|n| (n.get_ref().name.clone(), line_of(n.span().start)))
-        .collect();
+    // Every declaration's line, in file order: a name declared twice keeps
+    // both, so the duplicate error can point at the second one.
+    let mut node_lines: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for n in &file.nodes {
+        node_lines
+            .entry(n.get_ref().name.clone())
+            .or_default()
+            .push(lines.line_of(n.span().start));
+    }
+    let first_line = |name: &str| node_lines.get(name).and_then(|l| l.first().copied());
     let (def, pools, targets): (GraphDef, _, _) =
         file.into_def(dir)
             .map_err(|(line_node, what)| DefinitionError {
                 file: path.to_path_buf(),
-                line: line_node.and_then(|n| node_lines.get(&n).copied()),
+                line: line_node.as_deref().and_then(first_line),
                 what,
             })?;
     let graph = def.validate().map_err(|e| {
         let msg = e.to_string();
-        // Point at the node the error names, when it names one.
-        let line = node_lines
-            .iter()
-            .find(|(name, _)| msg.contains(&format!("node {name:?}")))
-            .map(|(_, l)| *l);
+        // Point at the node the error names, when it names one; at its
+        // second declaration when it is declared twice.
+        let line = quoted_node(&msg).and_then(|name| {
+            let at = node_lines.get(name)?;
+            if msg.contains("declared more than once") {
+                at.get(1).or(at.first()).copied()
+            } else {
+                at.first().copied()
+            }
+        });
         DefinitionError {
             file: path.to_path_buf(),
             line,
@@ -197,6 +211,38 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> Result<FileParts, Definitio
         }
     })?;
     Ok((graph, pools, targets))
+}
+
+/// The name in the first `node "NAME"` of a message. Node names are
+/// `[A-Za-z0-9_.-]`, so their debug form has no escapes.
+fn quoted_node(msg: &str) -> Option<&str> {
+    let start = msg.find("node \"")? + "node \"".len();
+    let len = msg[start..].find('"')?;
+    Some(&msg[start..start + len])
+}
+
+/// Line numbers (from 1) of byte offsets in a text: the offsets where lines
+/// start, found once, then a binary search per lookup.
+pub(crate) struct Lines {
+    /// Byte offset of the start of each line; the first is 0.
+    starts: Vec<usize>,
+}
+
+impl Lines {
+    /// The line table of `text`.
+    pub(crate) fn new(text: &str) -> Lines {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Lines { starts }
+    }
+
+    /// The line (from 1) that holds byte `offset`; an offset past the end
+    /// is on the last line.
+    pub(crate) fn line_of(&self, offset: usize) -> usize {
+        // The starts at or before `offset` count the lines up to it.
+        self.starts.partition_point(|&s| s <= offset)
+    }
 }
 
 /// Parses a duration like `500ms`, `30s`, `5m`, `1h`, `7d`.
