@@ -1,9 +1,16 @@
 //! Graph definition files: TOML, one graph a file, or a folder of them.
 //!
 //! A file is read into [`GraphFile`] (unknown fields are errors, so a typo
-//! is never silently ignored), converted into weir-core's [`GraphDef`] and
-//! validated. Every error names the file, the line and the field; nothing of
-//! a bad file is adopted, and a folder with one bad file adopts nothing.
+//! is never silently ignored), converted into weir-core's `GraphDef` and
+//! validated. Every error names the file, the line and the field, and every
+//! fault of a file is reported, not the first only ([`DefinitionErrors`]),
+//! so one `weir validate` lists all there is to fix (a TOML syntax error is
+//! one fault: nothing after it can be read). The checks include what the
+//! engine that will run the graphs provides ([`Registered`]: the `weir`
+//! command has the `command` task and the pools the files declare), so what
+//! validates is also adopted. Nothing of a bad file is adopted, and a
+//! folder with one bad file adopts nothing. The format, field by field, is
+//! in `docs/definitions.md`.
 //!
 //! ```toml
 //! name = "etl"
