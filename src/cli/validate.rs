@@ -1,19 +1,32 @@
 //! `weir validate PATH`: checks definitions and prints each graph, nodes in
 //! topological order with their rules, pools and targets.
+//!
+//! A bad file is reported whole: every fault on its own line of stderr
+//! (`weir: definition FILE:LINE: what`), so that one pass fixes them all,
+//! and the exit code is 2. The checks are those of `weir run`, including
+//! the pools and tasks its engine has, so what validates also adopts.
 
 use std::path::Path;
 
-use super::Failure;
+use super::{Failure, EXIT_BAD_INPUT};
 use crate::definition;
 
 /// Runs the command.
 pub fn run(path: &Path) -> Result<u8, Failure> {
-    let defs = definition::load(path).map_err(|e| Failure::input(e.to_string()))?;
+    let defs = match definition::load(path) {
+        Ok(defs) => defs,
+        Err(errors) => {
+            for e in &errors.0 {
+                eprintln!("weir: {e}");
+            }
+            return Ok(EXIT_BAD_INPUT);
+        }
+    };
     for loaded in &defs.graphs {
         let g = &loaded.graph;
         let d = g.def();
-        println!("graph {} ({})", g.name(), loaded.file.display());
-        println!("  definition {}", g.hash());
+        super::out(&format!("graph {} ({})", g.name(), loaded.file.display()));
+        super::out(&format!("  definition {}", g.hash()));
         let mut line = format!("  partitioning {:?}", d.partitioning).to_lowercase();
         if let Some(c) = &d.cron {
             line.push_str(&format!(", cron \"{c}\", catchup {}", d.catchup));
@@ -21,14 +34,14 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
         if d.keyed.is_some() {
             line.push_str(", keyed");
         }
-        println!(
+        super::out(&format!(
             "{line}, max_active_runs {}, retention {} ms",
             d.max_active_runs, d.retention_ms
-        );
+        ));
         for &i in g.topological_order() {
             let n = g.node_at(i);
             let ups: Vec<&str> = n.upstreams.iter().map(|u| u.as_str()).collect();
-            println!(
+            super::out(&format!(
                 "  {:<24} rule {:<28} pool {:<10} target {:<12} task {:<10} upstreams [{}]",
                 n.name.as_str(),
                 n.trigger_rule.to_string(),
@@ -36,9 +49,9 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
                 n.target.as_ref().map_or("-", |t| t.as_str()),
                 n.task.task.as_str(),
                 ups.join(", ")
-            );
+            ));
         }
     }
-    println!("{} graph(s) valid", defs.graphs.len());
+    super::out(&format!("{} graph(s) valid", defs.graphs.len()));
     Ok(0)
 }

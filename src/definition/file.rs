@@ -2,13 +2,14 @@
 //! model. Durations are strings (`30s`, `5m`, `1h`, `7d`); unknown fields
 //! are errors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
 use weir_core::breaker::BreakerSettings;
-use weir_core::graph::{GraphDef, NodeDef, TaskSpec};
+use weir_core::graph::{GraphDef, NodeDef, TaskSpec, POOL_DEFAULT};
 use weir_core::keyed::{InventorySource, KeyedSpec};
 use weir_core::names::Name;
 use weir_core::partition::Partitioning;
@@ -16,7 +17,7 @@ use weir_core::retry::RetryPolicy;
 use weir_core::schedule::{Debounce, ScheduleSettings};
 use weir_core::trigger::TriggerRule;
 
-use super::parse_duration_ms;
+use super::{parse_duration_ms, Lines};
 use crate::task::command::{CommandConfig, COMMAND_TASK};
 
 /// A definition file.
@@ -24,31 +25,31 @@ use crate::task::command::{CommandConfig, COMMAND_TASK};
 #[serde(deny_unknown_fields)]
 pub struct GraphFile {
     /// The graph's name.
-    pub name: String,
+    pub name: Spanned<String>,
     /// none, hourly, daily, weekly, monthly or keyed.
     #[serde(default)]
-    pub partitioning: Option<String>,
+    pub partitioning: Option<Spanned<String>>,
     /// A cron expression.
     #[serde(default)]
-    pub cron: Option<String>,
+    pub cron: Option<Spanned<String>>,
     /// Start every missed window after downtime.
     #[serde(default)]
     pub catchup: bool,
     /// How long settled runs are kept.
     #[serde(default)]
-    pub retention: Option<String>,
+    pub retention: Option<Spanned<String>>,
     /// The most active runs.
     #[serde(default)]
-    pub max_active_runs: Option<u32>,
+    pub max_active_runs: Option<Spanned<u32>>,
     /// Pools and capacities.
     #[serde(default)]
-    pub pools: BTreeMap<String, u32>,
+    pub pools: Option<Spanned<BTreeMap<String, u32>>>,
     /// Targets and their breakers.
     #[serde(default)]
-    pub targets: BTreeMap<String, TargetFile>,
+    pub targets: BTreeMap<String, Spanned<TargetFile>>,
     /// A keyed graph's inventory and schedule.
     #[serde(default)]
-    pub keyed: Option<KeyedFile>,
+    pub keyed: Option<Spanned<KeyedFile>>,
     /// The nodes.
     #[serde(default)]
     pub nodes: Vec<Spanned<NodeFile>>,
@@ -167,31 +168,30 @@ pub struct RetryFile {
     pub deadline: Option<String>,
 }
 
-type Err = (Option<String>, String);
+/// A fault of a file: the line it is on, when known, and what is wrong.
+pub(crate) type Fault = (Option<usize>, String);
 
-fn dur(field: &str, v: &Option<String>, node: Option<&str>) -> Result<Option<u64>, Err> {
+/// What the engine that will run a file provides: the pools it has and the
+/// tasks registered with it; `None` accepts any.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Known<'a> {
+    /// Every pool the engine will have.
+    pub pools: Option<&'a BTreeSet<String>>,
+    /// Every task registered with it.
+    pub tasks: Option<&'a BTreeSet<String>>,
+}
+
+fn dur(field: &str, v: &Option<String>) -> Result<Option<u64>, String> {
     match v {
         None => Ok(None),
         Some(s) => parse_duration_ms(s)
             .map(Some)
-            .map_err(|e| (node.map(str::to_string), field_msg(node, field, e))),
+            .map_err(|e| format!("field {field}: {e}")),
     }
 }
 
-fn field_msg(node: Option<&str>, field: &str, what: String) -> String {
-    match node {
-        Some(n) => format!("node {n:?}: field {field}: {what}"),
-        None => format!("field {field}: {what}"),
-    }
-}
-
-fn name(field: &str, v: &str, node: Option<&str>) -> Result<Name, Err> {
-    Name::new(v).map_err(|e| {
-        (
-            node.map(str::to_string),
-            field_msg(node, field, e.to_string()),
-        )
-    })
+fn field_msg(node: &str, field: &str, what: impl std::fmt::Display) -> String {
+    format!("node {node:?}: field {field}: {what}")
 }
 
 type Parts = (
@@ -201,228 +201,485 @@ type Parts = (
 );
 
 impl GraphFile {
-    /// Converts into the model. Errors carry the node they are about.
-    pub fn into_def(self, dir: &Path) -> Result<Parts, Err> {
-        let gname = name("name", &self.name, None)?;
-        let g = |what: String| (None, format!("graph {:?}: {what}", self.name));
-        let partitioning = match self.partitioning.as_deref() {
-            None | Some("none") => Partitioning::None,
-            Some("hourly") => Partitioning::Hourly,
-            Some("daily") => Partitioning::Daily,
-            Some("weekly") => Partitioning::Weekly,
-            Some("monthly") => Partitioning::Monthly,
-            Some("keyed") => Partitioning::Keyed,
-            Some(other) => {
-                return Err(g(format!(
-                    "field partitioning: {other:?} is not one of none, hourly, daily, weekly, monthly, keyed"
-                )))
-            }
+    /// The line of each top-level field the file gives, by the name the
+    /// graph's validation uses for it.
+    pub(crate) fn field_lines(&self, lines: &Lines) -> BTreeMap<&'static str, usize> {
+        let mut out = BTreeMap::new();
+        let mut put = |field: &'static str, span: Range<usize>| {
+            out.insert(field, lines.line_of(span.start));
         };
-        let mut def = GraphDef::new(gname, Vec::new());
-        def.partitioning = partitioning;
-        def.cron = self.cron.clone();
-        def.catchup = self.catchup;
-        if let Some(r) = dur("retention", &self.retention, None).map_err(|(_, e)| g(e))? {
-            def.retention_ms = r;
+        put("name", self.name.span());
+        if let Some(v) = &self.partitioning {
+            put("partitioning", v.span());
         }
-        if let Some(m) = self.max_active_runs {
-            def.max_active_runs = m;
+        if let Some(v) = &self.cron {
+            put("cron", v.span());
         }
-        for (p, c) in &self.pools {
-            let n = name("pools", p, None).map_err(|(_, e)| g(e))?;
-            if *c == 0 {
-                return Err(g(format!("field pools.{p}: capacity must be at least 1")));
+        if let Some(v) = &self.retention {
+            put("retention", v.span());
+        }
+        if let Some(v) = &self.max_active_runs {
+            put("max_active_runs", v.span());
+        }
+        if let Some(v) = &self.pools {
+            put("pools", v.span());
+        }
+        if let Some(v) = &self.keyed {
+            put("keyed", v.span());
+        }
+        out
+    }
+
+    /// The pools the file declares.
+    pub(crate) fn declared_pools(&self) -> impl Iterator<Item = &String> {
+        self.pools.iter().flat_map(|p| p.get_ref().keys())
+    }
+
+    /// Converts into the model, checking every field and every node and
+    /// collecting every fault (a bad node does not hide the next one). The
+    /// checks that need the whole graph (names declared twice, upstreams,
+    /// pools, targets, tasks) are made here too, with the node's line; the
+    /// graph's own validation then finds what is left (cycles, limits).
+    pub(crate) fn into_def(
+        self,
+        dir: &Path,
+        lines: &Lines,
+        known: Known<'_>,
+    ) -> Result<Parts, Vec<Fault>> {
+        let mut faults: Vec<Fault> = Vec::new();
+        let line = |span: Range<usize>| Some(lines.line_of(span.start));
+        let gname = self.name.get_ref().clone();
+        let g = |at: Option<usize>, what: String| (at, format!("graph {gname:?}: {what}"));
+        let graph_name = Name::new(gname.clone()).unwrap_or_else(|e| {
+            faults.push((line(self.name.span()), format!("field name: {e}")));
+            Name::new("unnamed").expect("a valid name")
+        });
+        let mut def = GraphDef::new(graph_name, Vec::new());
+        if let Some(p) = &self.partitioning {
+            def.partitioning = match p.get_ref().as_str() {
+                "none" => Partitioning::None,
+                "hourly" => Partitioning::Hourly,
+                "daily" => Partitioning::Daily,
+                "weekly" => Partitioning::Weekly,
+                "monthly" => Partitioning::Monthly,
+                "keyed" => Partitioning::Keyed,
+                other => {
+                    faults.push(g(
+                        line(p.span()),
+                        format!("field partitioning: {other:?} is not one of none, hourly, daily, weekly, monthly, keyed"),
+                    ));
+                    Partitioning::None
+                }
+            };
+        }
+        if let Some(c) = &self.cron {
+            if let Err(e) = weir_core::cron::Schedule::parse(c.get_ref()) {
+                faults.push(g(line(c.span()), format!("cron: {e}")));
             }
-            def.pools.insert(n, *c);
+            def.cron = Some(c.get_ref().clone());
+        }
+        def.catchup = self.catchup;
+        if let Some(r) = &self.retention {
+            match dur("retention", &Some(r.get_ref().clone())) {
+                Ok(Some(v)) => def.retention_ms = v,
+                Ok(None) => {}
+                Err(e) => faults.push(g(line(r.span()), e)),
+            }
+        }
+        if let Some(m) = &self.max_active_runs {
+            if *m.get_ref() == 0 {
+                faults.push(g(line(m.span()), "max_active_runs: must be above 0".into()));
+            } else {
+                def.max_active_runs = *m.get_ref();
+            }
+        }
+        let pools: BTreeMap<String, u32> = self
+            .pools
+            .as_ref()
+            .map(|p| p.get_ref().clone())
+            .unwrap_or_default();
+        let pools_line = self.pools.as_ref().and_then(|p| line(p.span()));
+        for (p, c) in &pools {
+            match Name::new(p.clone()) {
+                Err(e) => faults.push(g(pools_line, format!("field pools: {e}"))),
+                Ok(_) if *c == 0 => faults.push(g(
+                    pools_line,
+                    format!("field pools.{p}: capacity must be at least 1"),
+                )),
+                Ok(n) => {
+                    def.pools.insert(n, *c);
+                }
+            }
         }
         let mut targets = BTreeMap::new();
         for (t, tf) in &self.targets {
-            let n = name("targets", t, None).map_err(|(_, e)| g(e))?;
-            let mut s = BreakerSettings::default();
-            if let Some(v) = tf.failures {
-                s.failures_max = v;
+            let at = line(tf.span());
+            match target_settings(t, tf.get_ref()) {
+                Ok((n, s)) => {
+                    def.targets.insert(n, s.clone());
+                    targets.insert(t.clone(), s);
+                }
+                Err(e) => faults.push(g(at, e)),
             }
-            if let Some(v) = tf.failure_rate {
-                s.failure_rate = v;
-            }
-            if let Some(v) = tf.window {
-                s.window_calls = v;
-            }
-            if let Some(v) = tf.min_calls {
-                s.min_calls = v;
-            }
-            if let Some(v) =
-                dur(&format!("targets.{t}.cooldown"), &tf.cooldown, None).map_err(|(_, e)| g(e))?
-            {
-                s.cooldown_ms = v;
-            }
-            if let Some(v) = tf.probes {
-                s.probes = v;
-            }
-            s.validate()
-                .map_err(|e| g(format!("field targets.{t}: {e}")))?;
-            def.targets.insert(n, s.clone());
-            targets.insert(t.clone(), s);
         }
         if let Some(k) = &self.keyed {
-            let inventory = match (&k.inventory.file, &k.inventory.command) {
-                (Some(f), None) => {
-                    let p = dir.join(f);
-                    InventorySource::File(p.to_string_lossy().into_owned())
-                }
-                (None, Some(argv)) => InventorySource::Command(argv.clone()),
-                _ => {
-                    return Err(g(
-                        "field keyed.inventory: give exactly one of file or command".into(),
-                    ))
-                }
-            };
-            let mut spec = KeyedSpec::new(inventory);
-            let kd = |f: &str, v: &Option<String>| dur(f, v, None).map_err(|(_, e)| g(e));
-            if let Some(v) = kd("keyed.refresh", &k.refresh)? {
-                spec.refresh_ms = v;
+            match keyed_spec(k.get_ref(), dir) {
+                Ok(spec) => def.keyed = Some(spec),
+                Err(e) => faults.extend(e.into_iter().map(|e| g(line(k.span()), e))),
             }
-            let mut sched = ScheduleSettings::default();
-            if let Some(v) = kd("keyed.interval", &k.interval)? {
-                sched.interval_ms = v;
-            }
-            if let Some(v) = kd("keyed.retry_interval", &k.retry_interval)? {
-                sched.retry_interval_ms = v;
-            }
-            if let Some(v) = kd("keyed.jitter", &k.jitter)? {
-                sched.jitter_ms = v;
-            }
-            spec.schedule = sched;
-            if let Some(d) = &k.debounce {
-                let mut db = Debounce::default();
-                if let Some(v) = kd("keyed.debounce.delay", &d.delay)? {
-                    db.delay_ms = v;
-                }
-                if let Some(v) = kd("keyed.debounce.max_wait", &d.max_wait)? {
-                    db.max_wait_ms = v;
-                }
-                spec.debounce = db;
-            }
-            if let Some(v) = k.batch_size {
-                spec.batch_size = v;
-            }
-            if let Some(v) = kd("keyed.lease", &k.lease)? {
-                spec.lease_ms = v;
-            }
-            def.keyed = Some(spec);
         }
-        for n in self.nodes {
-            let n = n.into_inner();
-            def.nodes.push(n.into_node(dir)?);
+        // Whole-graph checks of each node, worded as the graph's own
+        // validation words them.
+        let declared: BTreeSet<&str> = self
+            .nodes
+            .iter()
+            .map(|n| n.get_ref().name.as_str())
+            .collect();
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for spanned in &self.nodes {
+            let n = spanned.get_ref();
+            let at = line(spanned.span());
+            let node = g(at, format!("node {:?}: ", n.name));
+            let mut fault = |what: String| faults.push((at, format!("{}{what}", node.1)));
+            if !seen.insert(n.name.as_str()) {
+                fault("name is declared more than once".into());
+            }
+            let mut ups: BTreeSet<&str> = BTreeSet::new();
+            for u in &n.upstreams {
+                if u == &n.name {
+                    fault("upstreams: the node lists itself".into());
+                } else if !declared.contains(u.as_str()) {
+                    fault(format!("upstream {u:?} is not a node of the graph"));
+                } else if !ups.insert(u.as_str()) {
+                    fault(format!("upstream {u:?} is listed more than once"));
+                }
+            }
+            if let Some(p) = n.pool.as_deref().filter(|p| *p != POOL_DEFAULT) {
+                if !pools.is_empty() && !pools.contains_key(p) {
+                    fault(format!("pool {p:?} is not one of the graph's pools"));
+                } else if known.pools.is_some_and(|k| !k.contains(p)) {
+                    fault(format!(
+                        "pool {p:?} is not declared: declare it under [pools] (weir has \"default\" and the pools its definition files declare)"
+                    ));
+                }
+            }
+            if let Some(t) = &n.target {
+                if !self.targets.is_empty() && !self.targets.contains_key(t) {
+                    fault(format!("target {t:?} is not one of the graph's targets"));
+                }
+            }
+            if let Some(t) = &n.task {
+                if known.tasks.is_some_and(|k| !k.contains(t)) {
+                    fault(format!(
+                        "task {t:?} is not registered: weir runs command nodes (command = [\"program\", \"arg\"]); other tasks need a program that embeds weir and registers them"
+                    ));
+                }
+            }
         }
-        Ok((def, self.pools, targets))
+        for spanned in self.nodes {
+            let at = line(spanned.span());
+            match spanned.into_inner().into_node(dir) {
+                Ok(n) => def.nodes.push(n),
+                Err(e) => faults.extend(e.into_iter().map(|what| (at, what))),
+            }
+        }
+        if faults.is_empty() {
+            Ok((def, pools, targets))
+        } else {
+            Err(faults)
+        }
+    }
+}
+
+/// A target's breaker settings, checked.
+fn target_settings(t: &str, tf: &TargetFile) -> Result<(Name, BreakerSettings), String> {
+    let n = Name::new(t).map_err(|e| format!("field targets: {e}"))?;
+    let mut s = BreakerSettings::default();
+    if let Some(v) = tf.failures {
+        s.failures_max = v;
+    }
+    if let Some(v) = tf.failure_rate {
+        s.failure_rate = v;
+    }
+    if let Some(v) = tf.window {
+        s.window_calls = v;
+    }
+    if let Some(v) = tf.min_calls {
+        s.min_calls = v;
+    }
+    if let Some(v) = dur(&format!("targets.{t}.cooldown"), &tf.cooldown)? {
+        s.cooldown_ms = v;
+    }
+    if let Some(v) = tf.probes {
+        s.probes = v;
+    }
+    s.validate()
+        .map_err(|e| format!("field targets.{t}: {e}"))?;
+    Ok((n, s))
+}
+
+/// A keyed graph's spec; every bad field is a fault.
+fn keyed_spec(k: &KeyedFile, dir: &Path) -> Result<KeyedSpec, Vec<String>> {
+    let mut faults = Vec::new();
+    let inventory = match (&k.inventory.file, &k.inventory.command) {
+        (Some(f), None) => InventorySource::File(dir.join(f).to_string_lossy().into_owned()),
+        (None, Some(argv)) => InventorySource::Command(argv.clone()),
+        _ => {
+            faults.push("field keyed.inventory: give exactly one of file or command".into());
+            InventorySource::Command(Vec::new())
+        }
+    };
+    let mut spec = KeyedSpec::new(inventory);
+    let mut kd = |f: &str, v: &Option<String>, set: &mut dyn FnMut(u64)| match dur(f, v) {
+        Ok(Some(v)) => set(v),
+        Ok(None) => {}
+        Err(e) => faults.push(e),
+    };
+    kd("keyed.refresh", &k.refresh, &mut |v| spec.refresh_ms = v);
+    let mut sched = ScheduleSettings::default();
+    kd("keyed.interval", &k.interval, &mut |v| {
+        sched.interval_ms = v
+    });
+    kd("keyed.retry_interval", &k.retry_interval, &mut |v| {
+        sched.retry_interval_ms = v
+    });
+    kd("keyed.jitter", &k.jitter, &mut |v| sched.jitter_ms = v);
+    kd("keyed.lease", &k.lease, &mut |v| spec.lease_ms = v);
+    if let Some(d) = &k.debounce {
+        let mut db = Debounce::default();
+        kd("keyed.debounce.delay", &d.delay, &mut |v| db.delay_ms = v);
+        kd("keyed.debounce.max_wait", &d.max_wait, &mut |v| {
+            db.max_wait_ms = v
+        });
+        spec.debounce = db;
+    }
+    spec.schedule = sched;
+    if let Some(v) = k.batch_size {
+        spec.batch_size = v;
+    }
+    if faults.is_empty() {
+        Ok(spec)
+    } else {
+        Err(faults)
     }
 }
 
 impl NodeFile {
-    fn into_node(self, dir: &Path) -> Result<NodeDef, Err> {
-        let node = Some(self.name.as_str());
-        let nname = name("name", &self.name, node)?;
-        let err =
-            |field: &str, what: String| (Some(self.name.clone()), field_msg(node, field, what));
-        let upstreams = self
-            .upstreams
-            .iter()
-            .map(|u| name("upstreams", u, node))
-            .collect::<Result<Vec<_>, _>>()?;
-        let task = match (&self.command, &self.task) {
-            (Some(argv), None) => {
-                if argv.is_empty() {
-                    return Err(err(
-                        "command",
-                        "the argv is empty: give at least the program".into(),
-                    ));
-                }
-                if self.config.is_some() {
-                    return Err(err(
-                        "config",
-                        "a command node takes no config (use env)".into(),
-                    ));
-                }
-                let cwd = match &self.cwd {
-                    Some(c) => dir.join(c),
-                    None => dir.to_path_buf(),
-                };
-                let config = CommandConfig {
-                    argv: argv.clone(),
-                    permanent_exit_codes: self.permanent_exit_codes.clone(),
-                    env: self.env.clone(),
-                    cwd: cwd.to_string_lossy().into_owned(),
-                };
-                TaskSpec {
-                    task: Name::new(COMMAND_TASK).expect("valid"),
-                    config: serde_json::to_value(&config)
-                        .map_err(|e| err("command", e.to_string()))?,
-                }
+    /// The node's definition, or every fault of its fields.
+    fn into_node(self, dir: &Path) -> Result<NodeDef, Vec<String>> {
+        let node = self.name.as_str();
+        let mut faults: Vec<String> = Vec::new();
+        let f = |field: &str, what: String| field_msg(node, field, what);
+        let nname = Name::new(node).map_err(|e| faults.push(f("name", e.to_string())));
+        let mut upstreams = Vec::new();
+        for u in &self.upstreams {
+            match Name::new(u.as_str()) {
+                Ok(n) => upstreams.push(n),
+                Err(e) => faults.push(f("upstreams", e.to_string())),
             }
+        }
+        let task = match (&self.command, &self.task) {
+            (Some(argv), None) => self.command_task(argv, dir, &mut faults),
             (None, Some(t)) => {
                 if !self.permanent_exit_codes.is_empty()
                     || !self.env.is_empty()
                     || self.cwd.is_some()
                 {
-                    return Err(err(
+                    faults.push(f(
                         "task",
                         "permanent_exit_codes, env and cwd belong to command nodes".into(),
                     ));
                 }
                 let config = match &self.config {
-                    None => serde_json::Value::Null,
-                    Some(v) => serde_json::to_value(v).map_err(|e| err("config", e.to_string()))?,
+                    None => Some(serde_json::Value::Null),
+                    Some(v) => serde_json::to_value(v)
+                        .map_err(|e| faults.push(f("config", e.to_string())))
+                        .ok(),
                 };
-                TaskSpec {
-                    task: name("task", t, node)?,
-                    config,
-                }
+                let task = Name::new(t.as_str())
+                    .map_err(|e| faults.push(f("task", e.to_string())))
+                    .ok();
+                task.zip(config)
+                    .map(|(task, config)| TaskSpec { task, config })
             }
-            (Some(_), Some(_)) => return Err(err("task", "give command or task, not both".into())),
+            (Some(_), Some(_)) => {
+                faults.push(f("task", "give command or task, not both".into()));
+                None
+            }
             (None, None) => {
-                return Err(err(
+                faults.push(f(
                     "command",
                     "a node needs a command (argv) or a task".into(),
-                ))
+                ));
+                None
             }
         };
-        let mut def = NodeDef::new(nname, upstreams, task);
-        if let Some(r) = &self.trigger_rule {
-            def.trigger_rule = r
-                .parse::<TriggerRule>()
-                .map_err(|e| err("trigger_rule", e.to_string()))?;
+        let trigger_rule = match &self.trigger_rule {
+            None => TriggerRule::default(),
+            Some(r) => r.parse::<TriggerRule>().unwrap_or_else(|e| {
+                faults.push(f("trigger_rule", e.to_string()));
+                TriggerRule::default()
+            }),
+        };
+        let pool = self.pool.as_ref().and_then(|p| {
+            Name::new(p.as_str())
+                .map_err(|e| faults.push(f("pool", e.to_string())))
+                .ok()
+        });
+        let target = self.target.as_ref().and_then(|t| {
+            Name::new(t.as_str())
+                .map_err(|e| faults.push(f("target", e.to_string())))
+                .ok()
+        });
+        let timeout_ms = dur("timeout", &self.timeout).unwrap_or_else(|e| {
+            faults.push(format!("node {node:?}: {e}"));
+            None
+        });
+        let retry = self.retry.as_ref().map(|r| {
+            retry_policy(r).unwrap_or_else(|e| {
+                faults.extend(e.into_iter().map(|e| format!("node {node:?}: {e}")));
+                RetryPolicy::default()
+            })
+        });
+        match (nname, task) {
+            (Ok(nname), Some(task)) if faults.is_empty() => {
+                let mut def = NodeDef::new(nname, upstreams, task);
+                def.trigger_rule = trigger_rule;
+                if let Some(p) = pool {
+                    def.pool = p;
+                }
+                def.target = target;
+                def.timeout_ms = timeout_ms;
+                if let Some(r) = retry {
+                    def.retry = r;
+                }
+                Ok(def)
+            }
+            _ => Err(faults),
         }
-        if let Some(p) = &self.pool {
-            def.pool = name("pool", p, node)?;
+    }
+
+    /// A command node's task: its argv, env and working directory, checked.
+    fn command_task(
+        &self,
+        argv: &[String],
+        dir: &Path,
+        faults: &mut Vec<String>,
+    ) -> Option<TaskSpec> {
+        let node = self.name.as_str();
+        let before = faults.len();
+        if argv.is_empty() {
+            faults.push(field_msg(
+                node,
+                "command",
+                "the argv is empty: give at least the program",
+            ));
         }
-        if let Some(t) = &self.target {
-            def.target = Some(name("target", t, node)?);
+        if argv.iter().any(|a| a.contains('\0')) {
+            faults.push(field_msg(node, "command", "an argument holds a NUL byte"));
         }
-        def.timeout_ms = dur("timeout", &self.timeout, node)?;
-        if let Some(r) = &self.retry {
-            let mut p = RetryPolicy::default();
-            if let Some(v) = r.attempts {
-                p.attempts_max = v;
-            }
-            if let Some(v) = dur("retry.initial", &r.initial, node)? {
-                p.initial_ms = v;
-            }
-            if let Some(v) = r.multiplier {
-                p.multiplier = v;
-            }
-            if let Some(v) = dur("retry.max", &r.max, node)? {
-                p.max_ms = v;
-            } else if p.max_ms < p.initial_ms {
-                p.max_ms = p.initial_ms;
-            }
-            if let Some(v) = r.jitter {
-                p.jitter = v;
-            }
-            p.deadline_ms = dur("retry.deadline", &r.deadline, node)?;
-            p.validate().map_err(|e| err("retry", e.to_string()))?;
-            def.retry = p;
+        if self.config.is_some() {
+            faults.push(field_msg(
+                node,
+                "config",
+                "a command node takes no config (use env)",
+            ));
         }
-        Ok(def)
+        for (k, v) in &self.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                faults.push(field_msg(
+                    node,
+                    "env",
+                    format!("key {k:?}: a variable name is not empty and holds no '=' or NUL"),
+                ));
+            }
+            if v.contains('\0') {
+                faults.push(field_msg(
+                    node,
+                    "env",
+                    format!("the value of {k:?} holds a NUL byte"),
+                ));
+            }
+        }
+        let cwd = match &self.cwd {
+            Some(c) => {
+                let p = dir.join(c);
+                if !p.is_dir() {
+                    faults.push(field_msg(
+                        node,
+                        "cwd",
+                        format!(
+                            "{} is not a directory (a relative cwd is relative to the definition's folder)",
+                            p.display()
+                        ),
+                    ));
+                }
+                p
+            }
+            None => dir.to_path_buf(),
+        };
+        if faults.len() > before {
+            return None;
+        }
+        let config = CommandConfig {
+            argv: argv.to_vec(),
+            permanent_exit_codes: self.permanent_exit_codes.clone(),
+            env: self.env.clone(),
+            cwd: cwd.to_string_lossy().into_owned(),
+        };
+        match serde_json::to_value(&config) {
+            Ok(config) => Some(TaskSpec {
+                task: Name::new(COMMAND_TASK).expect("valid"),
+                config,
+            }),
+            Err(e) => {
+                faults.push(field_msg(node, "command", e));
+                None
+            }
+        }
+    }
+}
+
+/// A retry policy from its fields, over the defaults; every bad field is a
+/// fault.
+fn retry_policy(r: &RetryFile) -> Result<RetryPolicy, Vec<String>> {
+    let mut faults = Vec::new();
+    let mut p = RetryPolicy::default();
+    if let Some(v) = r.attempts {
+        p.attempts_max = v;
+    }
+    let mut d = |field: &str, v: &Option<String>| {
+        dur(field, v).unwrap_or_else(|e| {
+            faults.push(e);
+            None
+        })
+    };
+    let initial = d("retry.initial", &r.initial);
+    let max = d("retry.max", &r.max);
+    let deadline = d("retry.deadline", &r.deadline);
+    if let Some(v) = initial {
+        p.initial_ms = v;
+    }
+    if let Some(v) = r.multiplier {
+        p.multiplier = v;
+    }
+    if let Some(v) = max {
+        p.max_ms = v;
+    } else if p.max_ms < p.initial_ms {
+        p.max_ms = p.initial_ms;
+    }
+    if let Some(v) = r.jitter {
+        p.jitter = v;
+    }
+    p.deadline_ms = deadline;
+    if faults.is_empty() {
+        if let Err(e) = p.validate() {
+            faults.push(format!("field retry: {e}"));
+        }
+    }
+    if faults.is_empty() {
+        Ok(p)
+    } else {
+        Err(faults)
     }
 }

@@ -1,9 +1,16 @@
 //! Graph definition files: TOML, one graph a file, or a folder of them.
 //!
 //! A file is read into [`GraphFile`] (unknown fields are errors, so a typo
-//! is never silently ignored), converted into weir-core's [`GraphDef`] and
-//! validated. Every error names the file, the line and the field; nothing of
-//! a bad file is adopted, and a folder with one bad file adopts nothing.
+//! is never silently ignored), converted into weir-core's `GraphDef` and
+//! validated. Every error names the file, the line and the field, and every
+//! fault of a file is reported, not the first only ([`DefinitionErrors`]),
+//! so one `weir validate` lists all there is to fix (a TOML syntax error is
+//! one fault: nothing after it can be read). The checks include what the
+//! engine that will run the graphs provides ([`Registered`]: the `weir`
+//! command has the `command` task and the pools the files declare), so what
+//! validates is also adopted. Nothing of a bad file is adopted, and a
+//! folder with one bad file adopts nothing. The format, field by field, is
+//! in `docs/definitions.md`.
 //!
 //! ```toml
 //! name = "etl"
@@ -37,12 +44,15 @@
 
 mod file;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use file::Known;
 pub use file::{GraphFile, NodeFile};
 use weir_core::breaker::BreakerSettings;
-use weir_core::graph::{Graph, GraphDef};
+use weir_core::graph::{Graph, GraphError, POOL_DEFAULT};
+
+use crate::task::command::COMMAND_TASK;
 
 /// A definition error: what, and where.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +75,58 @@ pub struct Loaded {
     pub graph: Graph,
 }
 
+/// Every fault found in definitions, one per line when shown, in file and
+/// line order. Never empty.
+#[derive(Debug)]
+pub struct DefinitionErrors(pub Vec<DefinitionError>);
+
+impl std::fmt::Display for DefinitionErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DefinitionErrors {}
+
+impl From<DefinitionError> for DefinitionErrors {
+    fn from(e: DefinitionError) -> Self {
+        DefinitionErrors(vec![e])
+    }
+}
+
+/// What the engine that will run the definitions provides, so that a node
+/// it would refuse is a definition error with its line, not a refusal at
+/// adoption. `None` accepts any name.
+#[derive(Debug, Clone, Default)]
+pub struct Registered {
+    /// The task names registered with the engine.
+    pub tasks: Option<BTreeSet<String>>,
+    /// The pools the engine has beyond those the files declare.
+    pub pools: Option<BTreeSet<String>>,
+}
+
+impl Registered {
+    /// Any task and any pool (an embedding program that registers its own).
+    pub fn any() -> Registered {
+        Registered::default()
+    }
+
+    /// What the `weir` command's engine has: the `command` task, the pool
+    /// `default` and the pools the definition files declare.
+    pub fn command_line() -> Registered {
+        Registered {
+            tasks: Some(BTreeSet::from([COMMAND_TASK.to_string()])),
+            pools: Some(BTreeSet::from([POOL_DEFAULT.to_string()])),
+        }
+    }
+}
+
 /// All graphs of a path, and the pools and targets they declare.
 #[derive(Debug, Clone, Default)]
 pub struct Definitions {
@@ -81,8 +143,28 @@ pub struct Definitions {
 /// The largest definition file read, in bytes.
 pub const FILE_BYTES_MAX: u64 = 4 << 20;
 
-/// Loads one file, or every `*.toml` file of a folder (sorted by name).
-pub fn load(path: &Path) -> Result<Definitions, DefinitionError> {
+/// The folder of a definition file: where its commands run and its relative
+/// paths start. The folder of a bare file name (`etl.toml`) is the current
+/// directory.
+pub fn folder_of(file: &Path) -> PathBuf {
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::canonicalize(&dir).unwrap_or(dir)
+}
+
+/// Loads one file, or every `*.toml` file of a folder (sorted by name), for
+/// the `weir` command's engine ([`Registered::command_line`]): every fault
+/// of every file.
+pub fn load(path: &Path) -> Result<Definitions, DefinitionErrors> {
+    load_for(path, &Registered::command_line())
+}
+
+/// Loads one file, or every `*.toml` file of a folder (sorted by name), for
+/// an engine that provides `registered`; every fault of every file is
+/// reported, and nothing is returned when there is one.
+pub fn load_for(path: &Path, registered: &Registered) -> Result<Definitions, DefinitionErrors> {
     let err = |what: String| DefinitionError {
         file: path.to_path_buf(),
         line: None,
@@ -97,31 +179,56 @@ pub fn load(path: &Path) -> Result<Definitions, DefinitionError> {
             .collect();
         files.sort();
         if files.is_empty() {
-            return Err(err("the folder holds no .toml definition".into()));
+            return Err(err("the folder holds no .toml definition".into()).into());
         }
-        (files, path.to_path_buf())
+        let root = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        (files, root)
     } else {
-        let root = path
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| PathBuf::from("."));
-        (vec![path.to_path_buf()], root)
+        (vec![path.to_path_buf()], folder_of(path))
     };
-    let root = std::fs::canonicalize(&root).unwrap_or(root);
+    let mut errors = Vec::new();
+    // Read every file first: the pools a folder declares are known to
+    // every file of it.
+    let mut read = Vec::new();
+    for f in files {
+        match read_file(&f) {
+            Ok((text, file)) => read.push((f, text, file)),
+            Err(e) => errors.push(e),
+        }
+    }
+    let pools: Option<BTreeSet<String>> = registered.pools.as_ref().map(|base| {
+        let mut all = base.clone();
+        for (_, _, file) in &read {
+            all.extend(file.declared_pools().cloned());
+        }
+        all
+    });
+    let known = Known {
+        pools: pools.as_ref(),
+        tasks: registered.tasks.as_ref(),
+    };
     let mut defs = Definitions {
         root,
         ..Definitions::default()
     };
     let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
-    for f in files {
-        let (graph, pools, targets) = load_file(&f)?;
+    for (f, text, file) in read {
+        let dir = folder_of(&f);
+        let (graph, pools, targets) = match convert(file, &text, &f, &dir, known) {
+            Ok(parts) => parts,
+            Err(e) => {
+                errors.extend(e);
+                continue;
+            }
+        };
         let name = graph.name().to_string();
         if let Some(other) = names.insert(name.clone(), f.clone()) {
-            return Err(DefinitionError {
+            errors.push(DefinitionError {
                 file: f,
                 line: None,
                 what: format!("graph {name:?} is also defined in {}", other.display()),
             });
+            continue;
         }
         for (p, c) in pools {
             let e = defs.pools.entry(p).or_insert(c);
@@ -130,7 +237,11 @@ pub fn load(path: &Path) -> Result<Definitions, DefinitionError> {
         defs.targets.extend(targets);
         defs.graphs.push(Loaded { file: f, graph });
     }
-    Ok(defs)
+    if errors.is_empty() {
+        Ok(defs)
+    } else {
+        Err(DefinitionErrors(errors))
+    }
 }
 
 type FileParts = (
@@ -139,42 +250,73 @@ type FileParts = (
     BTreeMap<String, BreakerSettings>,
 );
 
-/// Loads and validates one file.
-pub fn load_file(path: &Path) -> Result<FileParts, DefinitionError> {
-    let err = |line: Option<usize>, what: String| DefinitionError {
+/// Loads and validates one file (any task, any pool: the engine that adopts
+/// it judges those).
+pub fn load_file(path: &Path) -> Result<FileParts, DefinitionErrors> {
+    let (text, file) = read_file(path)?;
+    convert(file, &text, path, &folder_of(path), Known::default()).map_err(DefinitionErrors)
+}
+
+/// A file's text and its TOML shape; a syntax error is one error.
+fn read_file(path: &Path) -> Result<(String, GraphFile), DefinitionError> {
+    let err = |what: String| DefinitionError {
         file: path.to_path_buf(),
-        line,
+        line: None,
         what,
     };
-    let meta = std::fs::metadata(path).map_err(|e| err(None, format!("cannot read: {e}")))?;
+    let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read: {e}")))?;
     if meta.len() > FILE_BYTES_MAX {
-        return Err(err(
-            None,
-            format!("{} bytes is over the limit of {FILE_BYTES_MAX}", meta.len()),
-        ));
+        return Err(err(format!(
+            "{} bytes is over the limit of {FILE_BYTES_MAX}",
+            meta.len()
+        )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| err(None, format!("cannot read: {e}")))?;
-    let dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-    parse(&text, path, &dir)
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let file = parse_toml(&text, path, &Lines::new(&text))?;
+    Ok((text, file))
+}
+
+fn parse_toml(text: &str, path: &Path, lines: &Lines) -> Result<GraphFile, DefinitionError> {
+    toml::from_str(text).map_err(|e| DefinitionError {
+        file: path.to_path_buf(),
+        line: e.span().map(|s| lines.line_of(s.start)),
+        what: e.message().trim().to_string(),
+    })
 }
 
 /// Parses and validates definition text (`path` names it in errors; `dir`
-/// is where its commands run by default).
+/// is where its commands run by default): the first fault, when there is
+/// one. See [`parse_all`].
+pub fn parse(text: &str, path: &Path, dir: &Path) -> Result<FileParts, DefinitionError> {
+    parse_all(text, path, dir).map_err(|e| e.0.into_iter().next().expect("never empty"))
+}
+
+/// Parses and validates definition text, reporting every fault, in line
+/// order (a TOML syntax error is one fault: nothing after it can be read).
 ///
 /// Linear in the size of the text: line numbers come from a table of line
 /// starts built once ([`Lines`]), and an error's node is found by the name
 /// it quotes, not by trying every node's name against the message.
-pub fn parse(text: &str, path: &Path, dir: &Path) -> Result<FileParts, DefinitionError> {
+pub fn parse_all(text: &str, path: &Path, dir: &Path) -> Result<FileParts, DefinitionErrors> {
+    let file = parse_toml(text, path, &Lines::new(text))?;
+    convert(file, text, path, dir, Known::default()).map_err(DefinitionErrors)
+}
+
+/// Converts a file's TOML shape into a validated graph: every field and
+/// node fault, or (when there are none) the graph's own validation.
+fn convert(
+    file: GraphFile,
+    text: &str,
+    path: &Path,
+    dir: &Path,
+    known: Known<'_>,
+) -> Result<FileParts, Vec<DefinitionError>> {
     let lines = Lines::new(text);
-    let file: GraphFile = toml::from_str(text).map_err(|e| DefinitionError {
+    let at = |line: Option<usize>, what: String| DefinitionError {
         file: path.to_path_buf(),
-        line: e.span().map(|s| lines.line_of(s.start)),
-        what: e.message().trim().to_string(),
-    })?;
+        line,
+        what,
+    };
     // Every declaration's line, in file order: a name declared twice keeps
     // both, so the duplicate error can point at the second one.
     let mut node_lines: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -184,31 +326,43 @@ pub fn parse(text: &str, path: &Path, dir: &Path) -> Result<FileParts, Definitio
             .or_default()
             .push(lines.line_of(n.span().start));
     }
-    let first_line = |name: &str| node_lines.get(name).and_then(|l| l.first().copied());
-    let (def, pools, targets): (GraphDef, _, _) =
-        file.into_def(dir)
-            .map_err(|(line_node, what)| DefinitionError {
-                file: path.to_path_buf(),
-                line: line_node.as_deref().and_then(first_line),
-                what,
-            })?;
+    let field_lines = file.field_lines(&lines);
+    let (def, pools, targets) = file.into_def(dir, &lines, known).map_err(|faults| {
+        let mut errors: Vec<DefinitionError> = faults
+            .into_iter()
+            .map(|(line, what)| at(line, what))
+            .collect();
+        errors.sort_by_key(|e| e.line.unwrap_or(0));
+        errors
+    })?;
     let graph = def.validate().map_err(|e| {
         let msg = e.to_string();
-        // Point at the node the error names, when it names one; at its
-        // second declaration when it is declared twice.
-        let line = quoted_node(&msg).and_then(|name| {
-            let at = node_lines.get(name)?;
-            if msg.contains("declared more than once") {
-                at.get(1).or(at.first()).copied()
-            } else {
-                at.first().copied()
+        let line = match &e {
+            GraphError::BadSetting { field, .. } => {
+                let top = field.split('.').next().unwrap_or(field);
+                field_lines.get(top).copied()
             }
-        });
-        DefinitionError {
-            file: path.to_path_buf(),
-            line,
-            what: msg,
-        }
+            GraphError::ZeroMaxActiveRuns { .. } => field_lines.get("max_active_runs").copied(),
+            GraphError::ZeroPoolCapacity { .. } => field_lines.get("pools").copied(),
+            GraphError::EmptyGraph { .. }
+            | GraphError::TooManyNodes { .. }
+            | GraphError::TooManyEdges { .. } => field_lines.get("name").copied(),
+            GraphError::Cycle { path, .. } => path
+                .first()
+                .and_then(|n| node_lines.get(n.as_str()))
+                .and_then(|l| l.first().copied()),
+            // Point at the node the error names, when it names one; at its
+            // second declaration when it is declared twice.
+            _ => quoted_node(&msg).and_then(|name| {
+                let at = node_lines.get(name)?;
+                if msg.contains("declared more than once") {
+                    at.get(1).or(at.first()).copied()
+                } else {
+                    at.first().copied()
+                }
+            }),
+        };
+        vec![at(line, msg)]
     })?;
     Ok((graph, pools, targets))
 }
