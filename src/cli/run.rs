@@ -556,7 +556,8 @@ impl Snapshot {
 /// window, so a key whose early run failed but whose latest succeeded is
 /// no failure.
 struct Verdict {
-    /// (graph, key or window) whose latest run failed or was cancelled.
+    /// (graph, key or window) whose latest settled run failed or was
+    /// cancelled.
     failed: Vec<(String, String)>,
     /// (graph, key or window, failed runs before) whose latest run completed
     /// after earlier ones failed.
@@ -585,7 +586,12 @@ impl Verdict {
         };
         for ((graph, group), mut runs) in groups {
             runs.sort_by_key(|(at, _)| *at);
-            let (_, latest) = runs.last().expect("a group has a run");
+            // A run still active at the end decides nothing: the latest
+            // settled one does.
+            runs.retain(|(_, s)| *s != RunState::Active);
+            let Some((_, latest)) = runs.last() else {
+                continue;
+            };
             let failed_before = runs[..runs.len() - 1]
                 .iter()
                 .filter(|(_, s)| bad(s))
