@@ -162,10 +162,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if r.status == DoneStatus::Succeeded {
                     succeeded += 1;
                 }
+                // A hand-out its breaker held back is a deferral, not an
+                // attempt: the retry policy spent nothing on it.
                 println!(
-                    "  {key:<12} {:<9} attempts {} failures {} output {:?}",
+                    "  {key:<12} {:<9} attempts {} deferrals {} failures {} output {:?}",
                     r.status.to_string(),
                     r.attempts,
+                    r.deferrals,
                     r.failures,
                     String::from_utf8_lossy(&r.output)
                 );

@@ -415,7 +415,10 @@ fn hosts_example_checks_keys_trips_the_breaker_and_takes_signals() {
         "the running engine took the signal through its API: {}",
         String::from_utf8_lossy(&o.stdout)
     );
-    let summary = stdout.lines().last().unwrap_or("");
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("retries "))
+        .unwrap_or("");
     let openings: u64 = summary
         .rsplit(' ')
         .next()

@@ -126,12 +126,21 @@ async fn breaker_opens_defers_half_opens_and_closes() {
             Some(TicketView::Live {
                 running: false,
                 failures: 0,
+                attempts,
+                deferrals,
                 at_ms,
                 ..
-            }) => assert_eq!(
-                at_ms, until_ms,
-                "{key}: deferred to the end of the cooldown"
-            ),
+            }) => {
+                assert_eq!(
+                    at_ms, until_ms,
+                    "{key}: deferred to the end of the cooldown"
+                );
+                assert_eq!(
+                    (attempts, deferrals),
+                    (0, 1),
+                    "{key}: a deferral is no attempt"
+                );
+            }
             other => panic!("{key}: not deferred: {other:?}"),
         }
     }
@@ -145,13 +154,18 @@ async fn breaker_opens_defers_half_opens_and_closes() {
     for i in 0..3 {
         let r = done(&engine, &format!("held-{i}")).await;
         // With one attempt allowed, a deferral that spent one would have
-        // failed the job. (`attempts` counts grants, deferred ones too.)
+        // failed the job. Deferrals are counted apart from attempts: each
+        // held job ran exactly once, after at least one deferral.
         assert_eq!(
-            (r.status, r.failures, r.error.as_deref()),
-            (DoneStatus::Succeeded, 0, None),
+            (r.status, r.attempts, r.failures, r.error.as_deref()),
+            (DoneStatus::Succeeded, 1, 0, None),
             "held-{i}: {r:?}"
         );
-        assert!(r.attempts >= 1, "held-{i}: {r:?}");
+        assert!(r.deferrals >= 1, "held-{i}: deferred, and counted: {r:?}");
+    }
+    for i in 0..3 {
+        let r = done(&engine, &format!("fail-{i}")).await;
+        assert_eq!(r.deferrals, 0, "fail-{i} ran when handed out: {r:?}");
     }
     let b = engine.breaker("api").await.unwrap().unwrap();
     assert!(

@@ -59,8 +59,14 @@ pub struct DoneRecord {
     pub pool: String,
     /// How it ended.
     pub status: DoneStatus,
-    /// Attempts started.
+    /// Attempts that started their task (a hand-out a breaker deferred is
+    /// no attempt; records written before deferrals were counted apart
+    /// count them here).
     pub attempts: u32,
+    /// Hand-outs deferred before their task started (a breaker held them
+    /// back).
+    #[serde(default)]
+    pub deferrals: u32,
     /// Attempts that failed.
     pub failures: u32,
     /// The last error, if any.

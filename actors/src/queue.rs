@@ -239,8 +239,10 @@ pub enum TicketView {
         id: TicketId,
         /// Running now.
         running: bool,
-        /// Attempts started.
+        /// Attempts that started their task.
         attempts: u32,
+        /// Hand-outs deferred before their task started (breakers).
+        deferrals: u32,
         /// Attempts failed.
         failures: u32,
         /// When it is due (pending) or its lease ends (running).
@@ -784,7 +786,7 @@ impl QueueState_ {
         let answer = match self
             .q
             .by_key(key)
-            .map(|t| (t.id, t.place.clone(), t.attempt, t.tries, t.job.clone()))
+            .map(|t| (t.id, t.place.clone(), t.attempts(), t.tries, t.job.clone()))
         {
             Some((id, place, attempts, tries, job)) => {
                 let now = self.clock.now_ms();
@@ -801,6 +803,7 @@ impl QueueState_ {
                     pool: job.pool.to_string(),
                     status: DoneStatus::Cancelled,
                     attempts,
+                    deferrals: tries.deferrals,
                     failures: tries.failures,
                     error: None,
                     output: Vec::new(),
@@ -1108,7 +1111,7 @@ impl QueueState_ {
         let Some(t) = self.q.ticket(op_id(&op)) else {
             return;
         };
-        let (id, attempt, tries, job) = (t.id, t.attempt, t.tries, t.job.clone());
+        let (id, attempts, tries, job) = (t.id, t.attempts(), t.tries, t.job.clone());
         match op {
             Op::Complete { terminal, .. } => {
                 let _ = self.step(op);
@@ -1117,14 +1120,15 @@ impl QueueState_ {
                     Terminal::Failed => DoneStatus::Failed,
                 };
                 let failures = tries.failures + u32::from(status == DoneStatus::Failed);
-                tracing::debug!(key = %job.key, id, attempts = attempt, status = %status, plan = ?plan, "ticket completed");
+                tracing::debug!(key = %job.key, id, attempts, deferrals = tries.deferrals, status = %status, plan = ?plan, "ticket completed");
                 let record = DoneRecord {
                     id,
                     key: job.key.to_string(),
                     task: job.task.to_string(),
                     pool: job.pool.to_string(),
                     status,
-                    attempts: attempt,
+                    attempts,
+                    deferrals: tries.deferrals,
                     failures,
                     error: if status == DoneStatus::Failed {
                         Some(error)
@@ -1149,11 +1153,12 @@ impl QueueState_ {
             Op::Requeue { due_ms, .. } => {
                 let _ = self.step(op);
                 self.started.remove(&id);
-                tracing::info!(key = %job.key, id, attempt, due_ms, error = %error, "attempt failed; ticket requeued");
+                // The event numbers attempts that ran, not hand-outs.
+                tracing::info!(key = %job.key, id, attempt = attempts, due_ms, error = %error, "attempt failed; ticket requeued");
                 self.open.effects.push(Effect::Event(EngineEvent::Retrying {
                     key: job.key.clone(),
                     id,
-                    attempt,
+                    attempt: attempts,
                     due_ms,
                     error,
                 }));
@@ -1526,7 +1531,8 @@ impl QueueState_ {
             return Ok(Some(TicketView::Live {
                 id: t.id,
                 running,
-                attempts: t.attempt,
+                attempts: t.attempts(),
+                deferrals: t.deferrals(),
                 failures: t.tries.failures,
                 at_ms,
             }));

@@ -113,13 +113,26 @@ pub struct Ticket {
     pub id: TicketId,
     /// What to run.
     pub job: Job,
-    /// Failures so far and the first due instant.
+    /// Failures and deferrals so far, and the first due instant.
     pub tries: Tries,
-    /// Attempts started (selections), so a stale report of an earlier
-    /// attempt can be told from the current one.
+    /// Hand-outs (selections), so a stale report of an earlier one can be
+    /// told from the current one. Deferred hand-outs count here too; the
+    /// attempts that started their task are [`Ticket::attempts`].
     pub attempt: u32,
     /// Pending or running.
     pub place: Place,
+}
+
+impl Ticket {
+    /// Attempts that started their task: hand-outs less deferrals.
+    pub fn attempts(&self) -> u32 {
+        self.attempt.saturating_sub(self.tries.deferrals)
+    }
+
+    /// Hand-outs deferred before their task started.
+    pub fn deferrals(&self) -> u32 {
+        self.tries.deferrals
+    }
 }
 
 /// How a ticket ended.
@@ -471,6 +484,7 @@ impl QueueState {
             job: job.clone(),
             tries: Tries {
                 failures: 0,
+                deferrals: 0,
                 first_due_ms: job.due_ms,
             },
             attempt: 0,
@@ -537,6 +551,8 @@ impl QueueState {
         }
         if failed {
             ticket.tries.failures = ticket.tries.failures.saturating_add(1);
+        } else {
+            ticket.tries.deferrals = ticket.tries.deferrals.saturating_add(1);
         }
         ticket.place = Place::Pending { due_ms };
         let pool = ticket.job.pool.clone();
@@ -650,6 +666,14 @@ impl QueueState {
             assert!(ticket.is_some(), "key {key:?} names a live ticket");
             assert_eq!(&ticket.unwrap().job.key, key, "key index of ticket {id}");
         }
+        for (id, t) in &self.tickets {
+            assert!(
+                t.tries.deferrals <= t.attempt,
+                "ticket {id}: deferrals {} within hand-outs {}",
+                t.tries.deferrals,
+                t.attempt
+            );
+        }
         if let Some((&last, _)) = self.tickets.last_key_value() {
             assert!(last < self.next_id, "ticket ids are below next_id");
         }
@@ -714,9 +738,22 @@ mod tests {
             Applied::Requeued(0)
         );
         assert_eq!(q.ticket(0).unwrap().tries.failures, 0);
+        assert_eq!(q.ticket(0).unwrap().tries.deferrals, 1);
+        assert_eq!(
+            q.ticket(0).unwrap().attempts(),
+            0,
+            "a deferral is no attempt"
+        );
+        assert_eq!(q.ticket(1).unwrap().attempts(), 1);
+        assert_eq!(q.ticket(1).unwrap().deferrals(), 0);
         assert_eq!(
             q.step(&Op::Defer { id: 0, due_ms: 30 }),
             Applied::Ignored(Ignored::NotRunning(0))
+        );
+        assert_eq!(
+            q.ticket(0).unwrap().tries.deferrals,
+            1,
+            "an ignored op counts nothing"
         );
         assert_eq!(q.step(&select("p", 25)), Applied::Selected(1));
         assert_eq!(q.ticket(1).unwrap().attempt, 2);

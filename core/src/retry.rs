@@ -165,12 +165,19 @@ impl RetryPolicy {
     }
 }
 
-/// The failures so far of one ticket and the instant it was first due,
-/// from which the policy deadline counts.
+/// The failures so far of one ticket, its hand-outs that a breaker held back
+/// before they ran, and the instant it was first due, from which the policy
+/// deadline counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct Tries {
     /// Attempts that failed (requeued), before the one being planned.
     pub failures: u32,
+    /// Hand-outs deferred before their task started (a breaker held them
+    /// back, or the grant was lost with a queue incarnation): not attempts,
+    /// so the retry policy spends nothing on them. Records written before
+    /// this count existed read as 0.
+    #[serde(default)]
+    pub deferrals: u32,
     /// The ticket's first due instant, in ms since the epoch.
     pub first_due_ms: u64,
 }
@@ -275,6 +282,7 @@ mod tests {
         };
         let t = |failures| Tries {
             failures,
+            deferrals: 0,
             first_due_ms: 1_000,
         };
         use AttemptOutcome::*;

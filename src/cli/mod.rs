@@ -12,6 +12,7 @@ mod control;
 mod datadir;
 mod host;
 mod inspect;
+mod progress;
 mod run;
 mod serve;
 mod show;

@@ -1,7 +1,15 @@
 //! `weir run PATH`: opens the engine on the data directory, adopts the
 //! definitions, starts the requested runs (and the graphs' triggers), shows
-//! progress, and with `--until-idle` exits when everything it started has
-//! settled: 0 when every run completed, 1 when any failed.
+//! progress (a progress line on a terminal), and with `--until-idle` exits
+//! when everything it started has settled: 0 when every run completed, 1
+//! when any failed; 2 when nothing was started (with the reason). The exit
+//! code goes by the latest run of each key or window: a key whose early run
+//! failed and whose latest run completed is no failure.
+//!
+//! Graphs given no run say what they wait for (the next cron firing, the
+//! next due key). The summary names the data directory, each failed node
+//! with its exit code and the last lines of its stderr, and the commands
+//! that show more (`weir logs`, `weir status`).
 //!
 //! Ctrl-C or SIGTERM shuts down gracefully (no new attempts; running ones
 //! finish within the grace period; everything durable); a second one exits
@@ -20,7 +28,11 @@ use weir_actors::store::Durability;
 use weir_actors::trigger::backfill::BackfillOrder;
 use weir_core::partition::{Partition, PartitionRange, Partitioning};
 
-use super::{init_logging, Failure, LogFormat};
+use weir_actors::scheduler::records::run_id;
+use weir_actors::scheduler::view::GraphRunView;
+
+use super::progress::{self, Progress};
+use super::{Failure, LogFormat};
 use crate::definition::{self, Definitions};
 use crate::Engine;
 
@@ -62,6 +74,23 @@ pub struct RunArgs {
     /// A file holding the API token (default: DATA/token, made at first start).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+}
+
+/// Sets up logging to stderr at `default_level` (RUST_LOG overrides),
+/// through the progress line's writer so log lines print above it; no
+/// escape codes when stderr is not a terminal.
+fn init_logging(format: LogFormat, default_level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(progress::Writer);
+    let _ = match format {
+        LogFormat::Plain => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }
 
 /// Runs the command.
@@ -199,37 +228,65 @@ async fn run_async(
             }
         }
     }
+    // What the graphs given no run wait for; with --until-idle, nothing
+    // started and nothing to wait for is bad input, said with the reason.
+    let idle = idle_reasons(&engine, &defs, &requested).await;
+    let mut nothing_started = None;
+    if watched.is_empty() && args.until_idle {
+        nothing_started = Some(format!(
+            "nothing was started, so --until-idle has nothing to wait for: {}",
+            idle.iter()
+                .map(|r| r.why.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    } else {
+        for r in &idle {
+            eprintln!("weir: {}", r.waiting);
+        }
+    }
+
     let started_at = Instant::now();
     let run_for = args
         .run_for
         .as_deref()
         .map(|d| Duration::from_millis(definition::parse_duration_ms(d).unwrap_or(0)));
+    let nodes_of: BTreeMap<String, usize> = defs
+        .graphs
+        .iter()
+        .map(|l| (l.graph.name().to_string(), l.graph.def().nodes.len()))
+        .collect();
+    let bar = Progress::new(progress && nothing_started.is_none());
     let mut counters = Counters::default();
     let mut interrupts =
         Interrupts::new().map_err(|e| Failure::store(format!("cannot watch signals: {e}")))?;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut interrupted = false;
-    loop {
+    while nothing_started.is_none() {
         tokio::select! {
             _ = tick.tick() => {
                 if run_for.is_some_and(|d| started_at.elapsed() >= d) {
                     break;
                 }
                 let snap = snapshot(&engine, &watched);
-                if progress {
-                    draw(&snap, &counters, started_at);
+                if bar.shown() {
+                    let (running, queued) = match engine.status().await {
+                        Ok(st) => st.pools.values().fold((0, 0), |(r, q), p| (r + p.running, q + p.pending)),
+                        Err(_) => (0, 0),
+                    };
+                    bar.update(&snap.line(&counters, &nodes_of, running, queued));
                 }
-                if args.until_idle && snap.runs_done == snap.runs_total {
+                if args.until_idle && snap.runs_done == snap.rows.len() {
                     break;
                 }
                 if let Some(e) = engine.error() {
-                    if progress { eprintln!(); }
+                    bar.finish();
                     return Err(Failure::store(format!("engine stopped: {e}")));
                 }
             }
             ev = events.recv() => {
                 if let Ok(ev) = ev {
-                    counters.see(&ev, progress);
+                    counters.see(&ev, bar.shown());
                     // Runs the triggers start are watched too.
                     if let EngineEvent::RunStarted { graph, partition } = &ev {
                         if let Ok(p) = partition.parse::<Partition>() {
@@ -242,8 +299,7 @@ async fn run_async(
             }
             () = interrupts.next() => {
                 interrupted = true;
-                if progress { eprintln!(); }
-                eprintln!("weir: interrupted; shutting down (again to exit at once)");
+                bar.println("weir: interrupted; shutting down (again to exit at once)");
                 tokio::spawn(async move {
                     let mut again = match Interrupts::new() { Ok(i) => i, Err(_) => return };
                     again.next().await;
@@ -254,9 +310,7 @@ async fn run_async(
             }
         }
     }
-    if progress {
-        eprintln!();
-    }
+    bar.finish();
     let snap = snapshot(&engine, &watched);
     server.stop().await;
     let engine = super::host::unwrap_engine(engine).await?;
@@ -264,19 +318,115 @@ async fn run_async(
         .shutdown(Duration::from_secs(args.grace_secs))
         .await
         .map_err(|e| Failure::store(format!("shutdown: {e}")))?;
-    print_summary(&snap, started_at.elapsed());
-    println!(
+    if let Some(why) = nothing_started {
+        return Err(Failure::input(why));
+    }
+    let verdict = Verdict::of(&snap);
+    print_summary(&snap, &verdict, started_at.elapsed());
+    super::out(&format!(
         "retries {}, failed tickets {}, deferred by breakers {}, breaker openings {}",
         counters.retries, counters.failures, counters.deferred, counters.breaker_opened
-    );
+    ));
+    print_where(&snap, &verdict, &data, args.data.as_deref());
     if interrupted {
         return Ok(130);
     }
-    Ok(if snap.failed > 0 {
-        super::EXIT_RUN_FAILED
-    } else {
+    Ok(if verdict.failed.is_empty() {
         0
+    } else {
+        super::EXIT_RUN_FAILED
     })
+}
+
+/// Why a graph was given no run, and what it waits for.
+struct Idle {
+    /// Why nothing of it started (for `--until-idle`).
+    why: String,
+    /// What the engine waits for (printed when it keeps running).
+    waiting: String,
+}
+
+/// The name of a partitioning, as definitions write it.
+fn partitioning_name(p: Partitioning) -> &'static str {
+    match p {
+        Partitioning::None => "none",
+        Partitioning::Hourly => "hourly",
+        Partitioning::Daily => "daily",
+        Partitioning::Weekly => "weekly",
+        Partitioning::Monthly => "monthly",
+        Partitioning::Keyed => "keyed",
+    }
+}
+
+/// For each graph given no run: why, and what it waits for (the next cron
+/// firing with its instant, the next due key).
+async fn idle_reasons(
+    engine: &Engine,
+    defs: &Definitions,
+    requested: &BTreeMap<String, Requested>,
+) -> Vec<Idle> {
+    let now_ms = engine.now_ms();
+    let mut out = Vec::new();
+    for loaded in &defs.graphs {
+        let name = loaded.graph.name().to_string();
+        if requested.contains_key(&name) {
+            continue;
+        }
+        let d = loaded.graph.def();
+        let cron = d.cron.as_deref().map(|expr| {
+            let next = weir_core::cron::Schedule::parse(expr)
+                .ok()
+                .and_then(|s| s.next_after(now_ms).map(|at| (s, at)));
+            match next {
+                Some((s, at)) => {
+                    let window = s
+                        .window_closed_by(d.partitioning, at)
+                        .map_or_else(String::new, |w| format!(", for the window {w}"));
+                    format!(
+                        "its cron {expr:?} fires next at {} UTC{window}",
+                        super::table::fmt_time(at)
+                    )
+                }
+                None => format!("its cron {expr:?} fires no more"),
+            }
+        });
+        if d.partitioning == Partitioning::Keyed {
+            let next = match engine.schedules(&name).await {
+                Ok(keys) => match keys.iter().min_by_key(|k| (k.due_at_ms, k.key.clone())) {
+                    Some(k) => format!(
+                        "next due: key {} at {} UTC ({} key(s))",
+                        k.key,
+                        super::table::fmt_time(k.due_at_ms),
+                        keys.len()
+                    ),
+                    None => "no key yet (its inventory has not loaded)".to_string(),
+                },
+                Err(e) => format!("its keys are unknown: {e}"),
+            };
+            out.push(Idle {
+                why: format!(
+                    "graph {name} is keyed: its runs start when its keys are due ({next}); use --for DURATION or `weir serve`"
+                ),
+                waiting: format!("waiting for graph {name}'s keys: {next}"),
+            });
+            continue;
+        }
+        let why = format!(
+            "graph {name} is partitioned {}: pass --partition or --backfill",
+            partitioning_name(d.partitioning)
+        );
+        match cron {
+            Some(c) => out.push(Idle {
+                why: format!("{why} ({c})"),
+                waiting: format!("waiting for graph {name}'s cron: {c}"),
+            }),
+            None => out.push(Idle {
+                waiting: format!("graph {name} has no run and no trigger: {why}"),
+                why,
+            }),
+        }
+    }
+    out
 }
 
 /// Retries and failures seen in events.
@@ -310,125 +460,324 @@ impl Counters {
                 if state == "open" {
                     self.breaker_opened += 1;
                 }
-                if !progress {
-                    tracing::warn!(target = %target, state = %state, "breaker changed state");
-                }
+                tracing::warn!(target = %target, state = %state, "breaker changed state");
             }
             _ => {}
         }
     }
 }
 
+/// One watched run: its view, or none when it never started.
 struct RunRow {
     graph: String,
-    partition: String,
-    state: Option<RunState>,
-    nodes_done: usize,
-    nodes_total: usize,
-    running: usize,
-    duration_ms: Option<u64>,
+    partition: Partition,
+    view: Option<GraphRunView>,
+}
+
+impl RunRow {
+    fn settled(&self) -> bool {
+        self.view
+            .as_ref()
+            .is_some_and(|v| v.state != RunState::Active)
+    }
+
+    fn nodes_done(&self) -> usize {
+        self.view.as_ref().map_or(0, |v| {
+            v.nodes
+                .iter()
+                .filter(|n| !matches!(n.state.as_str(), "pending" | "ready"))
+                .count()
+        })
+    }
+
+    fn state(&self) -> String {
+        self.view
+            .as_ref()
+            .map_or_else(|| "not started".to_string(), |v| v.state.to_string())
+    }
 }
 
 struct Snapshot {
     rows: Vec<RunRow>,
     runs_done: usize,
-    runs_total: usize,
-    failed: usize,
-    nodes_done: usize,
-    nodes_total: usize,
-    running: usize,
 }
 
 fn snapshot(engine: &Engine, watched: &[(String, Partition)]) -> Snapshot {
-    let mut s = Snapshot {
-        rows: Vec::new(),
-        runs_done: 0,
-        runs_total: watched.len(),
-        failed: 0,
-        nodes_done: 0,
-        nodes_total: 0,
-        running: 0,
-    };
-    for (g, p) in watched {
-        let view = engine.graph_run(g, p).ok().flatten();
-        let mut row = RunRow {
+    let rows: Vec<RunRow> = watched
+        .iter()
+        .map(|(g, p)| RunRow {
             graph: g.clone(),
-            partition: p.to_string(),
-            state: None,
-            nodes_done: 0,
-            nodes_total: 0,
-            running: 0,
-            duration_ms: None,
+            partition: p.clone(),
+            view: engine.graph_run(g, p).ok().flatten(),
+        })
+        .collect();
+    Snapshot {
+        runs_done: rows.iter().filter(|r| r.settled()).count(),
+        rows,
+    }
+}
+
+impl Snapshot {
+    fn line(
+        &self,
+        c: &Counters,
+        nodes_of: &BTreeMap<String, usize>,
+        running: usize,
+        queued: usize,
+    ) -> progress::Line {
+        let mut l = progress::Line {
+            runs_done: self.runs_done,
+            runs_total: self.rows.len(),
+            running,
+            queued,
+            retries: c.retries,
+            deferred: c.deferred,
+            ..progress::Line::default()
         };
-        if let Some(v) = view {
-            row.state = Some(v.state);
-            row.nodes_total = v.nodes.len();
-            row.nodes_done = v
-                .nodes
-                .iter()
-                .filter(|n| !matches!(n.state.as_str(), "pending" | "ready"))
-                .count();
-            row.running = v.nodes.iter().filter(|n| n.state == "ready").count();
-            row.duration_ms = v.settled_at_ms.map(|t| t.saturating_sub(v.requested_at_ms));
-            if v.state != RunState::Active {
-                s.runs_done += 1;
-            }
-            if matches!(v.state, RunState::Failed | RunState::Cancelled) {
-                s.failed += 1;
+        for r in &self.rows {
+            match &r.view {
+                Some(v) => {
+                    l.nodes_total += v.nodes.len() as u64;
+                    l.nodes_done += r.nodes_done() as u64;
+                    if matches!(v.state, RunState::Failed | RunState::Cancelled) {
+                        l.runs_failed += 1;
+                    }
+                }
+                None => {
+                    l.windows_to_come += 1;
+                    l.nodes_total += nodes_of.get(&r.graph).copied().unwrap_or(0) as u64;
+                }
             }
         }
-        s.nodes_done += row.nodes_done;
-        s.nodes_total += row.nodes_total;
-        s.running += row.running;
-        s.rows.push(row);
+        l
     }
-    s
 }
 
-fn draw(s: &Snapshot, c: &Counters, started: Instant) {
-    let line = format!(
-        "\r\x1b[2K[{:>6.1}s] runs {}/{} done ({} failed) | nodes {}/{} | active {} | retries {} | failures {} | deferred {}",
-        started.elapsed().as_secs_f64(),
-        s.runs_done,
-        s.runs_total,
-        s.failed,
-        s.nodes_done,
-        s.nodes_total,
-        s.running,
-        c.retries,
-        c.failures,
-        c.deferred
-    );
-    use std::io::Write;
-    let mut err = std::io::stderr();
-    let _ = err.write_all(line.as_bytes());
-    let _ = err.flush();
+/// The exit verdict: by the latest run of each key (keyed graphs) or
+/// window, so a key whose early run failed but whose latest succeeded is
+/// no failure.
+struct Verdict {
+    /// (graph, key or window) whose latest settled run failed or was
+    /// cancelled.
+    failed: Vec<(String, String)>,
+    /// (graph, key or window, failed runs before) whose latest run completed
+    /// after earlier ones failed.
+    recovered: Vec<(String, String, usize)>,
 }
 
-fn print_summary(s: &Snapshot, elapsed: Duration) {
-    println!(
-        "{:<20} {:<40} {:<10} {:>11} {:>10}",
-        "graph", "partition", "state", "nodes", "time"
-    );
+impl Verdict {
+    fn of(s: &Snapshot) -> Verdict {
+        // (graph, key or window) -> (requested_at_ms, state) of each run.
+        let mut groups: BTreeMap<(String, String), Vec<(u64, RunState)>> = BTreeMap::new();
+        for r in &s.rows {
+            let Some(v) = &r.view else { continue };
+            let group = r
+                .partition
+                .key()
+                .map_or_else(|| r.partition.to_string(), |k| k.to_string());
+            groups
+                .entry((r.graph.clone(), group))
+                .or_default()
+                .push((v.requested_at_ms, v.state));
+        }
+        let bad = |s: &RunState| matches!(s, RunState::Failed | RunState::Cancelled);
+        let mut verdict = Verdict {
+            failed: Vec::new(),
+            recovered: Vec::new(),
+        };
+        for ((graph, group), mut runs) in groups {
+            runs.sort_by_key(|(at, _)| *at);
+            // A run still active at the end decides nothing: the latest
+            // settled one does.
+            runs.retain(|(_, s)| *s != RunState::Active);
+            let Some((_, latest)) = runs.last() else {
+                continue;
+            };
+            let failed_before = runs[..runs.len() - 1]
+                .iter()
+                .filter(|(_, s)| bad(s))
+                .count();
+            if bad(latest) {
+                verdict.failed.push((graph, group));
+            } else if failed_before > 0 && *latest == RunState::Complete {
+                verdict.recovered.push((graph, group, failed_before));
+            }
+        }
+        verdict
+    }
+}
+
+/// The last lines of stderr shown for a failed node.
+const STDERR_TAIL_LINES_MAX: usize = 5;
+
+fn print_summary(s: &Snapshot, v: &Verdict, elapsed: Duration) {
+    let mut t = super::table::new(&["graph", "partition", "state", "nodes", "time"]);
     for r in &s.rows {
-        println!(
-            "{:<20} {:<40} {:<10} {:>11} {:>10}",
-            r.graph,
-            r.partition,
-            r.state.map_or("unknown".to_string(), |s| s.to_string()),
-            format!("{}/{}", r.nodes_done, r.nodes_total),
-            r.duration_ms
-                .map_or("-".to_string(), |ms| format!("{:.2}s", ms as f64 / 1000.0))
-        );
+        t.add_row(vec![
+            r.graph.clone(),
+            r.partition.to_string(),
+            r.state(),
+            r.view.as_ref().map_or_else(
+                || "-".to_string(),
+                |view| format!("{}/{}", r.nodes_done(), view.nodes.len()),
+            ),
+            super::table::duration(r.view.as_ref().and_then(|view| {
+                view.settled_at_ms
+                    .map(|t| t.saturating_sub(view.requested_at_ms))
+            })),
+        ]);
     }
-    println!(
-        "{} run(s): {} settled, {} failed or cancelled, {} still active; {:.2}s",
-        s.runs_total,
+    if !s.rows.is_empty() {
+        super::table::print(&t);
+    }
+    let not_started = s.rows.iter().filter(|r| r.view.is_none()).count();
+    let failed = s
+        .rows
+        .iter()
+        .filter(|r| {
+            r.view
+                .as_ref()
+                .is_some_and(|v| matches!(v.state, RunState::Failed | RunState::Cancelled))
+        })
+        .count();
+    super::out(&format!(
+        "{} run(s): {} settled, {} failed or cancelled, {} still active, {} not started; {:.2}s",
+        s.rows.len(),
         s.runs_done,
-        s.failed,
-        s.runs_total - s.runs_done,
+        failed,
+        s.rows.len() - s.runs_done - not_started,
+        not_started,
         elapsed.as_secs_f64()
-    );
+    ));
+    for (graph, group, before) in &v.recovered {
+        super::out(&format!(
+            "recovered: {graph} {group}: {before} failed run(s), then its latest run completed"
+        ));
+    }
+    for (graph, group) in &v.failed {
+        super::out(&format!("failed: {graph} {group}: its latest run failed"));
+    }
+}
+
+/// Where the data went, each failed node with its exit code and the last
+/// lines of its stderr, and the commands that show more.
+fn print_where(
+    s: &Snapshot,
+    v: &Verdict,
+    data: &std::path::Path,
+    explicit: Option<&std::path::Path>,
+) {
+    let paths = crate::logs::LogPaths::new(data);
+    // `--data DIR` in the commands shown, unless a client run from here
+    // finds this data directory by itself.
+    let found = super::datadir::for_client(None)
+        .ok()
+        .and_then(|d| d.canonicalize().ok());
+    let data_arg = if explicit.is_none() && found.is_some() && found == data.canonicalize().ok() {
+        String::new()
+    } else {
+        format!(" --data {}", data.display())
+    };
+    let latest_failed = |r: &RunRow| {
+        let group = r
+            .partition
+            .key()
+            .map_or_else(|| r.partition.to_string(), |k| k.to_string());
+        v.failed.iter().any(|(g, k)| *g == r.graph && *k == group)
+    };
+    let mut shown_failures = 0;
+    for r in &s.rows {
+        let Some(view) = &r.view else { continue };
+        for n in view.nodes.iter().filter(|n| n.state == "failed") {
+            if shown_failures == 0 {
+                super::out("");
+                super::out("failed nodes:");
+            }
+            shown_failures += 1;
+            if shown_failures > FAILURES_SHOWN_MAX {
+                continue;
+            }
+            let run_id = run_id(&r.graph, &r.partition, &n.node, n.rerun);
+            let last = crate::logs::attempts(&paths, &run_id)
+                .ok()
+                .and_then(|a| a.into_iter().max_by_key(|a| a.attempt));
+            let exit = last
+                .as_ref()
+                .and_then(|a| a.exit_code)
+                .map_or_else(String::new, |c| format!("exit {c}, "));
+            let superseded = if latest_failed(r) {
+                ""
+            } else {
+                " (a later run recovered)"
+            };
+            super::out(&format!(
+                "  {} {} {}: {exit}{} attempt(s){superseded}",
+                r.graph, r.partition, n.node, n.attempts
+            ));
+            let tail: Vec<String> = match &last {
+                Some(a) if !a.stderr_tail.is_empty() => a.stderr_tail.clone(),
+                Some(a) => a.error.iter().cloned().collect(),
+                None => Vec::new(),
+            };
+            let tail = if tail.is_empty() {
+                n.error
+                    .iter()
+                    .flat_map(|e| e.lines().map(str::to_string))
+                    .collect()
+            } else {
+                tail
+            };
+            let skip = tail.len().saturating_sub(STDERR_TAIL_LINES_MAX);
+            for line in &tail[skip..] {
+                super::out(&format!("    | {line}"));
+            }
+            super::out(&format!(
+                "    more: weir logs {} {} {}{data_arg}",
+                r.graph, r.partition, n.node
+            ));
+        }
+    }
+    if shown_failures > FAILURES_SHOWN_MAX {
+        super::out(&format!(
+            "  … and {} more failed node(s): weir runs --state failed{data_arg}",
+            shown_failures - FAILURES_SHOWN_MAX
+        ));
+    }
+    super::out("");
+    super::out(&format!("data in {}", data.display()));
+    // The results of the newest completed run of each graph: its last
+    // nodes' logs (the ETL's `report` prints its report there).
+    let mut seen = std::collections::BTreeSet::new();
+    for r in s.rows.iter().rev() {
+        let Some(view) = &r.view else { continue };
+        if view.state != RunState::Complete || !seen.insert(r.graph.clone()) {
+            continue;
+        }
+        if let Some(sink) = last_node(view) {
+            super::out(&format!(
+                "results of {} {}: weir logs {} {} {sink}{data_arg}",
+                r.graph, r.partition, r.graph, r.partition
+            ));
+        }
+    }
+    let mut graphs = std::collections::BTreeSet::new();
+    for r in &s.rows {
+        if graphs.insert(r.graph.clone()) {
+            super::out(&format!(
+                "see more: weir status {} {}{data_arg}",
+                r.graph, r.partition
+            ));
+        }
+    }
+}
+
+/// Failed nodes listed with their stderr, at most.
+const FAILURES_SHOWN_MAX: usize = 10;
+
+/// The node whose log holds a run's results: the last in topological
+/// order (the ETL's `report`).
+fn last_node(view: &GraphRunView) -> Option<String> {
+    view.nodes.last().map(|n| n.node.clone())
 }
 
 /// Ctrl-C and SIGTERM.

@@ -130,8 +130,12 @@ pub struct NodeDetail {
     pub rerun: u32,
     /// Its run id (queue key).
     pub run_id: String,
-    /// Attempts of its current record.
+    /// Attempts of its current record (that started its task).
     pub attempts: u32,
+    /// Hand-outs of its current record that a breaker deferred before the
+    /// task started (not attempts).
+    #[serde(default)]
+    pub deferrals: u32,
     /// Its last error.
     pub error: Option<String>,
     /// When its last attempt started.
@@ -420,6 +424,7 @@ pub fn run_detail(
             rerun: n.rerun,
             run_id: id,
             attempts: n.attempts,
+            deferrals: done.as_ref().map_or(0, |d| d.deferrals),
             error: n.error,
             started_ms: n.started_ms,
             finished_ms: n.finished_ms,

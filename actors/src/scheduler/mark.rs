@@ -139,6 +139,7 @@ impl SchedulerState {
             pool: def.pool.to_string(),
             status: done_status(status),
             attempts: 0,
+            deferrals: 0,
             failures: 0,
             error: (status == NodeStatus::Failed).then(|| "marked failed by an operator".into()),
             output: Vec::new(),

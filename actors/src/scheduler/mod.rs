@@ -755,6 +755,7 @@ impl SchedulerState {
                     pool: node.pool.to_string(),
                     status,
                     attempts: 0,
+                    deferrals: 0,
                     failures: 0,
                     error: None,
                     output: Vec::new(),
