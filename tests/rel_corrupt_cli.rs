@@ -83,6 +83,27 @@ fn cli_on_a_damaged_store_exits_3_naming_the_file() {
             };
             let out = c.arg("--data").arg(&data).output().unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
+            if *what == "its header flipped" && out.status.code() == Some(0) {
+                // sled keeps copies of its segment headers and may rewrite
+                // a flipped one (seen under load): then the store must be
+                // whole — every record of `build` still there.
+                let (store, _) = Store::open(
+                    &data,
+                    StoreSettings {
+                        reserve_file_bytes: 0,
+                        ..StoreSettings::default()
+                    },
+                )
+                .unwrap_or_else(|e| {
+                    panic!("#{i}: weir {command} exited 0 on a store that does not open: {e}")
+                });
+                assert_eq!(
+                    store.scan_keys("r/").unwrap().len(),
+                    80 * 50,
+                    "#{i}: weir {command}: exit 0 and records lost"
+                );
+                continue;
+            }
             assert_eq!(
                 out.status.code(),
                 Some(3),

@@ -253,6 +253,24 @@ command = ["sh", "-c", "echo \"$WEIR_PARTITION\" >> checks.log"]
             .contains("db-9")
             .then_some(())
     });
+    // A keyed run is named by its key: its newest run.
+    let run = s.json(&["status", "h", "db-9"]);
+    assert!(
+        run["partition"].as_str().unwrap().starts_with("key=db-9@"),
+        "{run}"
+    );
+    s.wait_run("h", "db-9", "complete");
+    let table = s.ok(&["runs", "--graph", "h"]);
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("DUE"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("db-9")),
+        "the key, not key=db-9@…: {table}"
+    );
+    let o = s.cli(&["status", "h", "nosuchkey"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     // A key with markup in it is a literal name, kept and shown as written.
     s.ok(&["signal", "h", "<img src=x onerror=alert(1)>", "--add"]);
     let keys = s.json(&["keys", "h"]);

@@ -81,12 +81,12 @@ impl Reader {
         }
     }
 
-    async fn run(&self, graph: &str, p: &Partition) -> Result<Option<RunDetail>, Failure> {
+    /// A run by partition, or (keyed graphs) by key for its newest run.
+    async fn run(&self, graph: &str, text: &str) -> Result<Option<RunDetail>, Failure> {
         match self {
             Reader::Api(c) => {
-                let ps = p.to_string();
                 match c
-                    .get::<RunDetail>(&["api", "v1", "graphs", graph, "runs", &ps], &[])
+                    .get::<RunDetail>(&["api", "v1", "graphs", graph, "runs", text], &[])
                     .await?
                 {
                     Ok(r) => Ok(Some(r)),
@@ -95,11 +95,26 @@ impl Reader {
                 }
             }
             Reader::Store(store, _) => {
-                views::run_detail(store, graph, p, views::OUTPUT_INLINE_BYTES_MAX)
+                let Some(p) = resolve(store, graph, text)? else {
+                    return Ok(None);
+                };
+                views::run_detail(store, graph, &p, views::OUTPUT_INLINE_BYTES_MAX)
                     .map_err(store_err)
             }
         }
     }
+}
+
+/// A partition or a keyed graph's bare key, as the store resolves it.
+fn resolve(
+    store: &weir_actors::store::Store,
+    graph: &str,
+    text: &str,
+) -> Result<Option<Partition>, Failure> {
+    views::resolve_partition(store, graph, text).map_err(|e| match e {
+        views::QueryError::Bad(m) => Failure::input(m),
+        views::QueryError::Store(e) => store_err(e),
+    })
 }
 
 fn store_err(e: impl std::fmt::Display) -> Failure {
@@ -135,12 +150,9 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
     client::block_on(async move {
         match (&a.graph, &a.partition) {
             (Some(g), Some(p)) => {
-                let part: Partition = p
-                    .parse()
-                    .map_err(|e| Failure::input(format!("partition {p:?}: {e}")))?;
-                let Some(run) = reader.run(g, &part).await? else {
+                let Some(run) = reader.run(g, p).await? else {
                     return Err(Failure::input(format!(
-                        "graph {g:?} has no run for partition {part}"
+                        "graph {g:?} has no run for partition {p}"
                     )));
                 };
                 if a.conn.json {
@@ -195,7 +207,7 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
                         },
                         g.last_run
                             .as_ref()
-                            .map_or("-".into(), |r| r.partition.clone()),
+                            .map_or("-".into(), |r| views::partition_parts(&r.partition).0),
                         g.last_run
                             .as_ref()
                             .map_or("-".into(), |r| r.state.to_string()),
@@ -210,10 +222,15 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
 }
 
 fn print_run(run: &RunDetail) {
+    let (shown, at) = views::partition_parts(&run.partition);
+    let shown = match at {
+        Some(at) => format!("{shown} (due {})", table::time(Some(at))),
+        None => shown,
+    };
     out(&format!(
         "graph {}  partition {}  state {}  definition {}",
         run.graph,
-        run.partition,
+        shown,
         run.state,
         run.definition.chars().take(12).collect::<String>()
     ));
@@ -255,23 +272,30 @@ fn print_run(run: &RunDetail) {
 }
 
 fn print_runs(page: &RunPage) {
-    let mut t = table::new(&[
-        "graph",
-        "partition",
-        "state",
-        "started",
-        "settled",
-        "duration",
-    ]);
+    // A keyed run shows its key, and the instant it was due apart.
+    let keyed = page
+        .runs
+        .iter()
+        .any(|r| views::partition_parts(&r.partition).1.is_some());
+    let mut headers = vec!["graph", "partition"];
+    if keyed {
+        headers.push("due");
+    }
+    headers.extend(["state", "started", "settled", "duration"]);
+    let mut t = table::new(&headers);
     for r in &page.runs {
-        t.add_row(vec![
-            r.graph.clone(),
-            r.partition.clone(),
+        let (shown, at) = views::partition_parts(&r.partition);
+        let mut row = vec![r.graph.clone(), shown];
+        if keyed {
+            row.push(table::time(at));
+        }
+        row.extend([
             r.state.to_string(),
             table::time(Some(r.requested_at_ms)),
             table::time(r.settled_at_ms),
             table::duration(r.settled_at_ms.map(|s| s.saturating_sub(r.requested_at_ms))),
         ]);
+        t.add_row(row);
     }
     table::print(&t);
     if let Some(c) = &page.next_cursor {
@@ -381,15 +405,11 @@ pub fn render_line(l: &LogLine) -> String {
 
 /// Runs `weir logs`.
 pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
-    let part: Partition = a
-        .partition
-        .parse()
-        .map_err(|e| Failure::input(format!("partition {:?}: {e}", a.partition)))?;
     let reader = Reader::open(&a.conn)?;
     client::block_on(async move {
         match reader {
             Reader::Api(c) => {
-                let ps = part.to_string();
+                let ps = a.partition.clone();
                 let mut q: Vec<(&str, String)> = Vec::new();
                 if let Some(at) = a.attempt {
                     q.push(("attempt", at.to_string()));
@@ -421,6 +441,12 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
                 }
             }
             Reader::Store(store, dir) => {
+                let part = resolve(&store, &a.graph, &a.partition)?.ok_or_else(|| {
+                    Failure::input(format!(
+                        "graph {:?} has no run for key {:?}",
+                        a.graph, a.partition
+                    ))
+                })?;
                 let run = views::run_detail(&store, &a.graph, &part, 0)
                     .map_err(store_err)?
                     .ok_or_else(|| {

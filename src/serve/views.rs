@@ -281,6 +281,45 @@ pub enum QueryError {
     Store(#[from] StoreError),
 }
 
+/// A partition as people write it: a partition (`2026-11-01`,
+/// `key=web-2@2026-12-01T04:08:47.486Z`), or a bare key (`web-2`), which
+/// names that key's newest run. `Ok(None)`: a key with no run.
+pub fn resolve_partition(
+    store: &Store,
+    graph: &str,
+    text: &str,
+) -> Result<Option<Partition>, QueryError> {
+    if let Ok(p) = text.parse::<Partition>() {
+        return Ok(Some(p));
+    }
+    let key = weir_core::names::Key::new(text).map_err(|e| {
+        QueryError::Bad(format!(
+            "partition {text:?}: neither a partition nor a key ({e})"
+        ))
+    })?;
+    let prefix = format!("{}key={}@", runs_prefix(graph), key.as_str());
+    let (rows, _) = store.scan_rev::<GraphRunRecord>(&prefix, None, None, 1, |k, _| {
+        // A key holding `@` could share the prefix: keep exact matches.
+        k[runs_prefix(graph).len()..]
+            .parse::<Partition>()
+            .is_ok_and(|p| p.key().is_some_and(|k| k.as_str() == key.as_str()))
+    })?;
+    Ok(rows
+        .first()
+        .and_then(|(k, _)| k[runs_prefix(graph).len()..].parse().ok()))
+}
+
+/// How a partition is shown: a keyed run's key, and its instant apart.
+pub fn partition_parts(partition: &str) -> (String, Option<u64>) {
+    match partition.parse::<Partition>() {
+        Ok(p) => match (p.key(), p.at_ms()) {
+            (Some(k), at) => (k.as_str().to_string(), at),
+            _ => (partition.to_string(), None),
+        },
+        Err(_) => (partition.to_string(), None),
+    }
+}
+
 /// A page of runs, newest partition first: within a graph by partition
 /// (time windows sort by time), across graphs merged by partition, then
 /// graph name. Reads about `limit` records per graph, not every run.

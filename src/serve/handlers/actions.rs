@@ -143,7 +143,7 @@ pub async fn rerun(
     Body(b): Body<RerunBody>,
 ) -> ApiResult<(StatusCode, Json<RerunAnswer>)> {
     adopted(&s, &graph)?;
-    let p = partition("partition", &part)?;
+    let p = super::run_partition(&s, &graph, &part)?;
     let o = s
         .engine
         .rerun_node(&graph, p, &node, b.downstream.unwrap_or(true))
@@ -171,7 +171,7 @@ pub async fn clear(
     Path((graph, part)): Path<(String, String)>,
 ) -> ApiResult<Json<Vec<ClearedNode>>> {
     adopted(&s, &graph)?;
-    let p = partition("partition", &part)?;
+    let p = super::run_partition(&s, &graph, &part)?;
     let out = s.engine.clear_failed(&graph, p).await?;
     Ok(Json(
         out.iter()
@@ -198,7 +198,7 @@ pub async fn mark(
     Body(b): Body<MarkBody>,
 ) -> ApiResult<Json<MarkOutcome>> {
     adopted(&s, &graph)?;
-    let p = partition("partition", &part)?;
+    let p = super::run_partition(&s, &graph, &part)?;
     let mark = match b.state.as_str() {
         "succeeded" | "success" => MarkAs::Succeeded,
         "failed" => MarkAs::Failed,
@@ -224,7 +224,7 @@ pub async fn cancel(
     Path((graph, part)): Path<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<Cancelled>)> {
     adopted(&s, &graph)?;
-    let p = partition("partition", &part)?;
+    let p = super::run_partition(&s, &graph, &part)?;
     if s.engine.graph_run(&graph, &p)?.is_none() {
         return Err(ApiError::not_found(format!(
             "graph {graph:?} has no run for partition {p}"

@@ -173,6 +173,23 @@ pub fn partition(field: &str, s: &str) -> Result<weir_core::partition::Partition
         .map_err(|e| ApiError::bad(format!("{field} {s:?}: {e}")))
 }
 
+/// The partition a path names (a partition, or a keyed graph's bare key
+/// for its newest run); 404 for a key with no run.
+pub fn run_partition(
+    s: &super::AppState,
+    graph: &str,
+    text: &str,
+) -> Result<weir_core::partition::Partition, ApiError> {
+    match super::views::resolve_partition(s.engine.store(), graph, text) {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(ApiError::not_found(format!(
+            "graph {graph:?} has no run for key {text:?}"
+        ))),
+        Err(super::views::QueryError::Bad(m)) => Err(ApiError::bad(m)),
+        Err(super::views::QueryError::Store(e)) => Err(e.into()),
+    }
+}
+
 /// Runs a blocking store read off the async threads.
 pub async fn blocking<T, F>(f: F) -> Result<T, ApiError>
 where

@@ -6,7 +6,7 @@ use axum::Json;
 use serde::Deserialize;
 use weir_actors::scheduler::records::RunState;
 
-use super::{blocking, partition, Path, Query};
+use super::{blocking, Path, Query};
 use crate::serve::error::{ApiError, ApiResult};
 use crate::serve::views::{self, NodeDetail, RunDetail, RunPage, RunQuery};
 use crate::serve::AppState;
@@ -64,7 +64,7 @@ pub async fn list(
 }
 
 fn detail(s: &AppState, graph: &str, part: &str, inline_max: usize) -> Result<RunDetail, ApiError> {
-    let p = partition("partition", part)?;
+    let p = super::run_partition(s, graph, part)?;
     views::run_detail(s.engine.store(), graph, &p, inline_max)?
         .ok_or_else(|| ApiError::not_found(format!("graph {graph:?} has no run for partition {p}")))
 }
@@ -147,7 +147,7 @@ pub async fn logs(
             .ok_or_else(|| ApiError::not_found(format!("graph {g:?} has no node {nd:?}")))?;
         Ok(match q.rerun {
             Some(r) => {
-                let p = partition("partition", &pt)?;
+                let p = super::run_partition(&st, &g, &pt)?;
                 weir_actors::scheduler::records::run_id(&g, &p, &nd, r)
             }
             None => n.run_id,
