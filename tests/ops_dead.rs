@@ -170,18 +170,7 @@ async fn dead_letter_survives_a_restart() {
 async fn requeue_of_a_graph_node_reruns_it() {
     let dir = tempfile::tempdir().unwrap();
     let script = Script::default();
-    script.fail(true);
-    let engine = open(dir.path(), &script, None).await;
-    engine
-        .adopt(graph(
-            "g",
-            vec![node("a", &[], "flaky"), node("b", &["a"], "ok")],
-        ))
-        .await
-        .unwrap();
-    let p = Partition::NONE;
-    engine.start_run("g", p.clone()).await.unwrap();
-    assert_eq!(settled(&engine, "g", &p).await, RunState::Failed);
+    let (engine, p) = failed_run(dir.path(), &script).await;
     let page = engine.dead_letters(10, None).unwrap();
     assert_eq!(page.letters.len(), 1, "{page:?}");
     let l = &page.letters[0];

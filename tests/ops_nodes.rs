@@ -62,18 +62,7 @@ async fn rerun_with_and_without_downstreams() {
 async fn rerun_alone_redecides_upstream_failed_downstreams() {
     let dir = tempfile::tempdir().unwrap();
     let script = Script::default();
-    script.fail(true);
-    let engine = open(dir.path(), &script, None).await;
-    engine
-        .adopt(graph(
-            "g",
-            vec![node("a", &[], "flaky"), node("b", &["a"], "ok")],
-        ))
-        .await
-        .unwrap();
-    let p = Partition::NONE;
-    engine.start_run("g", p.clone()).await.unwrap();
-    assert_eq!(settled(&engine, "g", &p).await, RunState::Failed);
+    let (engine, p) = failed_run(dir.path(), &script).await;
     assert_eq!(states(&engine, "g", &p)["b"], st("upstream_failed", 0));
     script.fail(false);
     let out = engine.rerun_node("g", p.clone(), "a", false).await.unwrap();
@@ -140,18 +129,7 @@ async fn clear_after_a_failure_completes_the_run() {
 async fn mark_failed_node_succeeded_lets_its_downstream_run() {
     let dir = tempfile::tempdir().unwrap();
     let script = Script::default();
-    script.fail(true);
-    let engine = open(dir.path(), &script, None).await;
-    engine
-        .adopt(graph(
-            "g",
-            vec![node("a", &[], "flaky"), node("b", &["a"], "ok")],
-        ))
-        .await
-        .unwrap();
-    let p = Partition::NONE;
-    engine.start_run("g", p.clone()).await.unwrap();
-    assert_eq!(settled(&engine, "g", &p).await, RunState::Failed);
+    let (engine, p) = failed_run(dir.path(), &script).await;
 
     let mut events = engine.subscribe();
     let out = engine

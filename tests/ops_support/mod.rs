@@ -186,3 +186,21 @@ pub async fn settled(engine: &Engine, graph: &str, p: &Partition) -> weir::RunSt
         .await
         .unwrap()[0]
 }
+
+/// A run of graph `g` (`a` flaky → `b`) whose `a` failed: the engine, with
+/// `script` failing `a` until told otherwise, and the run's partition.
+pub async fn failed_run(dir: &Path, script: &Script) -> (Engine, Partition) {
+    script.fail(true);
+    let engine = open(dir, script, None).await;
+    engine
+        .adopt(graph(
+            "g",
+            vec![node("a", &[], "flaky"), node("b", &["a"], "ok")],
+        ))
+        .await
+        .unwrap();
+    let p = Partition::NONE;
+    engine.start_run("g", p.clone()).await.unwrap();
+    assert_eq!(settled(&engine, "g", &p).await, weir::RunState::Failed);
+    (engine, p)
+}
