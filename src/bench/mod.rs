@@ -3,6 +3,7 @@
 //! `RESULT scenario=NAME key=value ...` in plain units (ms, us, per_s,
 //! bytes).
 
+mod api;
 mod core;
 mod crash;
 pub mod drain;
@@ -40,12 +41,13 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate",
+    "validate", "api",
 ];
 
 /// Runs a scenario.
 pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
     match scenario {
+        "api" => api::run(quick),
         "core" => core::run(quick),
         "store" => store::run(quick),
         "drain" => drain::run(quick),
