@@ -52,3 +52,13 @@ fn chain_quick_prints_its_result_line() {
         &["nodes", "edge_p50_us", "edge_p99_us", "settle_ms"],
     );
 }
+
+#[test]
+fn api_quick_prints_its_result_line() {
+    let line = last_line("api");
+    assert_keys(
+        &line,
+        "api",
+        &["runs", "list_p99_ms", "run_p99_ms", "list_per_s", "http_overhead"],
+    );
+}
