@@ -59,6 +59,12 @@ fn api_quick_prints_its_result_line() {
     assert_keys(
         &line,
         "api",
-        &["runs", "list_p99_ms", "run_p99_ms", "list_per_s", "http_overhead"],
+        &[
+            "runs",
+            "list_p99_ms",
+            "run_p99_ms",
+            "list_per_s",
+            "http_overhead",
+        ],
     );
 }
