@@ -446,13 +446,34 @@ async fn measure(
     );
     let outcome = measure_live(&engine, &server.url(), runs, requests, window).await;
     server.stop().await;
-    let engine = Arc::try_unwrap(engine)
-        .map_err(|_| BenchError::Failed("the server kept the engine after its stop".into()))?;
-    engine
+    take_back(engine)
+        .await?
         .shutdown(Duration::from_secs(30))
         .await
         .map_err(failed)?;
     outcome
+}
+
+/// The engine back from the server's connection tasks, which let go of it
+/// once they see their client's connections closed (within
+/// [`serve::STOP_GRACE`]).
+async fn take_back(mut engine: Arc<Engine>) -> Result<Engine, BenchError> {
+    let deadline = Instant::now() + serve::STOP_GRACE;
+    loop {
+        match Arc::try_unwrap(engine) {
+            Ok(e) => return Ok(e),
+            Err(back) if Instant::now() < deadline => {
+                engine = back;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(_) => {
+                return Err(BenchError::Failed(format!(
+                    "the server still held the engine {} s after its stop",
+                    serve::STOP_GRACE.as_secs()
+                )))
+            }
+        }
+    }
 }
 
 async fn measure_live(
@@ -476,8 +497,9 @@ async fn measure_live(
             .collect::<Result<_, _>>()?
     };
 
-    // Direct calls, as the handlers make them (on a blocking thread).
-    let (direct_list, direct_run) = {
+    // Direct calls, as the handlers make them (on a blocking thread); and
+    // the list with its JSON encoding, the handler's work without HTTP.
+    let (direct_list, direct_run, direct_list_json) = {
         let store = store.clone();
         let partitions = partitions.clone();
         tokio::task::spawn_blocking(move || {
@@ -492,7 +514,11 @@ async fn measure_live(
                     .ok_or_else(|| BenchError::Failed(format!("run {} is missing", parsed[i])))
                     .map(|_| ())
             })?;
-            Ok::<_, BenchError>((list, run))
+            let json = time_direct(requests, |_| {
+                let page = list_direct(&store)?;
+                serde_json::to_vec(&page).map(|_| ()).map_err(failed)
+            })?;
+            Ok::<_, BenchError>((list, run, json))
         })
         .await
         .map_err(failed)??
@@ -509,6 +535,9 @@ async fn measure_live(
         format!("{base}/api/v1/graphs/{GRAPH}/runs/{}", partitions[i])
     })
     .await?;
+    // The floor of one request over HTTP: a route that reads nothing.
+    let healthz_url = format!("{base}/healthz");
+    let (http_floor, _) = time_http(&client, requests, |_| healthz_url.clone()).await?;
     let cap = 1_000_000;
     let list_per_s = throughput(&client, &list_url, window, cap).await?;
 
@@ -557,6 +586,22 @@ async fn measure_live(
     row(
         "views::run_detail direct p50 / p99",
         format!("{:.3} / {:.3} ms", direct_run.p50(), direct_run.p99()),
+        "",
+        None,
+    );
+    row(
+        "list + JSON encoding, direct p50 / p99",
+        format!(
+            "{:.3} / {:.3} ms",
+            direct_list_json.p50(),
+            direct_list_json.p99()
+        ),
+        "",
+        None,
+    );
+    row(
+        "GET /healthz p50 / p99 (HTTP floor)",
+        format!("{:.3} / {:.3} ms", http_floor.p50(), http_floor.p99()),
         "",
         None,
     );
