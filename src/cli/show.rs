@@ -333,14 +333,9 @@ pub fn runs(a: RunsArgs) -> Result<u8, Failure> {
     let state = a
         .state
         .as_deref()
-        .map(|s| match s {
-            "active" => Ok(RunState::Active),
-            "complete" => Ok(RunState::Complete),
-            "failed" => Ok(RunState::Failed),
-            "cancelled" => Ok(RunState::Cancelled),
-            o => Err(Failure::input(format!(
-                "--state {o:?}: active, complete, failed or cancelled"
-            ))),
+        .map(|s| {
+            s.parse::<RunState>()
+                .map_err(|e| Failure::input(format!("--state {e}")))
         })
         .transpose()?;
     let reader = Reader::open(&a.conn)?;

@@ -55,6 +55,25 @@ impl std::fmt::Display for RunState {
     }
 }
 
+impl std::str::FromStr for RunState {
+    type Err = String;
+
+    /// The names [`RunState`]'s `Display` writes.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "active" => RunState::Active,
+            "complete" => RunState::Complete,
+            "failed" => RunState::Failed,
+            "cancelled" => RunState::Cancelled,
+            other => {
+                return Err(format!(
+                    "{other:?} is not one of active, complete, failed, cancelled"
+                ))
+            }
+        })
+    }
+}
+
 /// A graph run (swale's GraphRunRecord).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphRunRecord {

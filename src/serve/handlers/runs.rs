@@ -4,7 +4,6 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::Deserialize;
-use weir_actors::scheduler::records::RunState;
 
 use super::{blocking, Path, Query};
 use crate::serve::error::{ApiError, ApiResult};
@@ -23,28 +22,17 @@ pub struct ListParams {
     cursor: Option<String>,
 }
 
-/// Parses a run state name.
-pub fn run_state(s: &str) -> Result<RunState, ApiError> {
-    Ok(match s {
-        "active" => RunState::Active,
-        "complete" => RunState::Complete,
-        "failed" => RunState::Failed,
-        "cancelled" => RunState::Cancelled,
-        other => {
-            return Err(ApiError::bad(format!(
-                "state {other:?}: not one of active, complete, failed, cancelled"
-            )))
-        }
-    })
-}
-
 /// Runs, newest partition first, filtered and paged.
 pub async fn list(
     State(s): State<AppState>,
     Query(p): Query<ListParams>,
 ) -> ApiResult<Json<RunPage>> {
     let q = RunQuery {
-        state: p.state.as_deref().map(run_state).transpose()?,
+        state: p
+            .state
+            .as_deref()
+            .map(|s| s.parse().map_err(|e| ApiError::bad(format!("state {e}"))))
+            .transpose()?,
         graph: p.graph,
         from: p.from,
         to: p.to,
