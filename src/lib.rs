@@ -18,6 +18,7 @@ mod ops;
 pub mod serve;
 pub mod task;
 mod triggers;
+pub mod ui;
 
 pub use engine::{Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
 pub use graphs::AdoptOutcome;

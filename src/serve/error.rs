@@ -2,7 +2,8 @@
 //!
 //! Every error answers `{"error": {"status": N, "kind": "...", "message": "..."}}`
 //! with a message that names the field, the graph, the run or the node that
-//! is wrong. 400 for a bad field, 401 without a valid token, 404 for an
+//! is wrong. 400 for a bad field, 401 without a valid token, 403 for a browser
+//! action without its anti-CSRF token, 404 for an
 //! unknown thing, 409 for a conflict, 413 past a body limit, 503 while the
 //! engine is stopped; a handler never panics on input.
 
@@ -73,6 +74,14 @@ impl ApiError {
         ApiError {
             status: StatusCode::UNAUTHORIZED,
             kind: "unauthorized",
+            message: message.into(),
+        }
+    }
+    /// 403: a cookie-authenticated action without its anti-CSRF token.
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::FORBIDDEN,
+            kind: "forbidden",
             message: message.into(),
         }
     }

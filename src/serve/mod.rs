@@ -16,6 +16,7 @@
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod grid;
 mod handlers;
 pub mod metrics;
 pub mod openapi;
@@ -31,6 +32,7 @@ use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::AUTHORIZATION;
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use tokio::sync::oneshot;
@@ -133,7 +135,9 @@ pub fn router(state: AppState) -> (axum::Router, Vec<(&'static str, &'static str
             require_token,
         ))
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX));
-    let open = axum::Router::new().route("/healthz", axum::routing::get(handlers::healthz));
+    let open = axum::Router::new()
+        .route("/healthz", axum::routing::get(handlers::healthz))
+        .merge(crate::ui::routes());
     let mut all = listed;
     all.push(("get", "/healthz"));
     (open.merge(protected).with_state(state), all)
@@ -158,13 +162,33 @@ async fn require_token(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     match given {
-        None => Err(ApiError::unauthorized(
-            "this route needs `Authorization: Bearer TOKEN` (the token is in DATA/token)",
-        )),
         Some(t) if !discovery::token_eq(t.trim(), &state.token) => {
             Err(ApiError::unauthorized("the token is not this engine's"))
         }
         Some(_) => Ok(next.run(req).await),
+        None => {
+            // A browser: its session cookie stands for the token, and
+            // since a browser sends cookies on its own, every request that
+            // changes something must also carry the anti-CSRF header that
+            // only the UI's own pages can read.
+            let session = crate::ui::session::Session::new(&state.token);
+            if !session.has_cookie(req.headers()) {
+                return Err(ApiError::unauthorized(
+                    "this route needs `Authorization: Bearer TOKEN` (the token is in DATA/token)",
+                ));
+            }
+            let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+            if !safe && !session.has_csrf(req.headers()) {
+                tracing::warn!(method = %req.method(), path = %req.uri().path(), "action refused: no anti-CSRF token");
+                return Err(ApiError::forbidden(format!(
+                    "{} {}: a browser action needs the {} header (the UI sends it)",
+                    req.method(),
+                    req.uri().path(),
+                    crate::ui::session::CSRF_HEADER
+                )));
+            }
+            Ok(next.run(req).await)
+        }
     }
 }
 

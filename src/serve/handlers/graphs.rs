@@ -1,9 +1,11 @@
-//! `GET /api/v1/graphs` and `GET /api/v1/graphs/{graph}`.
+//! `GET /api/v1/graphs`, `GET /api/v1/graphs/{graph}` and its grid.
 
 use axum::extract::State;
 use axum::Json;
 
-use super::{blocking, Path};
+use serde::Deserialize;
+
+use super::{blocking, Path, Query};
 use crate::serve::error::{ApiError, ApiResult};
 use crate::serve::views::{self, GraphDetail, GraphSummary};
 use crate::serve::AppState;
@@ -49,6 +51,40 @@ pub async fn one(
             definition,
             history,
         }))
+    })
+    .await
+}
+
+/// The grid's query string.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GridParams {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// A graph's grid: runs as columns (newest first), nodes as rows, each
+/// cell a node's state in that run.
+pub async fn grid(
+    State(s): State<AppState>,
+    Path(graph): Path<String>,
+    Query(q): Query<GridParams>,
+) -> ApiResult<Json<crate::serve::grid::Grid>> {
+    let engine = s.engine.clone();
+    blocking(move || {
+        let store = engine.store();
+        let Some((_, definition)) = views::graph_summary(store, &graph, engine.now_ms(), false)?
+        else {
+            return Err(ApiError::not_found(format!(
+                "graph {graph:?} is not adopted"
+            )));
+        };
+        crate::serve::grid::grid(store, &graph, &definition, q.limit, q.cursor)
+            .map(Json)
+            .map_err(|e| match e {
+                views::QueryError::Bad(m) => ApiError::bad(m),
+                views::QueryError::Store(e) => e.into(),
+            })
     })
     .await
 }

@@ -30,6 +30,7 @@ pub fn routes() -> Routes {
         .get("/api/v1/events", stream::events)
         .get("/api/v1/graphs", graphs::list)
         .get("/api/v1/graphs/{graph}", graphs::one)
+        .get("/api/v1/graphs/{graph}/grid", graphs::grid)
         .post("/api/v1/graphs/{graph}/runs", actions::start)
         .post("/api/v1/graphs/{graph}/backfills", actions::backfill)
         .get("/api/v1/graphs/{graph}/backfills", actions::backfills)

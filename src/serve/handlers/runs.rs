@@ -57,13 +57,67 @@ fn detail(s: &AppState, graph: &str, part: &str, inline_max: usize) -> Result<Ru
         .ok_or_else(|| ApiError::not_found(format!("graph {graph:?} has no run for partition {p}")))
 }
 
-/// A run with its nodes: state, rerun, attempts, timings, error, output.
+/// A ready node's ticket, as the queue holds it now.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct NodeLive {
+    /// Running now (else queued: waiting for a slot, its due instant, or a
+    /// breaker).
+    pub running: bool,
+    /// Attempts that started their task.
+    pub attempts: u32,
+    /// Attempts that failed.
+    pub failures: u32,
+    /// Hand-outs a breaker deferred.
+    pub deferrals: u32,
+    /// When it is due (queued) or its lease ends (running).
+    pub at_ms: u64,
+}
+
+/// A run with its nodes, and the live tickets of its ready nodes.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct RunWithLive {
+    /// The run.
+    #[serde(flatten)]
+    pub run: RunDetail,
+    /// The queue's ticket of each ready node, by node: running or queued.
+    #[serde(default)]
+    pub live: std::collections::BTreeMap<String, NodeLive>,
+}
+
+/// A run with its nodes: state, rerun, attempts, timings, error, output,
+/// and for ready nodes whether they run or wait in the queue.
 pub async fn one(
     State(s): State<AppState>,
     Path((graph, part)): Path<(String, String)>,
-) -> ApiResult<Json<RunDetail>> {
+) -> ApiResult<Json<RunWithLive>> {
     let st = s.clone();
-    blocking(move || detail(&st, &graph, &part, views::OUTPUT_INLINE_BYTES_MAX).map(Json)).await
+    let run = blocking(move || detail(&st, &graph, &part, views::OUTPUT_INLINE_BYTES_MAX)).await?;
+    let mut live = std::collections::BTreeMap::new();
+    for n in run.nodes.iter().filter(|n| n.state == "ready") {
+        // The store says "ready" for queued and running alike; the queue
+        // knows which. A node that settled meanwhile has no live ticket.
+        if let Ok(Some(weir_actors::queue::TicketView::Live {
+            running,
+            attempts,
+            deferrals,
+            failures,
+            at_ms,
+            ..
+        })) = s.engine.ticket(&n.run_id).await
+        {
+            live.insert(
+                n.node.clone(),
+                NodeLive {
+                    running,
+                    attempts,
+                    failures,
+                    deferrals,
+                    at_ms,
+                },
+            );
+        }
+    }
+    Ok(Json(RunWithLive { run, live }))
 }
 
 /// A node of a run with its whole output and its attempts.

@@ -1,0 +1,252 @@
+// One run: its nodes (state, rerun, attempts, times, exit codes, errors),
+// a Gantt of attempts over time, and a node panel with the node's output
+// and its logs per attempt, following a running attempt live.
+
+import { get, post, p, qs } from "../api.js";
+import {
+  h, s, replace, fmtTime, fmtDur, badge, table, route, facts, nodeState, stateInfo,
+} from "../dom.js";
+import { confirmAction, checkbox } from "../actions.js";
+
+const GANTT_ROW_H = 22;
+const GANTT_LABEL_W = 150;
+const GANTT_W = 760;
+// Log lines fetched per page.
+const LOG_PAGE = 2000;
+
+export async function render(root, [graph, partition, selectedNode]) {
+  const head = h("div", { id: "run-head" });
+  const actions = h("div", { class: "actions", id: "run-actions" });
+  const nodesBox = h("div", { id: "run-nodes" });
+  const ganttBox = h("div", { id: "gantt", class: "gantt-box" });
+  const panel = h("section", { id: "node-panel", class: "panel", "aria-live": "polite" });
+  replace(root,
+    h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Graphs"), " / ",
+      h("a", { href: route("graph", graph, partition) }, graph), " / ", partition),
+    h("h1", {}, `Run ${partition}`), head, actions,
+    h("div", { class: "run-layout" },
+      h("div", {}, h("h2", {}, "Nodes"), nodesBox, h("h2", {}, "Attempts over time"), ganttBox),
+      panel));
+
+  // Node details (attempts with exit codes), cached by what changes them.
+  const details = new Map();
+  let logFollow = null;
+  let panelKey = null;
+
+  const nodeDetail = async (n) => {
+    const key = `${n.run_id}|${n.state}|${n.attempts}|${n.finished_ms}`;
+    const hit = details.get(n.node);
+    if (hit && hit.key === key && n.state !== "ready") return hit.value;
+    const value = await get(p("graphs", graph, "runs", partition, "nodes", n.node));
+    details.set(n.node, { key, value });
+    return value;
+  };
+
+  const refresh = async () => {
+    const run = await get(p("graphs", graph, "runs", partition));
+    const started = run.nodes.filter((n) => n.attempts > 0 || n.started_ms || n.state === "ready");
+    const ds = new Map(await Promise.all(started.map(async (n) => [n.node, await nodeDetail(n).catch(() => null)])));
+    replace(head, facts([
+      ["Graph", h("a", { href: route("graph", graph) }, graph)],
+      ["State", badge(run.state)],
+      ["Requested", fmtTime(run.requested_at_ms)],
+      ["Settled", fmtTime(run.settled_at_ms)],
+      ["Took", run.settled_at_ms ? fmtDur(run.settled_at_ms - run.requested_at_ms) : "—"],
+      ["Definition", h("code", { title: run.definition }, run.definition.slice(0, 12))],
+    ]));
+    const failed = run.nodes.some((n) => ["failed", "upstream_failed", "cancelled"].includes(n.state));
+    replace(actions,
+      run.state === "active" ? h("button", {
+        id: "act-cancel", class: "danger",
+        onclick: () => confirmAction({
+          title: "Cancel the run", text: `Cancel ${graph} ${partition}: queued nodes are cancelled, running attempts are stopped.`,
+          confirm: "Cancel run", danger: true, run: () => post(p("graphs", graph, "runs", partition, "cancel")),
+        }).then(refresh),
+      }, "Cancel run") : null,
+      failed ? h("button", {
+        id: "act-clear",
+        onclick: () => confirmAction({
+          title: "Clear failed nodes", text: `Rerun every failed node of ${partition} with its downstreams.`,
+          confirm: "Clear", run: () => post(p("graphs", graph, "runs", partition, "clear")),
+        }).then(refresh),
+      }, "Clear failed") : null);
+    const rows = run.nodes.map((n) => {
+      const st = nodeState(n, run.live);
+      const d = ds.get(n.node);
+      const last = d && d.attempt_log && d.attempt_log.length ? d.attempt_log[d.attempt_log.length - 1] : null;
+      const live = run.live && run.live[n.node];
+      return h("tr", { "data-node": n.node, "data-state": st, class: n.node === selectedNode ? "selected" : null },
+        h("th", { scope: "row" }, h("a", { href: route("run", graph, partition, n.node), "data-focus": `n-${n.node}` }, n.node)),
+        h("td", { class: "state" }, badge(st)),
+        h("td", { class: "rerun" }, String(n.rerun)),
+        h("td", { class: "attempts" }, String(live ? Math.max(live.attempts, n.attempts) : n.attempts),
+          n.deferrals ? h("small", {}, ` (${n.deferrals} deferred)`) : null),
+        h("td", {}, fmtTime(n.started_ms)),
+        h("td", {}, fmtDur(n.duration_ms)),
+        h("td", { class: "exit" }, last && last.exit_code !== null && last.exit_code !== undefined ? String(last.exit_code) : "—"),
+        h("td", { class: "error-cell" }, n.error ? h("span", { class: "error", title: n.error }, n.error.split("\n")[0]) : "—"));
+    });
+    replace(nodesBox, table(["Node", "State", "Rerun", "Attempts", "Started", "Duration", "Exit", "Error"], rows, { class: "nodes" }));
+    drawGantt(run, ds);
+    if (selectedNode) await drawPanel(run, ds.get(selectedNode) || null);
+  };
+
+  const drawGantt = (run, ds) => {
+    const bars = [];
+    for (const n of run.nodes) {
+      const d = ds.get(n.node);
+      for (const a of (d && d.attempt_log) || []) {
+        bars.push({ node: n.node, a });
+      }
+    }
+    if (!bars.length) {
+      replace(ganttBox, h("p", { class: "muted" }, "No attempt has started."));
+      return;
+    }
+    const now = Date.now();
+    const t0 = Math.min(...bars.map((b) => b.a.started_ms));
+    const t1 = Math.max(...bars.map((b) => b.a.finished_ms || now), t0 + 1);
+    const scale = (GANTT_W - GANTT_LABEL_W - 10) / (t1 - t0);
+    const rowOf = new Map(run.nodes.map((n, i) => [n.node, i]));
+    const height = run.nodes.length * GANTT_ROW_H + 24;
+    const svg = s("svg", { class: "gantt", viewBox: `0 0 ${GANTT_W} ${height}`, width: GANTT_W, height, role: "img", "aria-label": "attempts over time" },
+      run.nodes.map((n, i) => s("text", { x: 4, y: i * GANTT_ROW_H + 15, class: "gantt-label" }, n.node)),
+      bars.map(({ node, a }) => {
+        const x = GANTT_LABEL_W + (a.started_ms - t0) * scale;
+        const w = Math.max(2, ((a.finished_ms || now) - a.started_ms) * scale);
+        const outcome = a.finished_ms ? a.outcome || "succeeded" : "running";
+        return s("rect", {
+          x, y: rowOf.get(node) * GANTT_ROW_H + 4, width: w, height: GANTT_ROW_H - 8, rx: 3,
+          class: `gantt-bar st-${outcome}`, "data-node": node, "data-attempt": a.attempt,
+        }, s("title", {}, `${node} attempt ${a.attempt}: ${stateInfo(outcome).label}, ${fmtDur((a.finished_ms || now) - a.started_ms)}`));
+      }),
+      s("text", { x: GANTT_LABEL_W, y: height - 6, class: "gantt-axis" }, fmtTime(t0)),
+      s("text", { x: GANTT_W - 4, y: height - 6, class: "gantt-axis", "text-anchor": "end" }, `+${fmtDur(t1 - t0)}`));
+    replace(ganttBox, h("div", { class: "table-wrap" }, svg));
+  };
+
+  const drawPanel = async (run, d) => {
+    const n = run.nodes.find((x) => x.node === selectedNode);
+    if (!n) {
+      replace(panel, h("p", { class: "error" }, `This run has no node ${selectedNode}.`));
+      return;
+    }
+    const st = nodeState(n, run.live);
+    const attempts = (d && d.attempt_log) || [];
+    const key = `${n.run_id}|${st}|${attempts.length}|${n.finished_ms}`;
+    if (key === panelKey) return; // nothing changed: keep the open log and its scroll
+    panelKey = key;
+    const output = d || n;
+    let outputView;
+    if (output.output !== null && output.output !== undefined) {
+      outputView = h("pre", { class: "json", id: "node-output" }, JSON.stringify(output.output, null, 2));
+    } else if (output.output_text) {
+      outputView = h("pre", { id: "node-output" }, output.output_text);
+    } else {
+      outputView = h("p", { class: "muted" }, "No output.");
+    }
+    const logBox = h("div", { id: "node-logs" });
+    const pick = h("select", { id: "attempt-pick", "aria-label": "attempt" },
+      attempts.map((a) => h("option", { value: a.attempt }, `attempt ${a.attempt} (${a.finished_ms ? a.outcome : "running"})`)));
+    if (attempts.length) pick.value = String(attempts[attempts.length - 1].attempt);
+    pick.addEventListener("change", () => showLogs(Number(pick.value), attempts, logBox));
+    replace(panel,
+      h("h2", {}, `Node ${n.node}`),
+      facts([
+        ["State", badge(st)],
+        ["Rerun", String(n.rerun)],
+        ["Attempts", String(n.attempts)],
+        ["Upstreams", n.upstreams.length ? n.upstreams.join(", ") : "—"],
+        n.trigger_rule !== "all_success" ? ["Trigger rule", n.trigger_rule] : null,
+        ["Duration", fmtDur(n.duration_ms)],
+      ]),
+      h("div", { class: "actions" },
+        h("button", {
+          id: "act-rerun",
+          onclick: () => confirmAction({
+            title: "Rerun the node", text: `Rerun ${n.node} of ${partition}.`,
+            fields: checkbox("With its downstreams", "downstream", true), confirm: "Rerun",
+            run: (form) => post(p("graphs", graph, "runs", partition, "nodes", n.node, "rerun"), { downstream: form.elements.downstream.checked }),
+          }).then(refresh),
+        }, "Rerun…"),
+        h("button", {
+          id: "act-mark-succeeded",
+          onclick: () => confirmAction({
+            title: "Mark succeeded", text: `Record ${n.node} of ${partition} as succeeded; its downstreams may start.`,
+            confirm: "Mark", run: () => post(p("graphs", graph, "runs", partition, "nodes", n.node, "mark"), { state: "succeeded" }),
+          }).then(refresh),
+        }, "Mark succeeded…"),
+        h("button", {
+          id: "act-mark-failed", class: "danger",
+          onclick: () => confirmAction({
+            title: "Mark failed", text: `Record ${n.node} of ${partition} as failed.`, danger: true,
+            confirm: "Mark", run: () => post(p("graphs", graph, "runs", partition, "nodes", n.node, "mark"), { state: "failed" }),
+          }).then(refresh),
+        }, "Mark failed…")),
+      n.error ? [h("h3", {}, "Error"), h("pre", { class: "error", id: "node-error" }, n.error)] : null,
+      h("h3", {}, "Output"), outputView,
+      attempts.length ? [
+        h("h3", {}, "Attempts"),
+        table(["#", "Outcome", "Exit", "Started", "Took", "stderr (tail)"], attempts.map((a) => h("tr", { "data-attempt": a.attempt },
+          h("td", {}, String(a.attempt)),
+          h("td", {}, badge(a.finished_ms ? a.outcome : "running")),
+          h("td", {}, a.exit_code === null || a.exit_code === undefined ? "—" : String(a.exit_code)),
+          h("td", {}, fmtTime(a.started_ms)),
+          h("td", {}, a.finished_ms ? fmtDur(a.finished_ms - a.started_ms) : "—"),
+          h("td", {}, a.stderr_tail && a.stderr_tail.length ? h("pre", { class: "stderr" }, a.stderr_tail.join("\n")) : "—"))), { class: "attempts" }),
+        h("h3", {}, "Logs ", pick), logBox,
+      ] : h("p", { class: "muted" }, "No attempt has logs yet."));
+    if (attempts.length) await showLogs(Number(pick.value), attempts, logBox);
+  };
+
+  const showLogs = async (attempt, attempts, box) => {
+    if (logFollow) {
+      logFollow.close();
+      logFollow = null;
+    }
+    const a = attempts.find((x) => x.attempt === attempt);
+    const base = p("graphs", graph, "runs", partition, "nodes", selectedNode, "logs");
+    const pre = h("pre", { class: "log", id: "log-lines", tabindex: "0", "aria-label": `log of attempt ${attempt}` });
+    const status = h("p", { class: "muted", id: "log-status" });
+    replace(box, status, pre);
+    const add = (l) => {
+      pre.appendChild(h("span", { class: `log-${l.stream}`, "data-line": l.line }, `${fmtTime(l.ts_ms).slice(11)} ${l.text}\n`));
+    };
+    let next = 0;
+    try {
+      const chunk = await get(base + qs({ attempt, limit: LOG_PAGE }));
+      chunk.lines.forEach(add);
+      next = chunk.next_line;
+      status.textContent = chunk.lines.length ? "" : "No lines.";
+    } catch (e) {
+      status.textContent = e.message;
+      return;
+    }
+    if (a && !a.finished_ms) {
+      status.textContent = "following…";
+      status.dataset.following = "true";
+      const es = new EventSource(base + qs({ attempt, from_line: next, follow: true }), { withCredentials: true });
+      es.addEventListener("line", (ev) => {
+        try {
+          add(JSON.parse(ev.data));
+        } catch (_) {
+          pre.appendChild(h("span", { class: "log-err" }, "(a log line the page could not read)\n"));
+        }
+      });
+      es.addEventListener("end", () => {
+        es.close();
+        status.textContent = "attempt ended";
+        status.dataset.following = "false";
+      });
+      logFollow = es;
+    }
+  };
+
+  await refresh();
+  return {
+    refresh,
+    leave: () => {
+      if (logFollow) logFollow.close();
+    },
+  };
+}

@@ -1,0 +1,648 @@
+//! The web UI in a real browser: headless Chromium driven over WebDriver
+//! against a `weir serve` on an ephemeral loopback port. Each test saves
+//! PNG screenshots under `target/ui-screenshots/`.
+
+mod serve_support;
+mod ui_support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use serve_support::{start, wait_for, write_def};
+use ui_support::{browser, route, NARROW, WIDE};
+
+fn sh_node(name: &str, ups: &[&str], extra: &str, cmd: &str) -> String {
+    let ups: Vec<String> = ups.iter().map(|u| format!("\"{u}\"")).collect();
+    format!(
+        "\n[[nodes]]\nname = \"{name}\"\nupstreams = [{}]\n{extra}\ncommand = [\"sh\", \"-c\", {}]\n",
+        ups.join(", "),
+        toml::Value::String(cmd.to_string())
+    )
+}
+
+fn six_def() -> String {
+    let mut d = String::from(
+        "name = \"six\"\npartitioning = \"daily\"\nmax_active_runs = 3\n[pools]\ndefault = 4\n",
+    );
+    d += &sh_node("extract", &[], "", "true");
+    d += &sh_node("clean", &["extract"], "", "true");
+    d += &sh_node("enrich", &["extract"], "", "true");
+    d += &sh_node("agg", &["extract"], "", "true");
+    d += &sh_node("load", &["clean", "enrich", "agg"], "", "true");
+    d += &sh_node("report", &["load"], "trigger_rule = \"all_done\"", "true");
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graph_page_draws_the_dag_and_the_grid_of_a_backfill() {
+    let Some(b) = browser("graph").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    write_def(&defs, "six", &six_def());
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    b.login(&engine.url, &engine.token).await;
+
+    b.click(&format!("a[href=\"{}\"]", route(&["graph", "six"])))
+        .await;
+    let nodes = b
+        .wait_js(
+            "the DAG",
+            "const n = document.querySelectorAll('svg.dag g.dag-node'); return n.length ? [...n].map(g => g.dataset.node) : null;",
+        )
+        .await;
+    let nodes: BTreeSet<String> = serde_json::from_value(nodes).unwrap();
+    assert_eq!(
+        nodes,
+        ["agg", "clean", "enrich", "extract", "load", "report"]
+            .map(String::from)
+            .into()
+    );
+    let edges = b
+        .js(
+            "return [...document.querySelectorAll('svg.dag path.dag-edge')].map(e => [e.dataset.from, e.dataset.to, e.getAttribute('marker-end')]);",
+            vec![],
+        )
+        .await;
+    let edges: BTreeSet<(String, String, String)> = serde_json::from_value(edges).unwrap();
+    let want: BTreeSet<(String, String, String)> = [
+        ("extract", "clean"),
+        ("extract", "enrich"),
+        ("extract", "agg"),
+        ("clean", "load"),
+        ("enrich", "load"),
+        ("agg", "load"),
+        ("load", "report"),
+    ]
+    .iter()
+    .map(|(a, c)| (a.to_string(), c.to_string(), "url(#arrow)".to_string()))
+    .collect();
+    assert_eq!(edges, want, "edges with arrowheads");
+    // The layered layout: each edge goes left to right.
+    let backwards = b
+        .js(
+            "const x = n => { const t = document.querySelector(`g.dag-node[data-node='${n}']`).getAttribute('transform'); return Number(/translate\\(([\\d.]+)/.exec(t)[1]); };
+             return [...document.querySelectorAll('path.dag-edge')].filter(e => x(e.dataset.from) >= x(e.dataset.to)).length;",
+            vec![],
+        )
+        .await;
+    assert_eq!(backwards, json!(0), "every edge runs left to right");
+    let rule = b
+        .js(
+            "const r = document.querySelector(\"g.dag-node[data-node='report'] .dag-rule\"); return r && r.textContent;",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        rule,
+        json!("all_done"),
+        "a rule other than all_success is shown"
+    );
+    assert_eq!(
+        b.js(
+            "return document.querySelectorAll('g.dag-node .dag-rule').length;",
+            vec![]
+        )
+        .await,
+        json!(1)
+    );
+
+    // A 3-day backfill from the form.
+    b.click("#act-backfill").await;
+    b.fill("#f-from", "2026-11-01").await;
+    b.fill("#f-to", "2026-11-03").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "backfill answer: {answer}");
+    let cols = b
+        .wait_js(
+            "3 complete runs in the grid",
+            "const c = [...document.querySelectorAll('table.grid thead th[data-partition]')];
+             return c.length === 3 && c.every(th => th.querySelector('.sq').dataset.state === 'complete') ? c.map(th => th.dataset.partition) : null;",
+        )
+        .await;
+    assert_eq!(
+        cols,
+        json!(["2026-11-03", "2026-11-02", "2026-11-01"]),
+        "newest first"
+    );
+    let rows = b
+        .js(
+            "return [...document.querySelectorAll('table.grid tbody tr')].map(r => [r.dataset.node, [...r.querySelectorAll('.sq')].map(s => s.dataset.state)]);",
+            vec![],
+        )
+        .await;
+    let rows: Vec<(String, Vec<String>)> = serde_json::from_value(rows).unwrap();
+    assert_eq!(rows.len(), 6, "a row per node: {rows:?}");
+    assert_eq!(rows[0].0, "extract", "rows in topological order");
+    assert_eq!(rows[5].0, "report");
+    for (node, states) in &rows {
+        assert_eq!(states, &vec!["succeeded".to_string(); 3], "{node}");
+    }
+    // The DAG is coloured by the newest run, with the state as text too.
+    b.wait_js(
+        "the DAG coloured by the newest run",
+        "return [...document.querySelectorAll('g.dag-node')].every(g => g.dataset.state === 'succeeded' && g.querySelector('.dag-state').textContent.includes('succeeded'));",
+    )
+    .await;
+    b.shot("graph-page").await;
+
+    // Selecting an older run colours the DAG by it.
+    b.click("table.grid thead th[data-partition='2026-11-01'] a")
+        .await;
+    b.wait_js(
+        "the selected run",
+        "return document.querySelector('#dag p a') && document.querySelector('#dag p a').textContent === '2026-11-01';",
+    )
+    .await;
+
+    // The graphs list shows the runs as squares.
+    b.click("a[data-nav=graphs]").await;
+    let squares = b
+        .wait_js(
+            "the graphs list",
+            "const r = document.querySelector(\"tr[data-graph='six'] .squares\"); return r && r.querySelectorAll('.sq').length;",
+        )
+        .await;
+    assert_eq!(squares, json!(3));
+
+    // The queue page: pools with their slots.
+    b.click("a[data-nav=queue]").await;
+    let slots = b
+        .wait_js(
+            "the pools table",
+            "const r = document.querySelector(\"tr[data-pool='default']\"); return r && r.children[1].textContent;",
+        )
+        .await;
+    assert_eq!(slots, json!("4"));
+    b.shot("queue-page").await;
+
+    // A phone's width: nothing but tables scrolls sideways.
+    b.size(NARROW).await;
+    b.goto(&format!("{}/{}", engine.url, route(&["graph", "six"])))
+        .await;
+    b.wait_js(
+        "the DAG on a narrow screen",
+        "return document.querySelectorAll('svg.dag g.dag-node').length === 6;",
+    )
+    .await;
+    let overflow = b
+        .js(
+            "return document.documentElement.scrollWidth - window.innerWidth;",
+            vec![],
+        )
+        .await;
+    assert!(
+        overflow.as_i64().unwrap() <= 1,
+        "the page is wider than a phone by {overflow} px"
+    );
+    b.shot("graph-page-narrow").await;
+    b.size(WIDE).await;
+    b.close().await;
+}
+
+fn live_def() -> String {
+    let mut d =
+        String::from("name = \"live\"\npartitioning = \"none\"\n[pools]\ndefault = 4\none = 1\n");
+    d += &sh_node(
+        "a",
+        &[],
+        "pool = \"one\"",
+        "sleep 1.5; printf '{\"who\": \"a\", \"rows\": [1, 2]}' > \"$WEIR_OUTPUT\"",
+    );
+    d += &sh_node("b", &[], "pool = \"one\"", "sleep 1.5");
+    d += &sh_node("c", &["a", "b"], "", "echo c ran");
+    d += &sh_node(
+        "bad",
+        &[],
+        "retry = { attempts = 1 }",
+        "echo 'boom: <b>disk</b> on fire' >&2; exit 3",
+    );
+    d
+}
+
+/// The states a node showed, in order, without repeats.
+fn push_state(seen: &mut Vec<String>, s: &str) {
+    if seen.last().map(String::as_str) != Some(s) {
+        seen.push(s.to_string());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_started_from_the_ui_is_followed_live_and_rerun() {
+    let Some(b) = browser("run").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    write_def(&defs, "live", &live_def());
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    b.login(&engine.url, &engine.token).await;
+    b.click(&format!("a[href=\"{}\"]", route(&["graph", "live"])))
+        .await;
+    b.wait_js(
+        "the DAG",
+        "return document.querySelectorAll('g.dag-node').length === 4;",
+    )
+    .await;
+    // Set on this page: a reload would lose it.
+    b.js("window.__kept = 'no reload'; return true;", vec![])
+        .await;
+
+    b.click("#act-start").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "start answer: {answer}");
+    b.click("#dag p a").await;
+    b.wait_js(
+        "the run page",
+        "return document.querySelectorAll('table.nodes tbody tr').length === 4;",
+    )
+    .await;
+    // Watch a and b (one slot between them): one waits queued, then runs,
+    // then succeeds — shown as the events come, without a reload.
+    let mut seen: [Vec<String>; 2] = Default::default();
+    let t0 = std::time::Instant::now();
+    loop {
+        let v = b
+            .js(
+                "return ['a', 'b'].map(n => document.querySelector(`tr[data-node='${n}']`).dataset.state);",
+                vec![],
+            )
+            .await;
+        let v: Vec<String> = serde_json::from_value(v).unwrap();
+        push_state(&mut seen[0], &v[0]);
+        push_state(&mut seen[1], &v[1]);
+        if v.iter().all(|s| s == "succeeded") {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "a and b did not succeed: {seen:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    let order = ["queued", "running", "succeeded"];
+    let rank = |s: &str| order.iter().position(|o| *o == s);
+    for (node, states) in ["a", "b"].iter().zip(&seen) {
+        let ranks: Vec<_> = states.iter().map(|s| rank(s)).collect();
+        assert!(
+            ranks.iter().all(Option::is_some) && ranks.windows(2).all(|w| w[0] < w[1]),
+            "{node} went {states:?}"
+        );
+    }
+    assert!(
+        seen.iter().any(|s| s == &order.map(String::from).to_vec()),
+        "one of a and b showed queued, then running, then succeeded: {seen:?}"
+    );
+    assert_eq!(
+        b.js("return window.__kept;", vec![]).await,
+        json!("no reload")
+    );
+    b.wait_js(
+        "the run to settle",
+        "return document.querySelector(\"#run-head [data-state='failed']\");",
+    )
+    .await;
+
+    // A node's panel: its output, pretty-printed.
+    b.click("tr[data-node='a'] th a").await;
+    let output = b
+        .wait_js(
+            "a's output",
+            "const o = document.querySelector('#node-output'); return o && o.textContent;",
+        )
+        .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(output.as_str().unwrap()).unwrap(),
+        json!({"who": "a", "rows": [1, 2]})
+    );
+    assert!(
+        output.as_str().unwrap().contains("\n  \"who\""),
+        "pretty-printed: {output}"
+    );
+
+    // Rerun a with its downstreams: a and c show rerun 1, b stays 0.
+    b.click("#act-rerun").await;
+    let checked = b
+        .js(
+            "return document.querySelector('#f-downstream').checked;",
+            vec![],
+        )
+        .await;
+    assert_eq!(checked, json!(true), "downstreams are rerun by default");
+    let answer = b.confirm().await;
+    assert!(answer.contains("submitted"), "rerun answer: {answer}");
+    let reruns = b
+        .wait_js(
+            "a and c rerun",
+            "const r = n => document.querySelector(`tr[data-node='${n}']`);
+             const v = ['a', 'b', 'c'].map(n => [r(n).querySelector('td.rerun').textContent, r(n).dataset.state]);
+             return v[0][0] === '1' && v[2][0] === '1' && v[2][1] === 'succeeded' ? v : null;",
+        )
+        .await;
+    assert_eq!(
+        reruns[1],
+        json!(["0", "succeeded"]),
+        "b is not a downstream of a"
+    );
+    // The Gantt has a bar per attempt of the current instances; a's is
+    // its rerun's, which started after b's ended.
+    let bars = b
+        .wait_js(
+            "the Gantt of the rerun",
+            "const x = n => Number(document.querySelector(`rect.gantt-bar[data-node='${n}']`).getAttribute('x'));
+             const bars = document.querySelectorAll('svg.gantt rect.gantt-bar');
+             return bars.length === 4 && x('a') > x('b') ? bars.length : null;",
+        )
+        .await;
+    assert_eq!(bars, json!(4));
+    // The failing node's panel shows its stderr, as text.
+    b.click("tr[data-node='bad'] th a").await;
+    let stderr = b
+        .wait_js(
+            "bad's stderr in its panel",
+            "const p = document.querySelector('#node-panel'); const l = document.querySelector('#log-lines');
+             return p && l && l.textContent.includes('boom') ? p.innerText : null;",
+        )
+        .await;
+    let stderr = stderr.as_str().unwrap();
+    assert!(
+        stderr.contains("boom: <b>disk</b> on fire"),
+        "stderr shown as text: {stderr}"
+    );
+    assert_eq!(
+        b.js(
+            "return document.querySelectorAll('#node-panel b').length;",
+            vec![]
+        )
+        .await,
+        json!(0),
+        "no markup from the log"
+    );
+    let exit = b
+        .js(
+            "return document.querySelector(\"tr[data-node='bad'] td.exit\").textContent;",
+            vec![],
+        )
+        .await;
+    assert_eq!(exit, json!("3"), "the exit code is shown");
+    b.shot("run-page").await;
+    b.close().await;
+}
+
+const HOSTILE: &str = "<img src=x onerror=alert(1)>";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_text_shows_as_text_and_actions_need_the_csrf_token() {
+    let Some(b) = browser("escape").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    std::fs::create_dir_all(&defs).unwrap();
+    std::fs::write(defs.join("keys.txt"), format!("{HOSTILE}\nplain\n")).unwrap();
+    let mut d = String::from(
+        "name = \"keys\"\npartitioning = \"keyed\"\n[keyed]\ninventory = { file = \"keys.txt\" }\ninterval = \"1h\"\n[pools]\ndefault = 2\n",
+    );
+    d += &sh_node(
+        "probe",
+        &[],
+        "",
+        "echo '<script>window.__pwned = 1</script>'; printf '{\"html\": \"<img src=y onerror=window.__pwned=2>\"}' > \"$WEIR_OUTPUT\"",
+    );
+    write_def(&defs, "keys", &d);
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+
+    // A wrong token is refused, and the session cookie is HttpOnly.
+    b.goto(&format!("{}/", engine.url)).await;
+    b.wait_js(
+        "the login form",
+        "return !!document.querySelector('#token');",
+    )
+    .await;
+    b.fill("#token", "not-the-token").await;
+    b.click("#login button[type=submit]").await;
+    let err = b
+        .wait_js(
+            "the login error",
+            "return document.querySelector('#login-error').textContent;",
+        )
+        .await;
+    assert!(err.as_str().unwrap().contains("not this engine's"), "{err}");
+    b.login(&engine.url, &engine.token).await;
+    assert_eq!(
+        b.js("return document.cookie.includes('weir_session');", vec![])
+            .await,
+        json!(false),
+        "the session cookie is not readable by scripts"
+    );
+
+    b.click(&format!("a[href=\"{}\"]", route(&["graph", "keys"])))
+        .await;
+    let key_text = b
+        .wait_js(
+            "the keys table",
+            "const k = [...document.querySelectorAll('table.keys tbody tr')].map(r => r.dataset.key); return k.length === 2 ? k : null;",
+        )
+        .await;
+    assert!(
+        key_text.as_array().unwrap().contains(&json!(HOSTILE)),
+        "{key_text}"
+    );
+    let cell = b
+        .js(
+            "return [...document.querySelectorAll('table.keys tbody th')].map(t => t.textContent);",
+            vec![],
+        )
+        .await;
+    assert!(cell.as_array().unwrap().contains(&json!(HOSTILE)));
+    // Both keys run at inventory load; the grid has their columns.
+    b.wait_js(
+        "both keys' runs complete",
+        "const c = [...document.querySelectorAll('table.grid thead th[data-partition] .sq')]; return c.length === 2 && c.every(s => s.dataset.state === 'complete');",
+    )
+    .await;
+    // Signal the hostile key from its button.
+    b.click(&format!(
+        "tr[data-key=\"{}\"] button.signal",
+        HOSTILE.replace('"', "\\\"")
+    ))
+    .await;
+    b.click("#f-immediate").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "signal answer: {answer}");
+    assert!(answer.contains(HOSTILE), "{answer}");
+
+    // The hostile key's run: the output and the log are text.
+    b.click("table.grid tbody td a.sq[aria-label^='probe in key=<img']")
+        .await;
+    b.wait_js(
+        "the run page",
+        "return document.querySelectorAll('table.nodes tbody tr').length === 1;",
+    )
+    .await;
+    b.click("tr[data-node='probe'] th a").await;
+    let shown = b
+        .wait_js(
+            "the probe's output and log",
+            "const o = document.querySelector('#node-output'); const l = document.querySelector('#log-lines');
+             return o && l && l.textContent.includes('script') ? [o.textContent, l.textContent, document.querySelector('h1').textContent] : null;",
+        )
+        .await;
+    assert!(
+        shown[0]
+            .as_str()
+            .unwrap()
+            .contains("<img src=y onerror=window.__pwned=2>"),
+        "{shown}"
+    );
+    assert!(
+        shown[1]
+            .as_str()
+            .unwrap()
+            .contains("<script>window.__pwned = 1</script>"),
+        "{shown}"
+    );
+    assert!(shown[2].as_str().unwrap().contains(HOSTILE), "{shown}");
+    let counts = b
+        .js(
+            "return [document.querySelectorAll('img').length, document.querySelectorAll('script').length, window.__pwned === undefined];",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        counts,
+        json!([0, 1, true]),
+        "no element and no script from the engine's text ran"
+    );
+    b.shot("hostile-run").await;
+
+    // An action with the cookie but without the anti-CSRF header is
+    // refused; with the header (which the page reads from its session
+    // route) it is done.
+    let results = b
+        .client
+        .execute_async(
+            "const done = arguments[arguments.length - 1];
+             (async () => {
+               const no = await fetch('/api/v1/graphs/keys/pause', {method: 'POST'});
+               const noBody = await no.json();
+               const g1 = await (await fetch('/api/v1/graphs/keys')).json();
+               const wrong = await fetch('/api/v1/graphs/keys/pause', {method: 'POST', headers: {'x-weir-csrf': 'forged'}});
+               const s = await (await fetch('/ui-session')).json();
+               const yes = await fetch('/api/v1/graphs/keys/pause', {method: 'POST', headers: {'x-weir-csrf': s.csrf}});
+               const g2 = await (await fetch('/api/v1/graphs/keys')).json();
+               done([no.status, noBody.error.message, g1.summary.paused, wrong.status, yes.status, g2.summary.paused]);
+             })();",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(results[0], json!(403), "{results}");
+    assert!(
+        results[1].as_str().unwrap().contains("x-weir-csrf"),
+        "{results}"
+    );
+    assert_eq!(results[2], json!(false), "the refused pause did nothing");
+    assert_eq!(results[3], json!(403), "a forged token is refused");
+    assert_eq!(results[4], json!(200));
+    assert_eq!(results[5], json!(true));
+    b.close().await;
+}
+
+/// Opens `graph`'s page and the run page of `partition`, checking both
+/// draw without an error; screenshots named `name`.
+async fn check_example(b: &ui_support::Browser, url: &str, graph: &str, nodes: usize, name: &str) {
+    b.goto(&format!("{url}/{}", route(&["graph", graph]))).await;
+    b.wait_js(
+        &format!("{graph}'s DAG"),
+        &format!("return document.querySelectorAll('svg.dag g.dag-node').length === {nodes} && document.querySelectorAll('table.grid thead th[data-partition]').length > 0;"),
+    )
+    .await;
+    b.shot(&format!("{name}-graph")).await;
+    b.click("table.grid thead th[data-partition] a").await;
+    b.click("#dag p a").await;
+    b.wait_js(
+        &format!("{graph}'s run page"),
+        &format!("return document.querySelectorAll('table.nodes tbody tr').length === {nodes} && document.querySelectorAll('svg.gantt rect.gantt-bar').length > 0;"),
+    )
+    .await;
+    b.click("table.nodes tbody tr th a").await;
+    b.wait_js(
+        "the node panel",
+        "return document.querySelector('#node-panel h2');",
+    )
+    .await;
+    assert_eq!(
+        b.js("return document.querySelector('#page-error');", vec![])
+            .await,
+        Value::Null
+    );
+    b.shot(&format!("{name}-run")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_examples_pages_draw() {
+    let Some(b) = browser("examples").await else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let tmp = tempfile::tempdir().unwrap();
+
+    let etl = start(&["serve"], &root.join("etl"), &tmp.path().join("etl"));
+    let http = etl.http();
+    let a = http.post(
+        "/api/v1/graphs/etl/backfills",
+        &json!({"from": "2026-11-01", "to": "2026-11-02"}),
+    );
+    assert_eq!(a.status, 202, "{}", a.body);
+    etl.wait_run("etl", "2026-11-02", "complete");
+    etl.wait_run("etl", "2026-11-01", "complete");
+    b.login(&etl.url, &etl.token).await;
+    check_example(&b, &etl.url, "etl", 6, "etl").await;
+    drop(etl);
+
+    let fanout = start(&["serve"], &root.join("fanout"), &tmp.path().join("fanout"));
+    let a = fanout.http().post(
+        "/api/v1/graphs/fanout/runs",
+        &json!({"partitions": ["none"]}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    fanout.wait_run("fanout", "none", "complete");
+    b.login(&fanout.url, &fanout.token).await;
+    let nodes = fanout.json(&["status", "fanout", "none"])["nodes"]
+        .as_array()
+        .unwrap()
+        .len();
+    check_example(&b, &fanout.url, "fanout", nodes, "fanout").await;
+    drop(fanout);
+
+    let hosts = start(&["serve"], &root.join("hosts"), &tmp.path().join("hosts"));
+    wait_for("a hosts run", Duration::from_secs(30), || {
+        let v = hosts
+            .http()
+            .get("/api/v1/runs?graph=hosts&state=complete&limit=1")
+            .json();
+        (!v["runs"].as_array()?.is_empty()).then_some(())
+    });
+    b.login(&hosts.url, &hosts.token).await;
+    b.goto(&format!("{}/{}", hosts.url, route(&["graph", "hosts"])))
+        .await;
+    b.wait_js(
+        "the hosts' keys",
+        "return document.querySelectorAll('table.keys tbody tr').length >= 3;",
+    )
+    .await;
+    check_example(&b, &hosts.url, "hosts", 2, "hosts").await;
+    b.goto(&format!("{}/{}", hosts.url, route(&["queue"])))
+        .await;
+    b.wait_js(
+        "the ssh breaker",
+        "return !!document.querySelector(\"tr[data-target='ssh']\");",
+    )
+    .await;
+    b.shot("hosts-queue").await;
+    b.close().await;
+}

@@ -1,0 +1,300 @@
+//! Shared setup for the UI's browser tests: Debian's headless Chromium
+//! driven over WebDriver (chromedriver) with fantoccini, against a real
+//! `weir serve` on an ephemeral loopback port (see `serve_support`).
+//!
+//! Without Chromium the tests print why and pass — unless
+//! `WEIR_UI_REQUIRED=1` (set by `.ci/run`, which installs Chromium), when
+//! a missing browser fails them.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+
+/// How long a page condition may take to hold.
+pub const WAIT: Duration = Duration::from_secs(20);
+/// The window of the wide layout.
+pub const WIDE: (u32, u32) = (1280, 800);
+/// A phone's width.
+pub const NARROW: (u32, u32) = (390, 844);
+
+fn find(env: &str, candidates: &[&str]) -> Option<PathBuf> {
+    if let Ok(p) = std::env::var(env) {
+        return Some(PathBuf::from(p));
+    }
+    candidates.iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
+/// A headless Chromium under chromedriver, and where screenshots go.
+pub struct Browser {
+    pub client: Client,
+    driver: Child,
+    profile: tempfile::TempDir,
+    shots: PathBuf,
+    test: String,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts a browser for `test`, or says why there is none (`None`).
+pub async fn browser(test: &str) -> Option<Browser> {
+    let chromium = find(
+        "WEIR_CHROMIUM",
+        &["/usr/bin/chromium", "/usr/bin/chromium-browser"],
+    );
+    let driver = find("WEIR_CHROMEDRIVER", &["/usr/bin/chromedriver"]);
+    let (Some(chromium), Some(driver_bin)) = (chromium, driver) else {
+        let reason = "no Chromium and ChromeDriver (apt-get install chromium chromium-driver; .ci/run installs them)";
+        if std::env::var("WEIR_UI_REQUIRED").is_ok_and(|v| v == "1") {
+            panic!("{test}: {reason}, and WEIR_UI_REQUIRED=1");
+        }
+        eprintln!("SKIPPED browser test {test}: {reason}");
+        return None;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let mut last_err = String::new();
+    // A port picked free can be taken before chromedriver binds it: retry.
+    for _ in 0..5 {
+        let port = free_port();
+        let mut child = Command::new(&driver_bin)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", driver_bin.display()));
+        let caps = json!({
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                    "--disable-extensions", "--hide-scrollbars",
+                    format!("--user-data-dir={}", profile.path().display()),
+                    format!("--window-size={},{}", WIDE.0, WIDE.1),
+                ],
+            },
+        });
+        let caps = match caps {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            let conn = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(conn)
+                .capabilities(caps.clone())
+                .connect(&format!("http://127.0.0.1:{port}"))
+                .await
+            {
+                Ok(client) => {
+                    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
+                    std::fs::create_dir_all(&shots).unwrap();
+                    return Some(Browser {
+                        client,
+                        driver: child,
+                        profile,
+                        shots,
+                        test: test.to_string(),
+                    });
+                }
+                Err(e) => {
+                    last_err = e.to_string();
+                    if let Ok(Some(_)) = child.try_wait() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("{test}: chromedriver did not give a session: {last_err}");
+}
+
+impl Browser {
+    /// Opens `url`.
+    pub async fn goto(&self, url: &str) {
+        self.client.goto(url).await.unwrap();
+    }
+
+    /// Runs `script` (a function body; `arguments` are `args`) in the page.
+    pub async fn js(&self, script: &str, args: Vec<Value>) -> Value {
+        self.client
+            .execute(script, args)
+            .await
+            .unwrap_or_else(|e| panic!("script failed: {e}\n{script}"))
+    }
+
+    /// Polls `script` until it returns a truthy value; that value.
+    pub async fn wait_js(&self, what: &str, script: &str) -> Value {
+        let t0 = Instant::now();
+        let mut last = Value::Null;
+        while t0.elapsed() < WAIT {
+            last = self.js(script, vec![]).await;
+            let truthy = match &last {
+                Value::Null => false,
+                Value::Bool(b) => *b,
+                Value::String(s) => !s.is_empty(),
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                _ => true,
+            };
+            if truthy {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.shot(&format!("timeout-{}", what.replace(' ', "-")))
+            .await;
+        let text = self
+            .js("return document.body.innerText.slice(0, 3000);", vec![])
+            .await;
+        panic!("timed out waiting for {what} (last {last}); page text:\n{text}");
+    }
+
+    /// The visible text of the page.
+    pub async fn text(&self) -> String {
+        self.js("return document.body.innerText;", vec![])
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Clicks the element matching `css`.
+    pub async fn click(&self, css: &str) {
+        self.wait_js(
+            &format!("{css} to be present"),
+            &format!("return !!document.querySelector({});", json!(css)),
+        )
+        .await;
+        // Live pages redraw as events come: an element found a moment ago
+        // may have been replaced. Find it again and retry.
+        let mut tries = 0;
+        loop {
+            let found = self.client.find(Locator::Css(css)).await;
+            let clicked = match found {
+                Ok(el) => el.click().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match clicked {
+                Ok(()) => return,
+                Err(e) if tries < 40 && (e.contains("stale") || e.contains("no such element")) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
+    }
+
+    /// Types `text` into the input matching `css`.
+    pub async fn fill(&self, css: &str, text: &str) {
+        let el = self.client.find(Locator::Css(css)).await.unwrap();
+        el.clear().await.unwrap();
+        el.send_keys(text).await.unwrap();
+    }
+
+    /// Confirms the open action dialog and waits for the API's answer;
+    /// the answer's text.
+    pub async fn confirm(&self) -> String {
+        self.click("#confirm-ok").await;
+        let answer = self
+            .wait_js(
+                "the action's answer",
+                "const a = document.querySelector('#confirm .answer'); return a && a.dataset.ok ? a.dataset.ok + ': ' + a.innerText : null;",
+            )
+            .await;
+        // Close the dialog (the button now says Close).
+        self.click("#confirm-ok").await;
+        self.wait_js(
+            "the dialog to close",
+            "return !document.querySelector('#confirm').open;",
+        )
+        .await;
+        answer.as_str().unwrap_or_default().to_string()
+    }
+
+    /// Logs in at `url` with `token` and waits for the first page.
+    pub async fn login(&self, url: &str, token: &str) {
+        self.goto(&format!("{url}/")).await;
+        self.wait_js(
+            "the login form",
+            "return !!document.querySelector('#token');",
+        )
+        .await;
+        self.fill("#token", token).await;
+        self.click("#login button[type=submit]").await;
+        self.wait_js(
+            "the graphs page",
+            "return !!document.querySelector('table.graphs') || document.body.innerText.includes('No graph');",
+        )
+        .await;
+    }
+
+    /// Saves a PNG of the page as `target/ui-screenshots/<test>-<name>.png`.
+    pub async fn shot(&self, name: &str) -> PathBuf {
+        let png = self.client.screenshot().await.unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "a screenshot is a PNG");
+        let path = self.shots.join(format!("{}-{name}.png", self.test));
+        std::fs::write(&path, png).unwrap();
+        path
+    }
+
+    /// Resizes the window.
+    pub async fn size(&self, (w, h): (u32, u32)) {
+        self.client.set_window_size(w, h).await.unwrap();
+    }
+
+    /// Ends the session.
+    pub async fn close(self) {
+        let _ = self.client.clone().close().await;
+    }
+}
+
+/// A route of the UI: `#/run/g/p` with each part encoded as the page does.
+pub fn route(parts: &[&str]) -> String {
+    let enc: Vec<String> = parts
+        .iter()
+        .map(|p| {
+            p.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z'
+                    | b'a'..=b'z'
+                    | b'0'..=b'9'
+                    | b'-'
+                    | b'_'
+                    | b'.'
+                    | b'!'
+                    | b'~'
+                    | b'*'
+                    | b'\''
+                    | b'('
+                    | b')' => (b as char).to_string(),
+                    _ => format!("%{b:02X}"),
+                })
+                .collect()
+        })
+        .collect();
+    format!("#/{}", enc.join("/"))
+}
