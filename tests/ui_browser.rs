@@ -149,6 +149,32 @@ async fn graph_page_draws_the_dag_and_the_grid_of_a_backfill() {
     .await;
     b.shot("graph-page").await;
 
+    // Pause, then unpause, from the buttons; the page follows.
+    b.click("#act-pause").await;
+    assert!(b.confirm().await.starts_with("true"));
+    b.wait_js(
+        "the paused badge",
+        "return !!document.querySelector('#act-unpause') && document.querySelector('#graph-head').innerText.includes('paused');",
+    )
+    .await;
+    let paused = engine.http().get("/api/v1/graphs/six").json();
+    assert_eq!(paused["summary"]["paused"], json!(true));
+    b.click("#act-unpause").await;
+    assert!(b.confirm().await.starts_with("true"));
+    b.wait_js(
+        "the pause button",
+        "return !!document.querySelector('#act-pause');",
+    )
+    .await;
+    // Trigger now: the newest closed window gets a run, a fourth column.
+    b.click("#act-trigger").await;
+    assert!(b.confirm().await.starts_with("true"));
+    b.wait_js(
+        "a fourth run",
+        "return document.querySelectorAll('table.grid thead th[data-partition]').length === 4;",
+    )
+    .await;
+
     // Selecting an older run colours the DAG by it.
     b.click("table.grid thead th[data-partition='2026-11-01'] a")
         .await;
@@ -166,7 +192,11 @@ async fn graph_page_draws_the_dag_and_the_grid_of_a_backfill() {
             "const r = document.querySelector(\"tr[data-graph='six'] .squares\"); return r && r.querySelectorAll('.sq').length;",
         )
         .await;
-    assert_eq!(squares, json!(3));
+    assert_eq!(
+        squares,
+        json!(4),
+        "the backfill's 3 runs and the triggered one"
+    );
 
     // The queue page: pools with their slots.
     b.click("a[data-nav=queue]").await;
@@ -389,6 +419,75 @@ async fn a_run_started_from_the_ui_is_followed_live_and_rerun() {
         .await;
     assert_eq!(exit, json!("3"), "the exit code is shown");
     b.shot("run-page").await;
+
+    // Clear failed: bad runs again (and fails again: rerun 1).
+    b.click("#act-clear").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "clear answer: {answer}");
+    b.wait_js(
+        "bad rerun and failed again",
+        "const r = document.querySelector(\"tr[data-node='bad']\"); return r.querySelector('td.rerun').textContent === '1' && r.dataset.state === 'failed';",
+    )
+    .await;
+    // Mark it succeeded: the run completes.
+    b.click("tr[data-node='bad'] th a").await;
+    b.click("#act-mark-succeeded").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "mark answer: {answer}");
+    b.wait_js(
+        "bad marked and the run complete",
+        "return document.querySelector(\"tr[data-node='bad']\").dataset.state === 'succeeded' && !!document.querySelector(\"#run-head [data-state='complete']\");",
+    )
+    .await;
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_run_is_cancelled_from_its_page() {
+    let Some(b) = browser("cancel").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    let mut d = String::from("name = \"slow\"\npartitioning = \"none\"\n[pools]\ndefault = 2\n");
+    d += &sh_node("wait", &[], "", "sleep 30");
+    d += &sh_node("after", &["wait"], "", "true");
+    write_def(&defs, "slow", &d);
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    let a = engine
+        .http()
+        .post("/api/v1/graphs/slow/runs", &json!({"partitions": ["none"]}));
+    assert_eq!(a.status, 200, "{}", a.body);
+    b.login(&engine.url, &engine.token).await;
+    b.goto(&format!(
+        "{}/{}",
+        engine.url,
+        route(&["run", "slow", "none"])
+    ))
+    .await;
+    b.wait_js(
+        "wait running",
+        "const r = document.querySelector(\"tr[data-node='wait']\"); return r && r.dataset.state === 'running';",
+    )
+    .await;
+    b.click("#act-cancel").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "cancel answer: {answer}");
+    let states = b
+        .wait_js(
+            "the run cancelled",
+            "return document.querySelector(\"#run-head [data-state='cancelled']\") ? [...document.querySelectorAll('table.nodes tbody tr')].map(r => r.dataset.state) : null;",
+        )
+        .await;
+    // The downstream of a cancelled node can no longer run.
+    assert_eq!(states, json!(["cancelled", "upstream_failed"]), "{states}");
+    assert!(
+        b.js("return !document.querySelector('#act-cancel');", vec![])
+            .await
+            .as_bool()
+            .unwrap(),
+        "no cancel button on a settled run"
+    );
     b.close().await;
 }
 
@@ -643,6 +742,17 @@ async fn the_examples_pages_draw() {
         "return !!document.querySelector(\"tr[data-target='ssh']\");",
     )
     .await;
+    // flaky-1 spends its tries: its dead letter has a requeue button.
+    let dead = b
+        .wait_js(
+            "a dead letter",
+            "const r = document.querySelector('table.dead tbody tr'); return r && r.dataset.key;",
+        )
+        .await;
+    assert!(dead.as_str().unwrap().contains("flaky-1"), "{dead}");
     b.shot("hosts-queue").await;
+    b.click("table.dead tbody tr button").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "requeue answer: {answer}");
     b.close().await;
 }

@@ -197,7 +197,7 @@ async fn run_async(
     )
     .await?;
     eprintln!(
-        "weir: data in {}; API at {} (`weir status`, `weir logs` and the other commands work while this runs)",
+        "weir: data in {}; UI and API at {}/ (`weir status`, `weir logs` and the other commands work while this runs)",
         data.display(),
         server.url()
     );

@@ -66,7 +66,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         )
         .await?;
         eprintln!(
-            "weir: serving {} graph(s) from {}; API at {} (token in {}); data in {}",
+            "weir: serving {} graph(s) from {}; UI and API at {}/ (token in {}); data in {}",
             defs.graphs.len(),
             a.path.display(),
             server.url(),

@@ -81,7 +81,7 @@ export async function render(root, [graph, partition, selectedNode]) {
         h("td", { class: "rerun" }, String(n.rerun)),
         h("td", { class: "attempts" }, String(live ? Math.max(live.attempts, n.attempts) : n.attempts),
           n.deferrals ? h("small", {}, ` (${n.deferrals} deferred)`) : null),
-        h("td", {}, fmtTime(n.started_ms)),
+        h("td", { class: "when", title: fmtTime(n.started_ms) }, n.started_ms ? fmtTime(n.started_ms).slice(11) : "—"),
         h("td", {}, fmtDur(n.duration_ms)),
         h("td", { class: "exit" }, last && last.exit_code !== null && last.exit_code !== undefined ? String(last.exit_code) : "—"),
         h("td", { class: "error-cell" }, n.error ? h("span", { class: "error", title: n.error }, n.error.split("\n")[0]) : "—"));
