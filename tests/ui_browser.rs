@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use serve_support::{start, wait_for, write_def};
+use serve_support::{start, start_on, wait_for, write_def};
 use ui_support::{browser, route, NARROW, WIDE};
 
 fn sh_node(name: &str, ups: &[&str], extra: &str, cmd: &str) -> String {
@@ -46,7 +46,8 @@ async fn graph_page_draws_the_dag_and_the_grid_of_a_backfill() {
     let engine = start(&["serve"], &defs, &tmp.path().join("data"));
     b.login(&engine.url, &engine.token).await;
 
-    b.click(&format!("a[href=\"{}\"]", route(&["graph", "six"])))
+    // By keyboard: Tab to the graph's link, Enter.
+    b.tab_to_and_enter(&format!("a[href=\"{}\"]", route(&["graph", "six"])))
         .await;
     let nodes = b
         .wait_js(
@@ -754,5 +755,59 @@ async fn the_examples_pages_draw() {
     b.click("table.dead tbody tr button").await;
     let answer = b.confirm().await;
     assert!(answer.starts_with("true"), "requeue answer: {answer}");
+    b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_reconnects_and_the_page_follows_again() {
+    let Some(b) = browser("reconnect").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    write_def(&defs, "six", &six_def());
+    let data = tmp.path().join("data");
+    let first = start(&["serve"], &defs, &data);
+    let listen = first.url.trim_start_matches("http://").to_string();
+    b.login(&first.url, &first.token).await;
+    b.goto(&format!("{}/{}", first.url, route(&["graph", "six"])))
+        .await;
+    b.wait_js(
+        "the live stream",
+        "return document.querySelector('#live').dataset.state === 'live';",
+    )
+    .await;
+    b.js("window.__kept = 'no reload'; return true;", vec![])
+        .await;
+    // kill -9: the stream drops.
+    drop(first);
+    b.wait_js(
+        "the page to notice the drop",
+        "return document.querySelector('#live').dataset.state === 'reconnecting';",
+    )
+    .await;
+    // The engine comes back on the same address; the page reconnects by
+    // itself (its resume id is from the old engine: it is told to reset,
+    // and refetches).
+    let second = start_on(&["serve"], &defs, &data, &listen);
+    b.wait_js(
+        "the stream back",
+        "return document.querySelector('#live').dataset.state === 'live';",
+    )
+    .await;
+    let a = second.http().post(
+        "/api/v1/graphs/six/runs",
+        &json!({"partitions": ["2026-11-05"]}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    b.wait_js(
+        "the new run in the grid, without a reload",
+        "const c = document.querySelector(\"table.grid thead th[data-partition='2026-11-05'] .sq\"); return c && c.dataset.state === 'complete';",
+    )
+    .await;
+    assert_eq!(
+        b.js("return window.__kept;", vec![]).await,
+        json!("no reload")
+    );
     b.close().await;
 }

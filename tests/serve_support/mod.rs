@@ -61,6 +61,12 @@ pub fn engine_url(data: &Path, pid: u32) -> Option<String> {
 /// Starts `weir ARGS...` (serve or run) with `--data DATA --listen
 /// 127.0.0.1:0 --durability flush` and waits until its API is up.
 pub fn start(args: &[&str], defs: &Path, data: &Path) -> Served {
+    start_on(args, defs, data, "127.0.0.1:0")
+}
+
+/// As [`start`], listening on `listen` (to restart an engine on the port
+/// its clients know).
+pub fn start_on(args: &[&str], defs: &Path, data: &Path, listen: &str) -> Served {
     let stderr = data.with_extension(format!("stderr.{}", std::process::id()));
     let _ = std::fs::create_dir_all(data.parent().unwrap());
     let err = std::fs::File::create(&stderr).unwrap();
@@ -70,7 +76,7 @@ pub fn start(args: &[&str], defs: &Path, data: &Path) -> Served {
         .args(&args[1..])
         .arg("--data")
         .arg(data)
-        .args(["--listen", "127.0.0.1:0", "--durability", "flush"])
+        .args(["--listen", listen, "--durability", "flush"])
         .stdout(Stdio::null())
         .stderr(err);
     let mut child = cmd.spawn().unwrap();

@@ -30,9 +30,15 @@ fn find(env: &str, candidates: &[&str]) -> Option<PathBuf> {
     candidates.iter().map(PathBuf::from).find(|p| p.is_file())
 }
 
+/// Browsers at once: a Chromium per test on a 2-core machine makes every
+/// wait a race, so tests take turns.
+pub const BROWSERS_AT_ONCE: usize = 2;
+static BROWSER_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(BROWSERS_AT_ONCE);
+
 /// A headless Chromium under chromedriver, and where screenshots go.
 pub struct Browser {
     pub client: Client,
+    _slot: tokio::sync::SemaphorePermit<'static>,
     driver: Child,
     profile: tempfile::TempDir,
     shots: PathBuf,
@@ -69,6 +75,7 @@ pub async fn browser(test: &str) -> Option<Browser> {
         eprintln!("SKIPPED browser test {test}: {reason}");
         return None;
     };
+    let slot = BROWSER_SLOTS.acquire().await.unwrap();
     let profile = tempfile::tempdir().unwrap();
     let mut last_err = String::new();
     // A port picked free can be taken before chromedriver binds it: retry.
@@ -111,6 +118,7 @@ pub async fn browser(test: &str) -> Option<Browser> {
                     std::fs::create_dir_all(&shots).unwrap();
                     return Some(Browser {
                         client,
+                        _slot: slot,
                         driver: child,
                         profile,
                         shots,
@@ -206,6 +214,30 @@ impl Browser {
                 Err(e) => panic!("click {css}: {e}"),
             }
         }
+    }
+
+    /// Presses Tab until the focused element matches `css` (at most 40
+    /// times), then Enter: what a keyboard user does.
+    pub async fn tab_to_and_enter(&self, css: &str) {
+        for _ in 0..40 {
+            let el = self.client.active_element().await.unwrap();
+            el.send_keys("\u{E004}").await.unwrap();
+            let here = self
+                .js(
+                    &format!(
+                        "return !!document.activeElement && document.activeElement.matches({});",
+                        json!(css)
+                    ),
+                    vec![],
+                )
+                .await;
+            if here == json!(true) {
+                let el = self.client.active_element().await.unwrap();
+                el.send_keys("\u{E007}").await.unwrap();
+                return;
+            }
+        }
+        panic!("Tab never reached {css}");
     }
 
     /// Types `text` into the input matching `css`.
