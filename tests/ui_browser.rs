@@ -451,7 +451,12 @@ async fn an_active_run_is_cancelled_from_its_page() {
     let tmp = tempfile::tempdir().unwrap();
     let defs = tmp.path().join("defs");
     let mut d = String::from("name = \"slow\"\npartitioning = \"none\"\n[pools]\ndefault = 2\n");
-    d += &sh_node("wait", &[], "", "sleep 30");
+    d += &sh_node(
+        "wait",
+        &[],
+        "",
+        "echo first line; sleep 1; echo 'second <i>line</i>'; sleep 30",
+    );
     d += &sh_node("after", &["wait"], "", "true");
     write_def(&defs, "slow", &d);
     let engine = start(&["serve"], &defs, &tmp.path().join("data"));
@@ -471,6 +476,27 @@ async fn an_active_run_is_cancelled_from_its_page() {
         "const r = document.querySelector(\"tr[data-node='wait']\"); return r && r.dataset.state === 'running';",
     )
     .await;
+    // Its panel follows the running attempt's log live.
+    b.click("tr[data-node='wait'] th a").await;
+    b.wait_js(
+        "the log followed",
+        "const s = document.querySelector('#log-status'); return s && s.dataset.following === 'true';",
+    )
+    .await;
+    let log = b
+        .wait_js(
+            "the second line, live",
+            "const l = document.querySelector('#log-lines'); return l && l.textContent.includes('second') ? l.textContent : null;",
+        )
+        .await;
+    let log = log.as_str().unwrap();
+    assert!(log.contains("first line"), "{log}");
+    assert!(log.contains("second <i>line</i>"), "as text: {log}");
+    assert_eq!(
+        log.matches("first line").count(),
+        1,
+        "each line once: {log}"
+    );
     b.click("#act-cancel").await;
     let answer = b.confirm().await;
     assert!(answer.starts_with("true"), "cancel answer: {answer}");
