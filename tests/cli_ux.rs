@@ -167,3 +167,69 @@ retry = { attempts = 1 }
     );
     assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
 }
+
+const DEFERRED: &str = r#"
+name = "br"
+
+[targets.api]
+failures = 1
+cooldown = "1s"
+probes = 1
+
+[[nodes]]
+name = "fail"
+target = "api"
+retry = { attempts = 1 }
+command = ["sh", "-c", "exit 1"]
+
+[[nodes]]
+name = "held"
+upstreams = ["fail"]
+trigger_rule = "all_done"
+target = "api"
+command = ["sh", "-c", "echo ran"]
+"#;
+
+#[test]
+fn status_shows_deferrals_apart_from_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "br.toml", DEFERRED);
+    let data = dir.path().join("data");
+    let o = weir()
+        .args(["run", "--until-idle", "--data"])
+        .arg(&data)
+        .arg(dir.path().join("br.toml"))
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "stdout:\n{out}\nstderr:\n{err}");
+    let o = weir()
+        .args(["status", "br", "none", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "stdout:\n{out}\nstderr:\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.contains("NODE"))
+        .unwrap_or_else(|| panic!("no table:\n{out}"));
+    let cols: Vec<&str> = lines[head].split_whitespace().collect();
+    assert_eq!(
+        &cols[..5],
+        ["NODE", "STATE", "RERUN", "ATTEMPTS", "DEFERRED"],
+        "{out}"
+    );
+    let held: Vec<&str> = lines
+        .iter()
+        .find(|l| l.trim_start().starts_with("held"))
+        .unwrap_or_else(|| panic!("no held row:\n{out}"))
+        .split_whitespace()
+        .collect();
+    // held was handed out while the breaker was open: deferred (not an
+    // attempt), then run once by the probe after the cooldown.
+    assert_eq!(held[1], "succeeded", "{out}");
+    assert_eq!(held[3], "1", "one attempt: {out}");
+    assert!(held[4].parse::<u32>().unwrap() >= 1, "deferred: {out}");
+}

@@ -239,19 +239,31 @@ fn print_run(run: &RunDetail) {
         table::time(Some(run.requested_at_ms)),
         table::time(run.settled_at_ms)
     ));
-    let mut t = table::new(&[
-        "node", "state", "rerun", "attempts", "started", "duration", "error",
-    ]);
+    // Hand-outs a breaker deferred are not attempts: shown apart, in their
+    // own column, when any node has some.
+    let deferred = run.nodes.iter().any(|n| n.deferrals > 0);
+    let mut head = vec!["node", "state", "rerun", "attempts"];
+    if deferred {
+        head.push("deferred");
+    }
+    head.extend(["started", "duration", "error"]);
+    let mut t = table::new(&head);
     for n in &run.nodes {
-        t.add_row(vec![
+        let mut row = vec![
             n.node.clone(),
             n.state.clone(),
             n.rerun.to_string(),
             n.attempts.to_string(),
+        ];
+        if deferred {
+            row.push(n.deferrals.to_string());
+        }
+        row.extend([
             table::time(n.started_ms),
             table::duration(n.duration_ms),
             table::first_line(n.error.as_deref(), 80),
         ]);
+        t.add_row(row);
     }
     table::print(&t);
     let failed: Vec<_> = run
