@@ -6,9 +6,19 @@
 //! `failure_rate` over the last `window_calls` outcomes once `min_calls`
 //! were seen; *open* denies everything for `cooldown_ms`; the first admit
 //! after the cooldown moves it to *half-open* (on demand, not on a timer),
-//! which admits `probes` calls; a failed probe reopens it, `probes`
-//! successes close it. Outcomes that arrive while open are ignored (they
-//! belong to calls admitted before it opened). The state is a plain value:
+//! which admits `probes` calls. The probes are a window, as resilience4j's
+//! half-open calls are: once `probe_failures_max` of them failed it reopens
+//! (at once: no later outcome can save the window), and once all of them
+//! reported with fewer failures it closes. `probe_failures_max = 1` (the
+//! default) reopens on the first failed probe; `ceil(rate × probes)` gives
+//! resilience4j's failure-rate threshold over the half-open calls.
+//! Outcomes that arrive while open are ignored (they belong to calls
+//! admitted before it opened).
+//!
+//! The cooldown's edge: an open breaker denies while `now < opened_at +
+//! cooldown` and admits a probe at exactly `opened_at + cooldown`
+//! (resilience4j admits only after it; one millisecond apart, and this way
+//! a deferred ticket due at `until_ms` is admitted when it comes due). The state is a plain value:
 //! the breaker actor persists it on every transition, so a restart keeps an
 //! open breaker open.
 
@@ -32,6 +42,9 @@ pub struct BreakerSettings {
     pub cooldown_ms: u64,
     /// Calls admitted while half-open.
     pub probes: u32,
+    /// Failed probes that reopen it (1..=probes); fewer close it once all
+    /// probes reported.
+    pub probe_failures_max: u32,
     /// How long a call denied while half-open (all probes out) waits.
     pub probe_wait_ms: u64,
 }
@@ -45,6 +58,7 @@ impl Default for BreakerSettings {
             min_calls: 10,
             cooldown_ms: 30_000,
             probes: 1,
+            probe_failures_max: 1,
             probe_wait_ms: 1_000,
         }
     }
@@ -62,6 +76,14 @@ pub enum BreakerSettingsError {
     /// A half-open breaker must admit at least one probe.
     #[error("probes is 0: a half-open breaker could never close")]
     NoProbes,
+    /// The failed probes that reopen it must be 1..=probes.
+    #[error("probe_failures {probe_failures_max} must be between 1 and probes ({probes})")]
+    ProbeFailures {
+        /// The failed probes that reopen it.
+        probe_failures_max: u32,
+        /// The probes.
+        probes: u32,
+    },
     /// The window is empty or smaller than its minimum.
     #[error("window_calls {window_calls} must be at least 1 and at least min_calls {min_calls}")]
     Window {
@@ -83,6 +105,12 @@ impl BreakerSettings {
         }
         if self.probes == 0 {
             return Err(BreakerSettingsError::NoProbes);
+        }
+        if self.probe_failures_max == 0 || self.probe_failures_max > self.probes {
+            return Err(BreakerSettingsError::ProbeFailures {
+                probe_failures_max: self.probe_failures_max,
+                probes: self.probes,
+            });
         }
         if self.failure_rate > 0.0 && (self.window_calls == 0 || self.window_calls < self.min_calls)
         {
@@ -118,6 +146,10 @@ pub enum BreakerState {
         admitted: u32,
         /// Probes that succeeded.
         succeeded: u32,
+        /// Probes that failed (absent in records written before probes
+        /// were a window: none had failed, or it would have reopened).
+        #[serde(default)]
+        failed: u32,
     },
 }
 
@@ -219,6 +251,7 @@ impl Breaker {
                     self.state = BreakerState::HalfOpen {
                         admitted: 1,
                         succeeded: 0,
+                        failed: 0,
                     };
                     self.changed_at_ms = Some(now_ms);
                     (Admit::Probe, Some(Transition::HalfOpened))
@@ -269,19 +302,27 @@ impl Breaker {
                     None
                 }
             }
-            BreakerState::HalfOpen { succeeded, .. } => {
+            BreakerState::HalfOpen {
+                succeeded,
+                failed: failures,
+                ..
+            } => {
                 if failed {
-                    self.open(now_ms);
-                    Some(Transition::Reopened)
+                    *failures += 1;
                 } else {
                     *succeeded += 1;
-                    if *succeeded >= s.probes {
-                        self.state = BreakerState::default();
-                        self.changed_at_ms = Some(now_ms);
-                        Some(Transition::Closed)
-                    } else {
-                        None
-                    }
+                }
+                // The window decides once it cannot change its mind:
+                // enough failures to reopen, or every probe reported.
+                if *failures >= s.probe_failures_max.max(1) {
+                    self.open(now_ms);
+                    Some(Transition::Reopened)
+                } else if *succeeded + *failures >= s.probes {
+                    self.state = BreakerState::default();
+                    self.changed_at_ms = Some(now_ms);
+                    Some(Transition::Closed)
+                } else {
+                    None
                 }
             }
         }
@@ -417,6 +458,107 @@ mod tests {
         );
     }
 
+    /// The half-open probes are a window (resilience4j): with 4 probes and
+    /// 2 failures to reopen, one failed probe does not reopen it; the
+    /// window closes once all 4 reported with 1 failure, and reopens at the
+    /// second failure without waiting for the rest.
+    #[test]
+    fn half_open_probes_are_a_window() {
+        let s = BreakerSettings {
+            failures_max: 1,
+            cooldown_ms: 100,
+            probes: 4,
+            probe_failures_max: 2,
+            probe_wait_ms: 10,
+            ..BreakerSettings::default()
+        };
+        run(
+            s.clone(),
+            &[
+                Fail(0, Some(Transition::Opened)),
+                at(100, super::Admit::Probe),
+                at(100, super::Admit::Probe),
+                at(100, super::Admit::Probe),
+                at(100, super::Admit::Probe),
+                at(101, super::Admit::Denied { until_ms: 111 }),
+                Fail(102, None), // 1 of 2: the window goes on
+                Ok(103, None),
+                Ok(104, None),
+                Ok(105, Some(Transition::Closed)), // all 4 in, 1 failure
+                at(106, super::Admit::Allowed),
+            ],
+        );
+        run(
+            s,
+            &[
+                Fail(0, Some(Transition::Opened)),
+                at(100, super::Admit::Probe),
+                at(100, super::Admit::Probe),
+                at(100, super::Admit::Probe),
+                Ok(101, None),
+                Fail(102, None),
+                Fail(103, Some(Transition::Reopened)), // decided: 2 failures
+                Ok(104, None),                         // a late probe, ignored while open
+                at(105, super::Admit::Denied { until_ms: 203 }),
+            ],
+        );
+    }
+
+    /// The default (`probe_failures_max = 1`) reopens at the first failed
+    /// probe, whatever the others do.
+    #[test]
+    fn one_failed_probe_reopens_by_default() {
+        let s = BreakerSettings {
+            failures_max: 1,
+            cooldown_ms: 10,
+            probes: 3,
+            ..BreakerSettings::default()
+        };
+        assert_eq!(s.probe_failures_max, 1);
+        run(
+            s,
+            &[
+                Fail(0, Some(Transition::Opened)),
+                at(9, super::Admit::Denied { until_ms: 10 }),
+                at(10, super::Admit::Probe), // admitted at exactly opened + cooldown
+                at(10, super::Admit::Probe),
+                Ok(11, None),
+                Fail(12, Some(Transition::Reopened)),
+            ],
+        );
+    }
+
+    /// A half-open record written before probes were a window (no
+    /// `failed` field) still decodes.
+    #[test]
+    fn an_older_half_open_record_decodes() {
+        #[derive(Serialize)]
+        enum Old {
+            #[allow(dead_code)]
+            Closed,
+            #[allow(dead_code)]
+            Open,
+            HalfOpen {
+                admitted: u32,
+                succeeded: u32,
+            },
+        }
+        let bytes = crate::codec::encode(&Old::HalfOpen {
+            admitted: 2,
+            succeeded: 1,
+        })
+        .unwrap();
+        let back: BreakerState = crate::codec::decode(&bytes).unwrap();
+        assert_eq!(
+            back,
+            BreakerState::HalfOpen {
+                admitted: 2,
+                succeeded: 1,
+                failed: 0
+            }
+        );
+    }
+
     #[test]
     fn settings_validation() {
         assert!(BreakerSettings::default().validate().is_ok());
@@ -431,6 +573,15 @@ mod tests {
             ..BreakerSettings::default()
         };
         assert_eq!(no_probes.validate(), Err(BreakerSettingsError::NoProbes));
+        let too_many = BreakerSettings {
+            probes: 2,
+            probe_failures_max: 3,
+            ..BreakerSettings::default()
+        };
+        assert!(matches!(
+            too_many.validate(),
+            Err(BreakerSettingsError::ProbeFailures { .. })
+        ));
     }
 
     /// A reset closes the breaker from any state and counts from zero.

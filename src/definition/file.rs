@@ -71,6 +71,8 @@ pub struct TargetFile {
     pub cooldown: Option<String>,
     /// Calls admitted half-open.
     pub probes: Option<u32>,
+    /// Failed probes that reopen it (default 1).
+    pub probe_failures: Option<u32>,
 }
 
 /// A keyed graph's settings.
@@ -412,6 +414,9 @@ fn target_settings(t: &str, tf: &TargetFile) -> Result<(Name, BreakerSettings), 
     }
     if let Some(v) = tf.probes {
         s.probes = v;
+    }
+    if let Some(v) = tf.probe_failures {
+        s.probe_failures_max = v;
     }
     s.validate()
         .map_err(|e| format!("field targets.{t}: {e}"))?;
