@@ -43,6 +43,16 @@ pub enum TaskError {
     Permanent(String),
 }
 
+impl TaskError {
+    /// A retryable failure whose next attempt should wait at least
+    /// `after_ms` (a server's `Retry-After`).
+    pub fn retry_after(message: String, after_ms: u64) -> TaskError {
+        TaskError::Retryable(format!(
+            "{message} (the server asked to wait {after_ms} ms)"
+        ))
+    }
+}
+
 /// What an attempt returns.
 pub type TaskResult = Result<Vec<u8>, TaskError>;
 

@@ -18,6 +18,7 @@ pub mod breaker;
 pub mod codec;
 pub mod cron;
 pub mod graph;
+pub mod http;
 pub mod keyed;
 pub mod names;
 pub mod partition;

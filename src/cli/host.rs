@@ -63,6 +63,8 @@ pub async fn open_engine(
             log_limits: Default::default(),
         }),
     );
+    let http = crate::task::http::HttpTask::new().map_err(Failure::store)?;
+    builder = builder.task(crate::task::http::HTTP_TASK, Arc::new(http));
     let engine = builder.open().await.map_err(|e| match e {
         EngineError::Settings(s) => Failure::input(s),
         other => Failure::store(other.to_string()),

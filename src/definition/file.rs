@@ -150,6 +150,26 @@ pub struct NodeFile {
     pub task: Option<String>,
     /// The registered task's config.
     pub config: Option<toml::Value>,
+    /// An HTTP call instead of a command.
+    pub http: Option<HttpFile>,
+}
+
+/// An HTTP node's call.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpFile {
+    /// GET (default), POST, PUT, PATCH, DELETE, HEAD…
+    pub method: Option<String>,
+    /// The URL; `{partition}` and the like are percent-encoded into it,
+    /// `${env:NAME}` read from the engine's environment at each attempt.
+    pub url: String,
+    /// Headers (values may hold `${env:NAME}`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The body.
+    pub body: Option<String>,
+    /// The statuses that succeed, `[low, high]` (default `[200, 299]`).
+    pub expect: Option<[u16; 2]>,
 }
 
 /// A retry policy.
@@ -483,9 +503,14 @@ impl NodeFile {
                 Err(e) => faults.push(f("upstreams", e.to_string())),
             }
         }
-        let task = match (&self.command, &self.task) {
-            (Some(argv), None) => self.command_task(argv, dir, &mut faults),
-            (None, Some(t)) => {
+        let task = match (&self.command, &self.task, &self.http) {
+            (None, None, Some(h)) => self.http_task(h, &mut faults),
+            (_, _, Some(_)) => {
+                faults.push(f("http", "give one of command, task or http".into()));
+                None
+            }
+            (Some(argv), None, None) => self.command_task(argv, dir, &mut faults),
+            (None, Some(t), None) => {
                 if !self.permanent_exit_codes.is_empty()
                     || !self.env.is_empty()
                     || self.cwd.is_some()
@@ -507,14 +532,14 @@ impl NodeFile {
                 task.zip(config)
                     .map(|(task, config)| TaskSpec { task, config })
             }
-            (Some(_), Some(_)) => {
+            (Some(_), Some(_), None) => {
                 faults.push(f("task", "give command or task, not both".into()));
                 None
             }
-            (None, None) => {
+            (None, None, None) => {
                 faults.push(f(
                     "command",
-                    "a node needs a command (argv) or a task".into(),
+                    "a node needs a command (argv), an http call or a task".into(),
                 ));
                 None
             }
@@ -562,6 +587,48 @@ impl NodeFile {
             }
             _ => Err(faults),
         }
+    }
+
+    /// An HTTP node's task: its call, checked.
+    fn http_task(&self, h: &HttpFile, faults: &mut Vec<String>) -> Option<TaskSpec> {
+        let node = self.name.as_str();
+        let before = faults.len();
+        if !self.permanent_exit_codes.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
+            faults.push(field_msg(
+                node,
+                "http",
+                "permanent_exit_codes, env and cwd belong to command nodes",
+            ));
+        }
+        if self.config.is_some() {
+            faults.push(field_msg(node, "config", "an http node takes no config"));
+        }
+        let config = crate::task::http::HttpConfig {
+            method: h
+                .method
+                .clone()
+                .unwrap_or_else(|| "GET".into())
+                .to_uppercase(),
+            url: h.url.clone(),
+            headers: h.headers.clone(),
+            body: h.body.clone(),
+            expect: h
+                .expect
+                .map_or(weir_core::http::EXPECT_DEFAULT, |[lo, hi]| (lo, hi)),
+        };
+        for fault in crate::task::http::check(&config) {
+            faults.push(field_msg(node, "http", fault));
+        }
+        if faults.len() > before {
+            return None;
+        }
+        let value = serde_json::to_value(&config)
+            .map_err(|e| faults.push(field_msg(node, "http", e.to_string())))
+            .ok()?;
+        Some(TaskSpec {
+            task: Name::new(crate::task::http::HTTP_TASK).ok()?,
+            config: value,
+        })
     }
 
     /// A command node's task: its argv, env and working directory, checked.

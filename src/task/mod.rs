@@ -1,3 +1,4 @@
 //! Built-in tasks of the `weir` program.
 
 pub mod command;
+pub mod http;
