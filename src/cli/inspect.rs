@@ -10,9 +10,12 @@ use super::Failure;
 pub fn open(
     data: &Path,
 ) -> Result<(weir_actors::store::Store, weir_actors::store::Recovered), Failure> {
-    if !data.join("weir.lock").exists() {
+    // A directory with neither the lock file nor the store's files is not
+    // a data directory; one that lost only its lock file still holds a
+    // store, which is read (and refused by the store if damaged).
+    if !data.join("weir.lock").exists() && !data.join("sled").exists() {
         return Err(Failure::input(format!(
-            "{} is not a weir data directory (no weir.lock)",
+            "{} is not a weir data directory (no weir.lock, no sled/)",
             data.display()
         )));
     }
