@@ -43,10 +43,16 @@ pub struct BreakerSettings {
     /// Calls admitted while half-open.
     pub probes: u32,
     /// Failed probes that reopen it (1..=probes); fewer close it once all
-    /// probes reported.
+    /// probes reported. Left out of the encoding at its default (1), so
+    /// definitions written before it keep their hash.
+    #[serde(skip_serializing_if = "is_one")]
     pub probe_failures_max: u32,
     /// How long a call denied while half-open (all probes out) waits.
     pub probe_wait_ms: u64,
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 impl Default for BreakerSettings {

@@ -102,6 +102,13 @@ pub struct GraphDef {
     /// The inventory and schedule of a keyed graph, if any.
     #[serde(default)]
     pub keyed: Option<crate::keyed::KeyedSpec>,
+    /// The start of the first window the triggers start (ms since the
+    /// epoch): cron never starts a window before it, and with `catchup`
+    /// every window from it to the newest closed one is started once the
+    /// graph is first adopted (swale's initial catch-up). Absent from the
+    /// encoding when unset, so older definitions keep their hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ms: Option<u64>,
 }
 
 impl GraphDef {
@@ -118,6 +125,7 @@ impl GraphDef {
             cron: None,
             catchup: false,
             keyed: None,
+            start_ms: None,
         }
     }
 
@@ -391,6 +399,12 @@ impl Graph {
                     ),
                 ));
             }
+        }
+        if def.start_ms.is_some() && def.cron.is_none() {
+            return Err(bad(
+                "start",
+                "a start date needs a cron: it says which windows the cron starts".into(),
+            ));
         }
         match (&def.keyed, def.partitioning) {
             (Some(_), p) if p != Partitioning::Keyed => {
@@ -1056,6 +1070,14 @@ pub(crate) mod tests {
                 }),
             ),
             ("catchup", Box::new(|d| d.catchup = true)),
+            (
+                "start",
+                Box::new(|d| {
+                    d.cron = Some("0 * * * *".into());
+                    d.partitioning = crate::partition::Partitioning::Hourly;
+                    d.start_ms = Some(0);
+                }),
+            ),
             (
                 "keyed",
                 Box::new(|d| {

@@ -35,6 +35,9 @@ pub struct GraphFile {
     /// Start every missed window after downtime.
     #[serde(default)]
     pub catchup: bool,
+    /// The first window the cron starts (a date or an RFC 3339 instant).
+    #[serde(default)]
+    pub start: Option<Spanned<String>>,
     /// How long settled runs are kept.
     #[serde(default)]
     pub retention: Option<Spanned<String>>,
@@ -301,6 +304,18 @@ impl GraphFile {
             def.cron = Some(c.get_ref().clone());
         }
         def.catchup = self.catchup;
+        if let Some(st) = &self.start {
+            match start_ms(st.get_ref()) {
+                Ok(ms) => def.start_ms = Some(ms),
+                Err(e) => faults.push(g(line(st.span()), e)),
+            }
+            if self.cron.is_none() {
+                faults.push(g(
+                    line(st.span()),
+                    "field start: a start date needs a cron (it says which windows the cron starts)".into(),
+                ));
+            }
+        }
         if let Some(r) = &self.retention {
             match dur("retention", &Some(r.get_ref().clone())) {
                 Ok(Some(v)) => def.retention_ms = v,
@@ -411,6 +426,26 @@ impl GraphFile {
             Err(faults)
         }
     }
+}
+
+/// A `start` as ms since the epoch: a date (`2026-11-01`, midnight UTC) or
+/// an RFC 3339 instant.
+fn start_ms(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let ms = if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        d.and_hms_opt(0, 0, 0)
+            .map(|dt| dt.and_utc().timestamp_millis())
+            .ok_or_else(|| format!("field start: {t:?} is not a date"))?
+    } else {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .map_err(|_| {
+                format!(
+                    "field start: {t:?} is neither a date (2026-11-01) nor an RFC 3339 instant (2026-11-01T06:00:00Z)"
+                )
+            })?
+            .timestamp_millis()
+    };
+    u64::try_from(ms).map_err(|_| format!("field start: {t:?} is before 1970"))
 }
 
 /// A target's breaker settings, checked.

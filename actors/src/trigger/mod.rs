@@ -525,7 +525,12 @@ impl TriggerState {
             return Ok(());
         };
         // Cron: continue from the last firing handled; a graph new to cron
-        // starts counting now (no window closed before it had a cron).
+        // starts counting now (no window closed before it had a cron) —
+        // unless it has a start date with catch-up: then every window from
+        // the start to the newest closed one is backfilled once, before the
+        // cron record exists (a crash in between asks again: a backfill is
+        // identified by its range, and a run starts at most once).
+        let mut catch_up: Option<PartitionRange> = None;
         self.cron = match &def.cron {
             None => None,
             Some(expr) => {
@@ -539,7 +544,10 @@ impl TriggerState {
                     last_firing_ms: now,
                     pending: Vec::new(),
                 });
-                if fresh || record.expr != *expr {
+                if fresh {
+                    catch_up = start_catch_up(&def, now);
+                }
+                if (fresh && catch_up.is_none()) || (!fresh && record.expr != *expr) {
                     record.expr = expr.clone();
                     self.put(&key, &record).await?;
                 }
@@ -592,6 +600,23 @@ impl TriggerState {
             }
         };
         self.def = Some(Arc::new(def));
+        if let Some(range) = catch_up {
+            match self
+                .add_backfill(range.clone(), BackfillOrder::Oldest)
+                .await?
+            {
+                Ok(b) => {
+                    tracing::info!(graph = %self.graph, backfill = b.id, range = %range, "catch-up from the start date")
+                }
+                Err(e) => {
+                    tracing::error!(graph = %self.graph, range = %range, error = %e, "catch-up from the start date refused")
+                }
+            }
+            if let Some(c) = &self.cron {
+                let record = c.record.clone();
+                self.put(&cron_key(self.graph.as_str()), &record).await?;
+            }
+        }
         Ok(())
     }
 
@@ -667,7 +692,14 @@ impl TriggerState {
         let Some(&newest) = due.firings.last() else {
             return Ok(());
         };
-        let windows = cron::windows_closed(&c.schedule, def.partitioning, &due.firings);
+        let mut windows = cron::windows_closed(&c.schedule, def.partitioning, &due.firings);
+        if let Some(start) = def.start_ms {
+            // No window before the start date, ever.
+            windows.retain(|w| {
+                w.start_ms()
+                    .is_some_and(|ms| ms >= start_window_ms(&def, start))
+            });
+        }
         if due.older_dropped {
             tracing::warn!(
                 graph = %self.graph,
@@ -1259,6 +1291,27 @@ impl TriggerState {
         tracing::info!(graph = %self.graph, backfill = b.id, range = %b.range(), order = ?order, windows, "backfill asked for");
         Ok(Ok(b))
     }
+}
+
+/// The start of the window that holds `start` (a start date in the
+/// middle of a window starts with that window).
+fn start_window_ms(def: &GraphDef, start: u64) -> u64 {
+    Partition::of_time(def.partitioning, start)
+        .and_then(|p| p.start_ms())
+        .unwrap_or(start)
+}
+
+/// The range a first adoption with a start date and catch-up backfills:
+/// from the start date's window to the newest window closed at `now`;
+/// `None` without one, or when no window from the start has closed yet.
+fn start_catch_up(def: &GraphDef, now: u64) -> Option<PartitionRange> {
+    let start = def.start_ms?;
+    if !def.catchup {
+        return None;
+    }
+    let from = Partition::of_time(def.partitioning, start)?;
+    let to = Partition::of_time(def.partitioning, now)?.prev()?;
+    (to.start_ms()? >= from.start_ms()?).then_some(PartitionRange { from, to })
 }
 
 fn started(out: &[StartOutcome]) -> usize {
