@@ -627,3 +627,148 @@ async fn killed_while_writing_outputs_loses_no_acknowledged_output() {
         assert_eq!(files, want_files, "round {round}");
     }
 }
+
+/// The command path end to end: `weir run` with commands that write
+/// exactly the documented limit to WEIR_OUTPUT, a fan-in of three 600 KiB
+/// outputs reading them from WEIR_UPSTREAMS, and `weir status --json`
+/// showing the outputs afterwards.
+#[test]
+fn commands_at_the_limit_and_a_fan_in_run_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = OUTPUT_BYTES_MAX;
+    let each = 600 << 10;
+    let write = |n: u64, ch: char| -> String {
+        format!("head -c {n} /dev/zero | tr '\\0' '{ch}' > \"$WEIR_OUTPUT\"")
+    };
+    // The fan-in prints each upstream's size and whether it is all one
+    // letter, then exits 1 if any is not.
+    let check = r#"import json, os, sys
+ups = json.load(open(os.environ["WEIR_UPSTREAMS"]))
+ok = True
+out = []
+for name, u in sorted(ups.items()):
+    good = u["output"] == u["output"][:1] * u["output_bytes"]
+    ok = ok and good
+    out.append("%s:%d:%s" % (name, u["output_bytes"], "ok" if good else "WRONG"))
+open(os.environ["WEIR_OUTPUT"], "w").write(",".join(out))
+sys.exit(0 if ok else 1)
+"#;
+    let def = format!(
+        r#"
+name = "cli"
+
+[[nodes]]
+name = "big"
+command = ["sh", "-c", {big:?}]
+
+[[nodes]]
+name = "after_big"
+upstreams = ["big"]
+command = ["python3", "-c", {check:?}]
+
+[[nodes]]
+name = "u1"
+command = ["sh", "-c", {u1:?}]
+
+[[nodes]]
+name = "u2"
+command = ["sh", "-c", {u2:?}]
+
+[[nodes]]
+name = "u3"
+command = ["sh", "-c", {u3:?}]
+
+[[nodes]]
+name = "merge"
+upstreams = ["u1", "u2", "u3"]
+command = ["python3", "-c", {check:?}]
+"#,
+        big = write(limit, 'b'),
+        u1 = write(each, 'x'),
+        u2 = write(each, 'y'),
+        u3 = write(each, 'z'),
+        check = check,
+    );
+    std::fs::write(dir.path().join("cli.toml"), def).unwrap();
+    let data = dir.path().join("data");
+    let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .env("RUST_LOG", "warn")
+        .env("XDG_STATE_HOME", dir.path().join("state"))
+        .args(["run", "--until-idle", "--durability", "flush", "--data"])
+        .arg(&data)
+        .arg(dir.path().join("cli.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .env("RUST_LOG", "off")
+        .args(["status", "--json", "--data"])
+        .arg(&data)
+        .args(["cli", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let nodes: BTreeMap<String, serde_json::Value> = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["node"].as_str().unwrap().to_string(), n.clone()))
+        .collect();
+    assert_eq!(
+        nodes["after_big"]["output_text"].as_str(),
+        Some(format!("big:{limit}:ok").as_str()),
+        "{:?}",
+        nodes["after_big"]
+    );
+    assert_eq!(
+        nodes["merge"]["output_text"].as_str(),
+        Some(format!("u1:{each}:ok,u2:{each}:ok,u3:{each}:ok").as_str())
+    );
+    // The big output shows, cut at the view's inline limit.
+    assert_eq!(nodes["big"]["output_bytes"].as_u64(), Some(limit));
+    assert_eq!(nodes["big"]["output_truncated"].as_bool(), Some(true));
+    assert!(nodes["big"]["output_text"]
+        .as_str()
+        .unwrap()
+        .starts_with("bbbb"));
+}
+
+/// A plain job's output blob goes when its done record expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_jobs_blob_expires_with_its_done_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = builder(dir.path(), Durability::Flush, 2)
+        .expiry_interval_ms(25)
+        .task_fn("plain", |_ctx| async { Ok(pattern("plain", 50_000)) })
+        .open()
+        .await
+        .unwrap();
+    let mut job = weir::Job::new("p1", "plain", "default");
+    job.retention_ms = Some(200);
+    engine.enqueue(job).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(output(&engine, "p1").await, pattern("plain", 50_000));
+    assert_eq!(blob_files(dir.path()).len(), 1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while engine.ticket("p1").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "the done record never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(blob_files(dir.path()).is_empty());
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -27,7 +27,10 @@
 //! Pins: a writer pins the hash before it writes (or finds) the file and
 //! unpins it once the record naming it is durable (or was refused), so that
 //! a sweep never removes a blob whose reference is on its way to the
-//! journal. Pins live in memory: at open nothing is in flight.
+//! journal. Pins live in memory: at open nothing is in flight. A pin whose
+//! report was lost (its worker actor died before the acknowledgement) is
+//! never released in this process: its blob may outlive its records until
+//! the next open's sweep, a leak and never a loss.
 //!
 //! Reads check the size and the hash: a missing or damaged blob is a
 //! [`StoreError::Blob`] naming its file, never bytes used silently.
