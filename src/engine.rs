@@ -251,10 +251,17 @@ impl EngineBuilder {
         }
         let dir = self.dir.clone();
         let store_settings = self.store.clone();
-        let (store, recovered) =
-            tokio::task::spawn_blocking(move || Store::open(dir, store_settings))
-                .await
-                .map_err(|e| EngineError::Settings(format!("store open panicked: {e}")))??;
+        let (store, recovered) = tokio::task::spawn_blocking(move || {
+            let (store, recovered) = Store::open(dir, store_settings)?;
+            // Blobs no record names (a crash between a blob's write and
+            // its record, or between a record's expiry and its blob's
+            // removal): nothing runs yet, so none is on its way to a record.
+            let (kept, removed) = store.sweep_blobs()?;
+            tracing::debug!(kept, removed, "blobs swept at open");
+            Ok::<_, weir_actors::store::StoreError>((store, recovered))
+        })
+        .await
+        .map_err(|e| EngineError::Settings(format!("store open panicked: {e}")))??;
         let names = Names::unique();
         let clock = self.clock.unwrap_or_else(Clock::system);
         let (events, _) = broadcast::channel(EVENTS_BUFFER);
@@ -416,16 +423,28 @@ impl Engine {
             .map_err(|e| self.call_err("queue", e))
     }
 
-    /// A ticket's state: live with its tries, or its done record.
+    /// A ticket's state: live with its tries, or its done record with its
+    /// whole output (read from its blob and checked; a missing or damaged
+    /// blob is an error naming its file).
     pub async fn ticket(&self, key: &str) -> Result<Option<TicketView>, EngineError> {
         let queue = self.queue()?;
-        ractor::call_t!(
+        let view = ractor::call_t!(
             queue,
             QueueMsg::Ticket,
             CALL_TIMEOUT.as_millis() as u64,
             key.to_string()
         )
-        .map_err(|e| self.call_err("queue", e))
+        .map_err(|e| self.call_err("queue", e))?;
+        match view {
+            Some(TicketView::Done(mut d)) if d.output_blob.is_some() => {
+                let store = self.store.clone();
+                let d = tokio::task::spawn_blocking(move || d.resolve_output(&store).map(|()| d))
+                    .await
+                    .map_err(|e| EngineError::Settings(format!("output read panicked: {e}")))??;
+                Ok(Some(TicketView::Done(d)))
+            }
+            other => Ok(other),
+        }
     }
 
     /// Live tickets by state and pool, oldest first.

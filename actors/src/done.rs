@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use weir_core::queue::TicketId;
 
+use crate::store::{BlobRef, Store, StoreError};
+
 /// The prefix of done records.
 pub const DONE_PREFIX: &str = "done/";
 
@@ -72,9 +74,15 @@ pub struct DoneRecord {
     /// The last error, if any.
     #[serde(default)]
     pub error: Option<String>,
-    /// The output of the succeeding attempt (bounded by the engine).
+    /// The output of the succeeding attempt (bounded by the engine), when
+    /// it is at most [`crate::store::BLOB_INLINE_BYTES_MAX`] bytes; a larger one is in
+    /// `output_blob` and this is empty.
     #[serde(with = "serde_bytes", default)]
     pub output: Vec<u8>,
+    /// The output, when it is larger than [`crate::store::BLOB_INLINE_BYTES_MAX`]: a
+    /// blob under `DATA/blobs` (read it with [`DoneRecord::load_output`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_blob: Option<BlobRef>,
     /// When it was first due.
     pub first_due_ms: u64,
     /// When its last attempt started.
@@ -82,6 +90,35 @@ pub struct DoneRecord {
     pub started_ms: Option<u64>,
     /// When it ended.
     pub finished_ms: u64,
+}
+
+impl DoneRecord {
+    /// The output's size, inline or in its blob.
+    pub fn output_len(&self) -> u64 {
+        match &self.output_blob {
+            Some(b) => b.bytes,
+            None => self.output.len() as u64,
+        }
+    }
+
+    /// The output, read from its blob (checked against its hash) when it
+    /// has one.
+    pub fn load_output(&self, store: &Store) -> Result<Vec<u8>, StoreError> {
+        match &self.output_blob {
+            Some(b) => store.read_blob(b),
+            None => Ok(self.output.clone()),
+        }
+    }
+
+    /// Moves the output from its blob into `output`: the record as it was
+    /// before outputs were kept apart, for readers that show it.
+    pub fn resolve_output(&mut self, store: &Store) -> Result<(), StoreError> {
+        if let Some(b) = &self.output_blob {
+            self.output = store.read_blob(b)?;
+            self.output_blob = None;
+        }
+        Ok(())
+    }
 }
 
 /// The prefix of dead letters.

@@ -10,6 +10,10 @@
 //! again when the queue restarts, so a queue crash loses no outcome. A
 //! Defer is kept the same way: a lost one would leave its ticket running,
 //! on a live worker, until its lease ran out.
+//! An output over the store's inline threshold is written to a blob
+//! (durable, pinned until the report is acknowledged) before it is
+//! reported, and a graph node's upstream outputs are read back from their
+//! blobs before its attempt starts.
 //! Several pool actors may serve one pool name; each adds its slots.
 //! Invariants: slots in use never exceed capacity (except after a shrink,
 //! until enough attempts end), outstanding credit never exceeds free slots.
@@ -30,6 +34,8 @@ use crate::breaker::BreakerMsg;
 use crate::clock::Clock;
 use crate::names::Names;
 use crate::queue::{Grant, QueueMsg, Report};
+use crate::scheduler::records::TaskInput;
+use crate::store::{BlobRef, Store, BLOB_INLINE_BYTES_MAX};
 use crate::supervisor::SupervisorMsg;
 use crate::task::{TaskContext, TaskError, TaskRegistry};
 
@@ -50,8 +56,10 @@ pub enum PoolMsg {
         attempt: u32,
         /// How it ended.
         outcome: AttemptOutcome,
-        /// Output on success.
+        /// Output on success (inline).
         output: Vec<u8>,
+        /// Output on success, written to a blob (pinned).
+        output_blob: Option<BlobRef>,
         /// Error on failure.
         error: Option<String>,
         /// When it started.
@@ -110,6 +118,13 @@ pub struct PoolArgs {
     pub supervisor: Option<ActorRef<SupervisorMsg>>,
     /// The clock.
     pub clock: Clock,
+    /// The store: outputs over [`BLOB_INLINE_BYTES_MAX`] are written to
+    /// its blobs before they are reported, and upstream outputs read back
+    /// from them before an attempt starts.
+    pub store: Store,
+    /// The largest output kept; longer outputs are cut (the queue's
+    /// `output_bytes_max`).
+    pub output_bytes_max: usize,
 }
 
 /// A message to the queue kept until the queue acknowledges it.
@@ -145,6 +160,11 @@ pub struct PoolState {
     supervisor: Option<ActorRef<SupervisorMsg>>,
     clock: Clock,
     breakers: HashMap<Arc<str>, ActorRef<BreakerMsg>>,
+    store: Store,
+    output_bytes_max: usize,
+    /// Blobs of reports not yet acknowledged: pinned until the queue says
+    /// the record naming them is durable (or that it dropped the report).
+    pinned: HashMap<(TicketId, u32), BlobRef>,
 }
 
 impl Actor for PoolActor {
@@ -171,6 +191,9 @@ impl Actor for PoolActor {
             supervisor: args.supervisor,
             clock: args.clock,
             breakers: HashMap::new(),
+            store: args.store,
+            output_bytes_max: args.output_bytes_max,
+            pinned: HashMap::new(),
         })
     }
 
@@ -209,9 +232,17 @@ impl Actor for PoolActor {
                 attempt,
                 outcome,
                 output,
+                output_blob,
                 error,
                 started_ms,
-            } => state.ended(id, attempt, outcome, output, error, started_ms),
+            } => state.ended(
+                id,
+                attempt,
+                outcome,
+                (output, output_blob),
+                error,
+                started_ms,
+            ),
             PoolMsg::Cancel(id) => {
                 if let Some(r) = state.running.get(&id) {
                     tracing::info!(id, attempt = r.attempt, "cancelling running attempt");
@@ -221,6 +252,9 @@ impl Actor for PoolActor {
             PoolMsg::Acked(ids) => {
                 for k in ids {
                     state.unacked.remove(&k);
+                    if let Some(blob) = state.pinned.remove(&k) {
+                        state.store.unpin_blob(&blob);
+                    }
                 }
             }
             PoolMsg::QueueRestarted => {
@@ -410,7 +444,35 @@ impl PoolState {
         };
         let timeout_ms = job.timeout_ms;
         let me = myself.clone();
+        let store = self.store.clone();
+        let output_bytes_max = self.output_bytes_max;
+        let graph_node = job.notify.is_some();
         tokio::spawn(async move {
+            let mut ctx = ctx;
+            let resolved = if graph_node {
+                resolve_upstreams(&store, ctx.payload.clone()).await
+            } else {
+                Ok(None)
+            };
+            let task = match resolved {
+                Ok(Some(payload)) => {
+                    ctx.payload = Arc::from(payload);
+                    task
+                }
+                Ok(None) => task,
+                Err(e) => {
+                    let _ = me.cast(PoolMsg::Ended {
+                        id,
+                        attempt,
+                        outcome: AttemptOutcome::Permanent,
+                        output: Vec::new(),
+                        output_blob: None,
+                        error: Some(e),
+                        started_ms,
+                    });
+                    return;
+                }
+            };
             let (outcome, output, error) = match task {
                 None => (
                     AttemptOutcome::Permanent,
@@ -445,11 +507,16 @@ impl PoolState {
                     }
                 }
             };
+            let (outcome, output, output_blob, error) = match outcome {
+                AttemptOutcome::Success => keep_output(&store, output, output_bytes_max).await,
+                _ => (outcome, output, None, error),
+            };
             let _ = me.cast(PoolMsg::Ended {
                 id,
                 attempt,
                 outcome,
                 output,
+                output_blob,
                 error,
                 started_ms,
             });
@@ -461,11 +528,14 @@ impl PoolState {
         id: TicketId,
         attempt: u32,
         outcome: AttemptOutcome,
-        output: Vec<u8>,
+        (output, output_blob): (Vec<u8>, Option<BlobRef>),
         error: Option<String>,
         started_ms: u64,
     ) {
         let Some(running) = self.running.remove(&id) else {
+            if let Some(blob) = &output_blob {
+                self.store.unpin_blob(blob);
+            }
             return;
         };
         debug_assert_eq!(
@@ -489,13 +559,85 @@ impl PoolState {
             attempt,
             outcome,
             output,
+            output_blob: output_blob.clone(),
             error,
             started_ms,
             finished_ms: self.clock.now_ms(),
         };
+        if let Some(blob) = output_blob {
+            self.pinned.insert((id, attempt), blob);
+        }
         tracing::debug!(id, attempt, ?outcome, worker = %self.worker_id, "attempt ended");
         self.unacked
             .insert((id, attempt), Unacked::Report(report.clone()));
         self.send_queue(QueueMsg::Report(report));
+    }
+}
+
+/// The payload of a graph node's attempt with its upstreams' outputs read
+/// back from their blobs (checked against their hashes), so the task sees
+/// them whole as before outputs were kept apart; `None` when no upstream
+/// output is in a blob. A missing or damaged blob fails the attempt for
+/// good, naming the file and the upstream: running on with a wrong input
+/// would be worse.
+async fn resolve_upstreams(store: &Store, payload: Arc<[u8]>) -> Result<Option<Vec<u8>>, String> {
+    let Ok(mut input) = weir_core::codec::decode::<TaskInput>(&payload) else {
+        // Not a graph task input: the task gets its payload as it is.
+        return Ok(None);
+    };
+    if input.upstreams.values().all(|u| u.output_blob.is_none()) {
+        return Ok(None);
+    }
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || {
+        for (name, up) in input.upstreams.iter_mut() {
+            if let Some(blob) = up.output_blob.take() {
+                up.output = store
+                    .read_blob(&blob)
+                    .map_err(|e| format!("node {}: upstream {name}'s output: {e}", input.node))?;
+            }
+        }
+        weir_core::codec::encode(&input)
+            .map(Some)
+            .map_err(|e| format!("node {}: task input: {e}", input.node))
+    })
+    .await
+    .map_err(|e| format!("reading upstream outputs: {e}"))?
+}
+
+/// A succeeded attempt's output as it is reported: cut at
+/// `output_bytes_max`, inline when small, else written to a blob (durable
+/// and pinned before the report names it). A blob that cannot be written
+/// fails the attempt (retryable); a full disk has also stopped the store
+/// (the disk reserve covers blobs), so the engine stops before the report
+/// is journaled.
+async fn keep_output(
+    store: &Store,
+    mut output: Vec<u8>,
+    output_bytes_max: usize,
+) -> (AttemptOutcome, Vec<u8>, Option<BlobRef>, Option<String>) {
+    output.truncate(output_bytes_max);
+    if output.len() <= BLOB_INLINE_BYTES_MAX {
+        return (AttemptOutcome::Success, output, None, None);
+    }
+    let store = store.clone();
+    let written = tokio::task::spawn_blocking(move || store.write_blob(&output)).await;
+    match written {
+        Ok(Ok(blob)) => (AttemptOutcome::Success, Vec::new(), Some(blob), None),
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "cannot keep an attempt's output");
+            (
+                AttemptOutcome::Retryable,
+                Vec::new(),
+                None,
+                Some(format!("cannot keep the output: {e}")),
+            )
+        }
+        Err(e) => (
+            AttemptOutcome::Retryable,
+            Vec::new(),
+            None,
+            Some(format!("cannot keep the output: {e}")),
+        ),
     }
 }

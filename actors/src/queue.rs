@@ -36,7 +36,7 @@ use crate::clock::Clock;
 use crate::done::{dead_key, done_key, DeadRecord, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::pool::PoolMsg;
-use crate::store::{Commit, Expiring, Recovered, Store};
+use crate::store::{BlobRef, Commit, Expiring, Recovered, Store};
 
 /// The registered name of the queue actor.
 pub const QUEUE_NAME: &str = "weir.queue";
@@ -99,6 +99,14 @@ impl Enqueued {
     }
 }
 
+/// A succeeded attempt's output as its report carries it.
+enum Output {
+    /// Small enough to stay in the record.
+    Inline(Vec<u8>),
+    /// In a blob the worker wrote.
+    Blob(BlobRef),
+}
+
 /// How a cancel ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Cancelled {
@@ -134,9 +142,14 @@ pub struct Report {
     pub attempt: u32,
     /// How it ended.
     pub outcome: AttemptOutcome,
-    /// Its output (success) or nothing.
+    /// Its output (success) or nothing, when it is small enough to be
+    /// inline; else empty and `output_blob` names it.
     #[serde(with = "serde_bytes")]
     pub output: Vec<u8>,
+    /// Its output as a blob the worker wrote (durably, and pinned until
+    /// this report is acknowledged) before it reported.
+    #[serde(default)]
+    pub output_blob: Option<BlobRef>,
     /// Its error, if it failed.
     pub error: Option<String>,
     /// When it started.
@@ -807,6 +820,7 @@ impl QueueState_ {
                     failures: tries.failures,
                     error: None,
                     output: Vec::new(),
+                    output_blob: None,
                     first_due_ms: tries.first_due_ms,
                     started_ms: self.started.remove(&id),
                     finished_ms: now,
@@ -933,6 +947,8 @@ impl QueueState_ {
         };
         match self.step(op) {
             Applied::Enqueued(id) => {
+                // A dead letter's done record is a failure's: it names no
+                // blob, so no blob index goes with it.
                 self.open.commit.deletes.push(done_key(key));
                 self.open.commit.deletes.push(dead_key(key));
                 // The expiry entries of the deleted records would delete
@@ -1095,6 +1111,10 @@ impl QueueState_ {
         } else {
             r.output
         };
+        let output = match r.output_blob {
+            Some(blob) => Output::Blob(blob),
+            None => Output::Inline(output),
+        };
         self.apply_attempt_end(op, plan, Some(output), error, now, Some(r.started_ms));
     }
 
@@ -1103,7 +1123,7 @@ impl QueueState_ {
         &mut self,
         op: Op,
         plan: Plan,
-        output: Option<Vec<u8>>,
+        output: Option<Output>,
         error: String,
         now: u64,
         started_ms: Option<u64>,
@@ -1120,6 +1140,13 @@ impl QueueState_ {
                     Terminal::Failed => DoneStatus::Failed,
                 };
                 let failures = tries.failures + u32::from(status == DoneStatus::Failed);
+                let (output, output_blob) = match output {
+                    Some(Output::Inline(bytes)) if status == DoneStatus::Succeeded => (bytes, None),
+                    Some(Output::Blob(blob)) if status == DoneStatus::Succeeded => {
+                        (Vec::new(), Some(blob))
+                    }
+                    _ => (Vec::new(), None),
+                };
                 tracing::debug!(key = %job.key, id, attempts, deferrals = tries.deferrals, status = %status, plan = ?plan, "ticket completed");
                 let record = DoneRecord {
                     id,
@@ -1135,11 +1162,8 @@ impl QueueState_ {
                     } else {
                         None
                     },
-                    output: if status == DoneStatus::Succeeded {
-                        output.unwrap_or_default()
-                    } else {
-                        Vec::new()
-                    },
+                    output,
+                    output_blob,
                     first_due_ms: tries.first_due_ms,
                     started_ms: started_ms.or_else(|| self.started.get(&id).copied()),
                     finished_ms: now,
@@ -1147,6 +1171,15 @@ impl QueueState_ {
                 self.started.remove(&id);
                 if status == DoneStatus::Failed {
                     self.record_dead(&job, &record);
+                }
+                if let Some(blob) = &record.output_blob {
+                    // The blob is durable already (the worker wrote it
+                    // before it reported); its references go in the same
+                    // atomic batch as the record.
+                    match self.store.blob_index_puts(&done_key(&job.key), blob) {
+                        Ok(puts) => self.open.commit.puts.extend(puts),
+                        Err(e) => panic!("blob reference of {:?} does not encode: {e}", job.key),
+                    }
                 }
                 self.record_done(&job, record);
             }

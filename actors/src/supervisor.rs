@@ -489,6 +489,8 @@ impl SupervisorState {
                     names: names.clone(),
                     supervisor: Some(myself.clone()),
                     clock: self.args.clock.clone(),
+                    store: self.args.store.clone(),
+                    output_bytes_max: self.args.queue.output_bytes_max,
                 };
                 let (actor, _) = Actor::spawn_linked(
                     Some(names.pool(pool, *index, self.incarnation)),

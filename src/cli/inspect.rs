@@ -53,5 +53,11 @@ pub fn run(data: &Path) -> Result<u8, Failure> {
     println!("records          {}", i.records);
     println!("expiry entries   {}", i.expiry_entries);
     println!("size on disk     {} bytes", i.size_on_disk_bytes);
+    println!(
+        "blobs            {} files, {} bytes (outputs over {} bytes, kept apart from sled)",
+        i.blob_files,
+        i.blob_bytes,
+        weir_actors::store::BLOB_INLINE_BYTES_MAX
+    );
     Ok(0)
 }

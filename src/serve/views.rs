@@ -406,27 +406,37 @@ pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
     })
 }
 
+/// A node's output fields; an output in a blob is read back (and checked
+/// against its hash: a missing or damaged blob is an error naming its
+/// file).
+type OutputFields = (Option<serde_json::Value>, Option<String>, usize, bool);
+
 fn output_fields(
+    store: &Store,
     done: Option<&DoneRecord>,
     inline_max: usize,
-) -> (Option<serde_json::Value>, Option<String>, usize, bool) {
-    let Some(d) = done.filter(|d| d.status == DoneStatus::Succeeded && !d.output.is_empty()) else {
-        return (None, None, 0, false);
+) -> Result<OutputFields, StoreError> {
+    let Some(d) = done.filter(|d| d.status == DoneStatus::Succeeded && d.output_len() > 0) else {
+        return Ok((None, None, 0, false));
     };
-    let bytes = &d.output;
+    if inline_max == 0 {
+        // Nothing of it is shown: no blob read.
+        return Ok((None, Some(String::new()), d.output_len() as usize, true));
+    }
+    let bytes = d.load_output(store)?;
     if bytes.len() > inline_max {
         let cut = String::from_utf8_lossy(&bytes[..inline_max]).into_owned();
-        return (None, Some(cut), bytes.len(), true);
+        return Ok((None, Some(cut), bytes.len(), true));
     }
-    match serde_json::from_slice::<serde_json::Value>(bytes) {
+    Ok(match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Ok(v) => (Some(v), None, bytes.len(), false),
         Err(_) => (
             None,
-            Some(String::from_utf8_lossy(bytes).into_owned()),
+            Some(String::from_utf8_lossy(&bytes).into_owned()),
             bytes.len(),
             false,
         ),
-    }
+    })
 }
 
 /// A run with its nodes' records, outputs shown up to `inline_max` bytes.
@@ -452,7 +462,7 @@ pub fn run_detail(
             .as_ref()
             .and_then(|d| d.nodes.iter().find(|d| d.name.as_str() == n.node));
         let (output, output_text, output_bytes, output_truncated) =
-            output_fields(done.as_ref(), inline_max);
+            output_fields(store, done.as_ref(), inline_max)?;
         nodes.push(NodeDetail {
             duration_ms: match (n.started_ms, n.finished_ms) {
                 (Some(s), Some(f)) => Some(f.saturating_sub(s)),

@@ -143,6 +143,7 @@ impl SchedulerState {
             failures: 0,
             error: (status == NodeStatus::Failed).then(|| "marked failed by an operator".into()),
             output: Vec::new(),
+            output_blob: None,
             first_due_ms: now,
             started_ms: None,
             finished_ms: now,

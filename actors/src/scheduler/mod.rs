@@ -642,6 +642,7 @@ impl SchedulerState {
                         let r = self.store.get::<DoneRecord>(&key)?.map(|d| UpstreamRecord {
                             status: d.status,
                             output: d.output,
+                            output_blob: d.output_blob,
                             rerun: ur,
                         });
                         read.insert(u, r.clone());
@@ -759,6 +760,7 @@ impl SchedulerState {
                     failures: 0,
                     error: None,
                     output: Vec::new(),
+                    output_blob: None,
                     first_due_ms: now,
                     started_ms: None,
                     finished_ms: now,

@@ -223,9 +223,16 @@ pub struct TaskInput {
 pub struct UpstreamRecord {
     /// How it ended.
     pub status: DoneStatus,
-    /// Its output.
+    /// Its output. A task is handed it whole; in the ticket, an output
+    /// larger than [`crate::store::BLOB_INLINE_BYTES_MAX`] is left empty
+    /// here and named by `output_blob`, and the worker reads it back
+    /// before the attempt starts.
     #[serde(with = "serde_bytes")]
     pub output: Vec<u8>,
+    /// The blob holding the output, in a ticket's payload; `None` in what
+    /// a task receives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_blob: Option<crate::store::BlobRef>,
     /// Its rerun count.
     pub rerun: u32,
 }

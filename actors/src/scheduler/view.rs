@@ -175,7 +175,7 @@ pub fn graph_run(
                     error: r.done.error.clone(),
                     started_ms: r.done.started_ms,
                     finished_ms: Some(r.done.finished_ms),
-                    output_bytes: r.done.output.len(),
+                    output_bytes: r.done.output_len() as usize,
                 },
                 None => NodeView {
                     node: name.to_string(),

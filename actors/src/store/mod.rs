@@ -14,6 +14,10 @@
 //!   node records, done keys, key schedules, breaker states), by string key.
 //! - `expiry`: `(expire_at_ms, record key)` index of records to delete.
 //!
+//! Large values (task outputs over [`BLOB_INLINE_BYTES_MAX`]) are not in
+//! sled: they are content-addressed files under `DATA/blobs/`, written
+//! before the record naming them (see the `blobs` module).
+//!
 //! What a crash leaves: every commit that returned is durable (in the
 //! `fsync` mode, through the device cache); every commit that did not
 //! return is either wholly there or wholly absent (sled batches are
@@ -32,6 +36,7 @@
 //! indexes out of bounds), and every refusal is a [`StoreError`] that names
 //! the data directory's files and what was found.
 
+mod blobs;
 mod damage;
 mod disk;
 mod journal;
@@ -51,6 +56,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::codec::CodecError;
 use weir_core::queue::TicketId;
 
+pub use blobs::{BlobRef, BLOBS_DIR, BLOB_INLINE_BYTES_MAX};
 pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use records::Expiring;
@@ -281,6 +287,22 @@ pub enum StoreError {
     /// A write failed earlier; the store refuses writes until reopened.
     #[error("store {0} refuses writes after an earlier failure; reopen it")]
     FailStopped(PathBuf),
+    /// A blob named by a record is missing or damaged.
+    #[error("blob {path}: {what}")]
+    Blob {
+        /// The blob's file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// A blob could not be written.
+    #[error("blob {path}: cannot write: {source}")]
+    BlobWrite {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// An op is larger than the entry limit.
     #[error("op of {size} bytes is over the entry limit of {limit} bytes (key {key:?})")]
     EntryTooLarge {
@@ -355,6 +377,8 @@ struct Inner {
     commit_lock: Mutex<()>,
     /// Serializes durable flushes and remembers the newest blob file synced.
     sync: Mutex<SyncState>,
+    /// weir's own blobs (`DATA/blobs`), with their pins.
+    blobs: blobs::Blobs,
     /// Held for the life of the store: the directory lock.
     _lock: lock::DirLock,
 }
@@ -397,6 +421,12 @@ pub struct Inspect {
     pub expiry_entries: u64,
     /// Bytes sled uses on disk.
     pub size_on_disk_bytes: u64,
+    /// Blob files under `DATA/blobs` (outputs kept out of sled).
+    #[serde(default)]
+    pub blob_files: u64,
+    /// Their bytes.
+    #[serde(default)]
+    pub blob_bytes: u64,
 }
 
 impl Store {
@@ -479,6 +509,7 @@ impl Store {
             dir: db_path.clone(),
             source,
         })?;
+        let blobs = blobs::Blobs::new(&dir);
         let store = Store {
             inner: Arc::new(Inner {
                 dir,
@@ -498,6 +529,7 @@ impl Store {
                 tail_changed: Mutex::new(BTreeSet::new()),
                 commit_lock: Mutex::new(()),
                 sync: Mutex::new(SyncState::default()),
+                blobs,
                 _lock: lock,
             }),
         };
@@ -654,6 +686,12 @@ impl Store {
     /// logged and the write goes on: the check guards against a full disk,
     /// it must not invent one.
     pub(crate) fn check_space(&self) -> Result<(), StoreError> {
+        self.check_space_for(0)
+    }
+
+    /// [`Self::check_space`] for a write of `bytes` more than a record's
+    /// (a blob): the reserve must be left after it.
+    pub(crate) fn check_space_for(&self, bytes: u64) -> Result<(), StoreError> {
         let inner = &self.inner;
         let s = &inner.settings;
         let space = match s.free_space.probe(&inner.dir) {
@@ -668,7 +706,7 @@ impl Store {
             s.disk_reserve_min_bytes,
             s.disk_reserve_percent,
         );
-        if space.free_bytes >= reserve {
+        if space.free_bytes >= reserve.saturating_add(bytes) {
             return Ok(());
         }
         let released = disk::release_reserve(&inner.dir);
@@ -747,6 +785,7 @@ impl Store {
     pub fn inspect(&self) -> Result<Inspect, StoreError> {
         let inner = &self.inner;
         let meta = snapshot::read_meta(self)?;
+        let (blob_files, blob_bytes) = self.blob_usage();
         Ok(Inspect {
             dir: inner.dir.clone(),
             journal_entries: inner.journal.len() as u64,
@@ -756,6 +795,8 @@ impl Store {
             records: inner.records.len() as u64,
             expiry_entries: inner.expiry.len() as u64,
             size_on_disk_bytes: inner.db.size_on_disk().map_err(|e| self.sled_err(e))?,
+            blob_files,
+            blob_bytes,
         })
     }
 

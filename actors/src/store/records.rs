@@ -4,6 +4,9 @@
 //! `done/<job key>`, `sched/<graph>/<key>`, `breaker/<target>`); values are
 //! weir-core envelopes. Compare-and-put gives swale's graph-run transitions
 //! their atomicity; the expiry index deletes records after their retention.
+//! A record that names a blob has its index records (`blobref/…`,
+//! `blobof/…`, see the `blobs` module) beside it; every delete here takes
+//! them in the same batch, and the blob once no record names it.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -172,7 +175,8 @@ impl Store {
     }
 
     /// Writes records and deletes others in one atomic batch, then makes it
-    /// durable.
+    /// durable. A deleted record's blob index records go in the same
+    /// batch, and its blob once no record references it.
     pub fn put_batch(
         &self,
         puts: &[(String, Vec<u8>)],
@@ -184,14 +188,37 @@ impl Store {
         for (k, v) in puts {
             batch.insert(k.as_bytes(), v.as_slice());
         }
+        let mut blobs = Vec::new();
         for k in deletes {
             batch.remove(k.as_bytes());
+            self.delete_blob_index(k, &mut batch, &mut blobs)?;
         }
         if let Err(e) = self.inner.records.apply_batch(batch) {
             self.fail();
             return Err(self.sled_err(e));
         }
-        self.sync()
+        self.sync()?;
+        self.remove_unreferenced_blobs(&blobs)?;
+        Ok(())
+    }
+
+    /// Adds to `batch` the deletion of the blob index records of
+    /// `record_key` (a record deleted in the same batch), and the blob it
+    /// held to `blobs`: removed once the batch is durable, if nothing else
+    /// references it.
+    fn delete_blob_index(
+        &self,
+        record_key: &str,
+        batch: &mut sled::Batch,
+        blobs: &mut Vec<super::BlobRef>,
+    ) -> Result<(), StoreError> {
+        if let Some((keys, blob)) = self.blob_index_deletes(record_key)? {
+            for k in keys {
+                batch.remove(k.as_bytes());
+            }
+            blobs.push(blob);
+        }
+        Ok(())
     }
 
     /// One expiry pass: deletes the records whose expiry instant is at or
@@ -238,8 +265,10 @@ impl Store {
             before(k)?;
         }
         let mut records = sled::Batch::default();
+        let mut blobs = Vec::new();
         for k in &keys {
             records.remove(k.as_bytes());
+            self.delete_blob_index(k, &mut records, &mut blobs)?;
         }
         let mut index = sled::Batch::default();
         for k in &index_keys {
@@ -258,6 +287,7 @@ impl Store {
             });
         }
         self.sync()?;
+        self.remove_unreferenced_blobs(&blobs)?;
         Ok(keys)
     }
 
@@ -266,6 +296,7 @@ impl Store {
     pub fn delete_prefix(&self, prefix: &str) -> Result<usize, StoreError> {
         self.check_writable()?;
         let mut deleted = 0;
+        let mut blobs = Vec::new();
         loop {
             let keys: Vec<sled::IVec> = self
                 .inner
@@ -281,6 +312,7 @@ impl Store {
             let mut batch = sled::Batch::default();
             for k in &keys {
                 batch.remove(k.clone());
+                self.delete_blob_index(&String::from_utf8_lossy(k), &mut batch, &mut blobs)?;
             }
             if let Err(e) = self.inner.records.apply_batch(batch) {
                 self.fail();
@@ -290,6 +322,7 @@ impl Store {
         }
         if deleted > 0 {
             self.sync()?;
+            self.remove_unreferenced_blobs(&blobs)?;
         }
         Ok(deleted)
     }
