@@ -141,6 +141,10 @@ async fn rerun_of_a_middle_node_reruns_downstreams_only() {
     );
     engine.adopt(def).await.unwrap();
     let p: Partition = "2026-11-29".parse().unwrap();
+    // Subscribed before the first run: its settle event is sent after
+    // its record is written, so it may still be on its way when the
+    // store already says complete; it is drained below before the rerun.
+    let mut events = engine.subscribe();
     engine.start_run("g", p.clone()).await.unwrap();
     let first = engine
         .wait_settled("g", std::slice::from_ref(&p), Duration::from_secs(20))
@@ -149,8 +153,16 @@ async fn rerun_of_a_middle_node_reruns_downstreams_only() {
     assert_eq!(first, vec![RunState::Complete]);
     let settled_at = engine.graph_run("g", &p).unwrap().unwrap().settled_at_ms;
     assert!(settled_at.is_some());
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(10), events.recv())
+            .await
+            .expect("the first settle event")
+            .unwrap();
+        if matches!(&e, EngineEvent::RunSettled { graph, .. } if graph == "g") {
+            break;
+        }
+    }
 
-    let mut events = engine.subscribe();
     let outcome = engine.rerun("g", p.clone(), "b").await.unwrap();
     assert_eq!(
         outcome,
