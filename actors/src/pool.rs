@@ -62,6 +62,8 @@ pub enum PoolMsg {
         output_blob: Option<BlobRef>,
         /// Error on failure.
         error: Option<String>,
+        /// The least wait before a retry (a server's `Retry-After`).
+        retry_after_ms: Option<u64>,
         /// When it started.
         started_ms: u64,
     },
@@ -234,13 +236,14 @@ impl Actor for PoolActor {
                 output,
                 output_blob,
                 error,
+                retry_after_ms,
                 started_ms,
             } => state.ended(
                 id,
                 attempt,
                 outcome,
                 (output, output_blob),
-                error,
+                (error, retry_after_ms),
                 started_ms,
             ),
             PoolMsg::Cancel(id) => {
@@ -468,11 +471,13 @@ impl PoolState {
                         output: Vec::new(),
                         output_blob: None,
                         error: Some(e),
+                        retry_after_ms: None,
                         started_ms,
                     });
                     return;
                 }
             };
+            let mut retry_after_ms = None;
             let (outcome, output, error) = match task {
                 None => (
                     AttemptOutcome::Permanent,
@@ -502,6 +507,10 @@ impl PoolState {
                             Some(Ok(Ok(out))) => (AttemptOutcome::Success, out, None),
                             Some(Ok(Err(TaskError::Retryable(e)))) => (AttemptOutcome::Retryable, Vec::new(), Some(e)),
                             Some(Ok(Err(TaskError::Permanent(e)))) => (AttemptOutcome::Permanent, Vec::new(), Some(e)),
+                            Some(Ok(Err(TaskError::RetryAfter { message, after_ms }))) => {
+                                retry_after_ms = Some(after_ms);
+                                (AttemptOutcome::Retryable, Vec::new(), Some(message))
+                            }
                         },
                         () = cancel.cancelled() => (AttemptOutcome::Retryable, Vec::new(), Some("cancelled".to_string())),
                     }
@@ -518,6 +527,7 @@ impl PoolState {
                 output,
                 output_blob,
                 error,
+                retry_after_ms,
                 started_ms,
             });
         });
@@ -529,7 +539,7 @@ impl PoolState {
         attempt: u32,
         outcome: AttemptOutcome,
         (output, output_blob): (Vec<u8>, Option<BlobRef>),
-        error: Option<String>,
+        (error, retry_after_ms): (Option<String>, Option<u64>),
         started_ms: u64,
     ) {
         let Some(running) = self.running.remove(&id) else {
@@ -561,6 +571,7 @@ impl PoolState {
             output,
             output_blob: output_blob.clone(),
             error,
+            retry_after_ms,
             started_ms,
             finished_ms: self.clock.now_ms(),
         };

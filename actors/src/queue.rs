@@ -152,6 +152,9 @@ pub struct Report {
     pub output_blob: Option<BlobRef>,
     /// Its error, if it failed.
     pub error: Option<String>,
+    /// The least wait before a retry (a server's `Retry-After`), if any.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
     /// When it started.
     pub started_ms: u64,
     /// When it ended.
@@ -1101,7 +1104,14 @@ impl QueueState_ {
             .effects
             .push(Effect::Ack(r.worker_id.clone(), vec![(r.id, r.attempt)]));
         let draw = rand::Rng::gen(&mut self.rng);
-        let Some((op, plan)) = self.q.after_attempt(r.id, r.attempt, r.outcome, now, draw) else {
+        let Some((op, plan)) = self.q.after_attempt_waiting(
+            r.id,
+            r.attempt,
+            r.outcome,
+            now,
+            draw,
+            r.retry_after_ms.unwrap_or(0),
+        ) else {
             tracing::debug!(id = r.id, attempt = r.attempt, "stale report dropped");
             return;
         };

@@ -41,15 +41,26 @@ pub enum TaskError {
     /// Will fail again: do not retry.
     #[error("permanent: {0}")]
     Permanent(String),
+    /// May succeed if tried again, but not before `after_ms` (a server's
+    /// `Retry-After`): the retry waits the longer of this and the policy's
+    /// delay.
+    #[error("{message}")]
+    RetryAfter {
+        /// What failed.
+        message: String,
+        /// The least wait before the next attempt, in ms.
+        after_ms: u64,
+    },
 }
 
 impl TaskError {
     /// A retryable failure whose next attempt should wait at least
     /// `after_ms` (a server's `Retry-After`).
     pub fn retry_after(message: String, after_ms: u64) -> TaskError {
-        TaskError::Retryable(format!(
-            "{message} (the server asked to wait {after_ms} ms)"
-        ))
+        TaskError::RetryAfter {
+            message: format!("{message} (the server asked to wait {after_ms} ms)"),
+            after_ms,
+        }
     }
 }
 

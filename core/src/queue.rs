@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::retry::{plan, AttemptOutcome, Plan, RetryPolicy, Stop, Tries};
+use crate::retry::{AttemptOutcome, Plan, RetryPolicy, Stop, Tries};
 
 /// A ticket's id: assigned by the queue in enqueue order, never reused.
 pub type TicketId = u64;
@@ -431,11 +431,32 @@ impl QueueState {
         now_ms: u64,
         draw: u64,
     ) -> Option<(Op, Plan)> {
+        self.after_attempt_waiting(id, attempt, outcome, now_ms, draw, 0)
+    }
+
+    /// As [`QueueState::after_attempt`], a retry waiting at least
+    /// `min_wait_ms` (a server's `Retry-After`).
+    pub fn after_attempt_waiting(
+        &self,
+        id: TicketId,
+        attempt: u32,
+        outcome: AttemptOutcome,
+        now_ms: u64,
+        draw: u64,
+        min_wait_ms: u64,
+    ) -> Option<(Op, Plan)> {
         let ticket = self.tickets.get(&id)?;
         if ticket.attempt != attempt || !matches!(ticket.place, Place::Running { .. }) {
             return None;
         }
-        let plan = plan(outcome, &ticket.job.policy, ticket.tries, now_ms, draw);
+        let plan = crate::retry::plan_waiting(
+            outcome,
+            &ticket.job.policy,
+            ticket.tries,
+            now_ms,
+            draw,
+            min_wait_ms,
+        );
         let op = match plan {
             Plan::Stop(Stop::Succeeded) => Op::Complete {
                 id,

@@ -191,6 +191,20 @@ pub fn plan(
     now_ms: u64,
     draw: u64,
 ) -> Plan {
+    plan_waiting(outcome, policy, tries, now_ms, draw, 0)
+}
+
+/// As [`plan`], with a retry waiting at least `min_wait_ms` (the wait a
+/// server asked for with `Retry-After`). The deadline counts the longer
+/// wait: a retry that would start after it does not happen.
+pub fn plan_waiting(
+    outcome: AttemptOutcome,
+    policy: &RetryPolicy,
+    tries: Tries,
+    now_ms: u64,
+    draw: u64,
+    min_wait_ms: u64,
+) -> Plan {
     match outcome {
         AttemptOutcome::Success => Plan::Stop(Stop::Succeeded),
         AttemptOutcome::Permanent => Plan::Stop(Stop::Permanent),
@@ -199,6 +213,7 @@ pub fn plan(
             let Some(wait_ms) = policy.jittered_delay_ms(attempt, draw) else {
                 return Plan::Stop(Stop::AttemptsSpent);
             };
+            let wait_ms = wait_ms.max(min_wait_ms);
             if let Some(deadline_ms) = policy.deadline_ms {
                 let deadline_at = tries.first_due_ms.saturating_add(deadline_ms);
                 if now_ms.saturating_add(wait_ms) > deadline_at {
@@ -223,6 +238,32 @@ mod tests {
             jitter: 0.0,
             deadline_ms: None,
         }
+    }
+
+    /// A server's Retry-After lengthens the wait, never shortens it, and
+    /// counts against the deadline.
+    #[test]
+    fn a_minimum_wait_lengthens_the_policys() {
+        let p = policy(5, 1_000, 2.0, 100_000);
+        let tries = Tries {
+            failures: 0,
+            deferrals: 0,
+            first_due_ms: 0,
+        };
+        let r = AttemptOutcome::Retryable;
+        assert_eq!(plan_waiting(r, &p, tries, 0, 0, 0), Plan::Wait(1_000));
+        assert_eq!(plan_waiting(r, &p, tries, 0, 0, 5_000), Plan::Wait(5_000));
+        assert_eq!(plan_waiting(r, &p, tries, 0, 0, 10), Plan::Wait(1_000));
+        let mut d = p.clone();
+        d.deadline_ms = Some(3_000);
+        assert_eq!(
+            plan_waiting(r, &d, tries, 0, 0, 5_000),
+            Plan::Stop(Stop::DeadlinePassed)
+        );
+        assert_eq!(
+            plan_waiting(AttemptOutcome::Permanent, &p, tries, 0, 0, 5_000),
+            Plan::Stop(Stop::Permanent)
+        );
     }
 
     /// Attempt number and the delay after it failed.
