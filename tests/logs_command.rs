@@ -24,6 +24,7 @@ async fn engine(data: &Path, expiry_interval_ms: u64) -> Engine {
         work: data.join("work"),
         logs: Some(LogPaths::new(data)),
         log_limits: LogLimits::default(),
+        remote: None,
     };
     Engine::builder(data)
         .durability(Durability::Flush)

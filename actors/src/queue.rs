@@ -1112,7 +1112,16 @@ impl QueueState_ {
             draw,
             r.retry_after_ms.unwrap_or(0),
         ) else {
-            tracing::debug!(id = r.id, attempt = r.attempt, "stale report dropped");
+            // Idempotent by (ticket, attempt): a resent report of an attempt
+            // already applied, or one of an attempt superseded since (its
+            // worker was lost, the ticket requeued, cancelled or ended),
+            // changes nothing. It is acknowledged so its worker forgets it.
+            tracing::info!(id = r.id, attempt = r.attempt, worker = %r.worker_id, "report refused: its attempt is not the ticket's running one (superseded, or applied already)");
+            let _ = self.events.send(EngineEvent::ReportRefused {
+                worker: r.worker_id.to_string(),
+                id: r.id,
+                attempt: r.attempt,
+            });
             return;
         };
         let error = r.error.clone().unwrap_or_default();

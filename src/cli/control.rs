@@ -16,12 +16,12 @@ fn print_json(v: &Value) {
 }
 
 /// A request to the API.
-enum Req {
+pub(super) enum Req {
     Get(Vec<String>, Vec<(&'static str, String)>),
     Post(Vec<String>, Value),
 }
 
-fn get(segs: &[&str], query: Vec<(&'static str, String)>) -> Req {
+pub(super) fn get(segs: &[&str], query: Vec<(&'static str, String)>) -> Req {
     Req::Get(segs.iter().map(|s| s.to_string()).collect(), query)
 }
 
@@ -30,7 +30,7 @@ fn post(segs: &[&str], body: Value) -> Req {
 }
 
 /// Sends `req` to the engine, prints JSON when asked, else `human`.
-fn call<T>(
+pub(super) fn call<T>(
     conn: &Conn,
     req: Req,
     human: impl FnOnce(&T) -> Result<u8, Failure>,
@@ -58,7 +58,7 @@ where
     human(&answer)
 }
 
-fn s(v: &Value, k: &str) -> String {
+pub(super) fn s(v: &Value, k: &str) -> String {
     match v.get(k) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => "-".into(),

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -66,6 +67,32 @@ pub struct CommandTask {
     pub logs: Option<LogPaths>,
     /// Bounds of each attempt's log.
     pub log_limits: LogLimits,
+    /// In a worker process: where logs go and where commands run.
+    pub remote: Option<RemoteSide>,
+}
+
+/// Places a command's working directory (the engine's path of it) in a
+/// worker process, or says why it cannot.
+pub type PlaceCwd = Arc<dyn Fn(&str) -> Result<PathBuf, String> + Send + Sync>;
+
+/// How a command task runs in a worker process: its attempts' logs stream
+/// to the engine, and a node's working directory (the engine's path) is
+/// placed under the worker's root.
+#[derive(Clone)]
+pub struct RemoteSide {
+    /// Where log events go.
+    pub logs: crate::logs::RemoteLog,
+    /// The working directory of a command, from the engine's path of it.
+    pub place: PlaceCwd,
+    /// WEIR_DATA, when not the task's own `work` (the engine's, for a
+    /// worker on its machine).
+    pub work: Arc<dyn Fn() -> Option<PathBuf> + Send + Sync>,
+}
+
+impl std::fmt::Debug for RemoteSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RemoteSide")
+    }
 }
 
 /// `{name}` placeholders replaced by their values, in one pass, so a value
@@ -169,6 +196,7 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         work,
         logs,
         log_limits,
+        remote,
     } = task;
     let input: TaskInput = weir_core::codec::decode(&ctx.payload).map_err(|e| {
         TaskError::Permanent(format!(
@@ -230,6 +258,7 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         ("run_id", &ctx.key),
     ];
     let argv: Vec<String> = config.argv.iter().map(|a| substitute(a, &vars)).collect();
+    let work = remote.as_ref().and_then(|r| (r.work)()).unwrap_or(work);
     tokio::fs::create_dir_all(&work).await.map_err(|e| {
         TaskError::Retryable(format!(
             "node {}: cannot create WEIR_DATA {}: {e}",
@@ -237,9 +266,14 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
             work.display()
         ))
     })?;
+    let cwd = match &remote {
+        None => PathBuf::from(&config.cwd),
+        Some(r) => (r.place)(&config.cwd)
+            .map_err(|e| TaskError::Permanent(format!("node {}: {e}", input.node)))?,
+    };
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
-        .current_dir(&config.cwd)
+        .current_dir(&cwd)
         .envs(&config.env)
         .env("WEIR_GRAPH", &input.graph)
         .env("WEIR_PARTITION", &input.partition)
@@ -254,17 +288,28 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let log = AttemptLog::start(
-        logs.as_ref(),
-        &ctx.key,
-        ctx.attempt,
-        &log_limits,
-        ctx.cancel.clone(),
-    );
+    let log = match &remote {
+        Some(r) => AttemptLog::start_remote(
+            r.logs.clone(),
+            &ctx.key,
+            ctx.attempt,
+            &log_limits,
+            ctx.cancel.clone(),
+        ),
+        None => AttemptLog::start(
+            logs.as_ref(),
+            &ctx.key,
+            ctx.attempt,
+            &log_limits,
+            ctx.cancel.clone(),
+        ),
+    };
     let spawned = cmd.spawn().map_err(|e| {
         let what = format!(
             "node {}: cannot start {:?} in {}: {e}",
-            input.node, argv[0], config.cwd
+            input.node,
+            argv[0],
+            cwd.display()
         );
         // A missing program stays missing: do not retry it.
         if e.kind() == std::io::ErrorKind::NotFound

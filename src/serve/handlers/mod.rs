@@ -72,6 +72,7 @@ pub fn routes() -> Routes {
         .post("/api/v1/queue/dead/requeue", queue::requeue_all)
         .post("/api/v1/queue/dead/{key}/requeue", queue::requeue)
         .get("/api/v1/breakers", queue::breakers)
+        .get("/api/v1/workers", queue::workers)
         .post("/api/v1/breakers/{target}/reset", queue::reset_breaker)
 }
 
