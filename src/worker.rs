@@ -224,6 +224,7 @@ impl WorkerBuilder {
                     logs: forward,
                     place,
                     work,
+                    worker_id: worker_id.clone(),
                 }),
             };
             self.tasks.register(COMMAND_TASK, Arc::new(command));

@@ -1116,7 +1116,7 @@ impl QueueState_ {
             // already applied, or one of an attempt superseded since (its
             // worker was lost, the ticket requeued, cancelled or ended),
             // changes nothing. It is acknowledged so its worker forgets it.
-            tracing::info!(id = r.id, attempt = r.attempt, worker = %r.worker_id, "report refused: its attempt is not the ticket's running one (superseded, or applied already)");
+            tracing::warn!(id = r.id, attempt = r.attempt, worker = %r.worker_id, "report refused: its attempt is not the ticket's running one (superseded, or applied already)");
             let _ = self.events.send(EngineEvent::ReportRefused {
                 worker: r.worker_id.to_string(),
                 id: r.id,

@@ -87,6 +87,8 @@ pub struct RemoteSide {
     /// WEIR_DATA, when not the task's own `work` (the engine's, for a
     /// worker on its machine).
     pub work: Arc<dyn Fn() -> Option<PathBuf> + Send + Sync>,
+    /// The worker's id, passed to commands as WEIR_WORKER.
+    pub worker_id: String,
 }
 
 impl std::fmt::Debug for RemoteSide {
@@ -283,6 +285,10 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         .env("WEIR_UPSTREAMS", &upstreams_path)
         .env("WEIR_OUTPUT", &output_path)
         .env("WEIR_DATA", &work)
+        .env(
+            "WEIR_WORKER",
+            remote.as_ref().map_or("engine", |r| r.worker_id.as_str()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -161,6 +161,8 @@ struct Entry {
     /// Running attempts by pool, from the last heartbeat.
     running: BTreeMap<String, usize>,
     reports_refused: u64,
+    /// Times it was declared lost.
+    times_lost: u32,
     lost_reason: Option<String>,
 }
 
@@ -479,6 +481,11 @@ impl GatewayState {
         });
         let _ = link.cast(LinkMsg::Wire(ToWorker::Welcome(welcome(false))));
         self.lost_notices.remove(&hello.worker_id);
+        // A worker back after it was lost keeps its history.
+        let (reports_refused, times_lost) = self
+            .workers
+            .get(&hello.worker_id)
+            .map_or((0, 0), |w| (w.reports_refused, w.times_lost));
         self.workers.insert(
             hello.worker_id.clone(),
             Entry {
@@ -491,7 +498,8 @@ impl GatewayState {
                 link: Some(link),
                 proxies,
                 running: BTreeMap::new(),
-                reports_refused: 0,
+                reports_refused,
+                times_lost,
                 lost_reason: None,
             },
         );
@@ -546,6 +554,9 @@ impl GatewayState {
     fn lose(&mut self, worker_id: &str, reason: String) {
         tracing::warn!(worker = %worker_id, reason = %reason, "worker lost; its attempts are requeued");
         self.end(worker_id, WorkerState::Lost, Some(reason.clone()));
+        if let Some(w) = self.workers.get_mut(worker_id) {
+            w.times_lost += 1;
+        }
         let _ = self.args.events.send(EngineEvent::WorkerLost {
             worker: worker_id.to_string(),
             reason: reason.clone(),
@@ -617,7 +628,7 @@ impl GatewayState {
             .is_some_and(|w| w.state == WorkerState::Joined);
         if !joined {
             if let ToEngine::Report { report, .. } = &m {
-                tracing::info!(worker = %worker_id, id = report.id, attempt = report.attempt, "report of a worker that is not joined refused: its attempt was superseded");
+                tracing::warn!(worker = %worker_id, id = report.id, attempt = report.attempt, "report of a worker that is not joined refused: its attempt was superseded");
                 if let Some(w) = self.workers.get_mut(&worker_id) {
                     w.reports_refused += 1;
                 }
@@ -744,6 +755,7 @@ impl GatewayState {
                     pools,
                     running: w.running.values().sum(),
                     reports_refused: w.reports_refused,
+                    times_lost: w.times_lost,
                     lost_reason: w.lost_reason.clone(),
                 }
             })

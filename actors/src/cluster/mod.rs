@@ -141,8 +141,10 @@ pub struct WorkerView {
     pub pools: Vec<WorkerPoolView>,
     /// Attempts running in it.
     pub running: usize,
-    /// Reports of superseded attempts refused since it joined.
+    /// Reports of superseded attempts refused since it first joined.
     pub reports_refused: u64,
+    /// Times it was declared lost since it first joined.
+    pub times_lost: u32,
     /// Why it was lost, when it was.
     pub lost_reason: Option<String>,
 }
