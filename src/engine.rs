@@ -482,7 +482,9 @@ impl Engine {
         if let Some(t) = &job.target {
             Name::new(t.to_string()).map_err(|e| bad(format!("target: {e}")))?;
         }
-        if self.tasks.find(&job.task).is_none() {
+        // With a cluster, workers may serve tasks this process has not
+        // registered; a name no worker knows fails its attempt there.
+        if self.tasks.find(&job.task).is_none() && self.node_server.is_none() {
             return Err(bad(format!(
                 "no task is registered under the name {:?}",
                 job.task

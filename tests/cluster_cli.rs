@@ -277,3 +277,120 @@ fn a_wrong_cookie_and_another_protocol_version_are_refused() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--cookie-file"));
 }
+
+#[test]
+fn an_engine_killed_with_workers_attached_restarts_and_they_finish_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    let width = 16;
+    write_def(&defs, "g", &fan_def("g", width, "0.5", 4));
+    let port = free_port();
+    let c = cluster_support::start(dir.path(), &defs, port, 3_000, &[]);
+    let w1 = c.worker("w1", &["default=3"]);
+    let w2 = c.worker("w2", &["default=3"]);
+    c.wait_joined(&["w1", "w2"]);
+    c.served.ok(&["start", "g", "none"]);
+    wait_for("some middle nodes done", RUN_WAIT, || {
+        (log_lines(&defs, "done.log").len() >= 4).then_some(())
+    });
+    // kill -9 of the engine with attempts running on both workers.
+    let mut c = c;
+    c.served.child.kill().unwrap();
+    c.served.child.wait().unwrap();
+    drop(c);
+    let c = cluster_support::start(dir.path(), &defs, port, 3_000, &[]);
+    // The workers reconnect on their own and join the new engine.
+    c.wait_joined(&["w1", "w2"]);
+    c.served.wait_run_within("g", "none", "complete", RUN_WAIT);
+    let outputs = assert_each_once(&c, "g", width);
+    assert!(names(&outputs).is_subset(&BTreeSet::from(["w1".into(), "w2".into()])));
+    for w in [&w1, &w2] {
+        let err = w.stderr();
+        assert!(
+            err.matches("joined the engine").count() >= 2,
+            "{} joined twice: {err}",
+            w.name
+        );
+    }
+}
+
+/// A CA, and an engine certificate for 127.0.0.1 signed by it: PEM files
+/// (ca.pem, cert.pem, key.pem) in `dir`.
+fn tls_files(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let (ca_p, cert_p, key_p) = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&ca_p, ca.pem()).unwrap();
+    std::fs::write(&cert_p, cert.pem()).unwrap();
+    std::fs::write(&key_p, key.serialize_pem()).unwrap();
+    (ca_p, cert_p, key_p)
+}
+
+#[test]
+fn over_tls_a_worker_without_the_ca_is_refused_and_one_with_it_runs_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(&defs, "g", &fan_def("g", 4, "0", 4));
+    let (ca, cert, key) = tls_files(dir.path());
+    let c = cluster_support::start(
+        dir.path(),
+        &defs,
+        free_port(),
+        5_000,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let mut plain = c.worker("plain", &["default=2"]);
+    assert_eq!(
+        plain.wait_exit(Duration::from_secs(60)),
+        Some(2),
+        "{}",
+        plain.stderr()
+    );
+    // Another CA's certificate is no better.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (other_ca, _, _) = tls_files(&other);
+    let mut wrong = c.worker_with(
+        "wrong",
+        &["default=2"],
+        &c.cookie,
+        &["--tls-ca", other_ca.to_str().unwrap()],
+    );
+    assert_eq!(wrong.wait_exit(Duration::from_secs(60)), Some(2));
+    assert!(
+        wrong.stderr().contains("TLS handshake"),
+        "{}",
+        wrong.stderr()
+    );
+    let _good = c.worker_with(
+        "good",
+        &["default=2"],
+        &c.cookie,
+        &["--tls-ca", ca.to_str().unwrap()],
+    );
+    c.wait_joined(&["good"]);
+    c.served.ok(&["start", "g", "none"]);
+    c.served.wait_run_within("g", "none", "complete", RUN_WAIT);
+    let outputs = assert_each_once(&c, "g", 4);
+    assert_eq!(names(&outputs), BTreeSet::from(["good".into()]));
+    assert!(c.worker_view("plain").is_none() && c.worker_view("wrong").is_none());
+}

@@ -37,7 +37,7 @@ use crate::protocol::{
 use crate::task::TaskRegistry;
 
 use super::gateway::GatewayMsg;
-use super::node::{Connector, SessionEvent};
+use super::node::{ConnectError, Connector, SessionEvent};
 
 /// How often the link looks at its state (reconnects, joins, heartbeats).
 pub const TICK_MS: u64 = 100;
@@ -354,7 +354,8 @@ impl LinkState {
                     if self.auth_failures >= AUTH_FAILURES_MAX {
                         self.fail(format!(
                             "the engine at {} refused this worker's authentication {} times: \
-                             the cookie (--cookie-file) must be the engine's, and the address its --cluster address",
+                             the cookie (--cookie-file) must be the engine's, the address its --cluster address, \
+                             and --tls-ca given when the engine has --tls-cert",
                             self.connector.address(),
                             self.auth_failures
                         ));
@@ -394,7 +395,19 @@ impl LinkState {
                             since_ms: now,
                         }
                     }
-                    Err(e) => {
+                    Err(ConnectError::Tls(e)) => {
+                        self.auth_failures += 1;
+                        tracing::warn!(worker = %self.args_worker_id, engine = %self.connector.address(), error = %e, failures = self.auth_failures, "the TLS handshake with the engine failed");
+                        if self.auth_failures >= AUTH_FAILURES_MAX {
+                            self.fail(format!(
+                                "the TLS handshake with the engine at {} failed {} times ({e}): \
+                                 --tls-ca must hold the CA that signed the engine's --tls-cert",
+                                self.connector.address(),
+                                self.auth_failures
+                            ));
+                        }
+                    }
+                    Err(ConnectError::Unreachable(e)) => {
                         tracing::warn!(worker = %self.args_worker_id, engine = %self.connector.address(), error = %e, retry_ms = wait, "cannot reach the engine");
                     }
                 }

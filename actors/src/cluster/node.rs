@@ -265,19 +265,34 @@ impl Connector {
 
     /// Opens a session to the engine (its authentication follows, and is
     /// reported as session events).
-    pub async fn connect(&self) -> Result<(), String> {
-        match &self.tls {
-            None => ractor_cluster::client_connect(&self.server, self.address.as_str())
+    pub async fn connect(&self) -> Result<(), ConnectError> {
+        let r = match &self.tls {
+            None => ractor_cluster::client_connect(&self.server, self.address.as_str()).await,
+            Some((c, name)) => {
+                ractor_cluster::client_connect_enc(
+                    &self.server,
+                    self.address.as_str(),
+                    c.clone(),
+                    name.clone(),
+                )
                 .await
-                .map_err(|e| e.to_string()),
-            Some((c, name)) => ractor_cluster::client_connect_enc(
-                &self.server,
-                self.address.as_str(),
-                c.clone(),
-                name.clone(),
-            )
-            .await
-            .map_err(|e| e.to_string()),
-        }
+            }
+        };
+        r.map_err(|e| match e {
+            ractor_cluster::ClientConnectErr::Encryption(e) => ConnectError::Tls(e.to_string()),
+            other => ConnectError::Unreachable(other.to_string()),
+        })
     }
+}
+
+/// Why a worker could not open a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// No connection (the engine is down, or the address is wrong).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The TLS handshake failed (the engine's certificate is not signed by
+    /// the CA given, or the engine does not speak TLS).
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
 }
