@@ -3,9 +3,10 @@
 //! protocol's version.
 //!
 //! Two actors are remote-visible, one on each side: the engine's gateway
-//! (message [`GatewayMsg`], in the process group [`ENGINE_GROUP`]) and each
-//! worker process's link (message [`LinkMsg`], in [`WORKERS_GROUP`], named
-//! [`link_name`]). Everything else — the queue, the pools, the breakers, the
+//! ([`crate::cluster::gateway`], in the process group [`ENGINE_GROUP`]) and
+//! each worker process's link ([`crate::cluster::link`], in
+//! [`WORKERS_GROUP`], named [`link_name`]); their message enums carry a
+//! [`ToEngine`] or a [`ToWorker`] in their `Wire` variant. Everything else — the queue, the pools, the breakers, the
 //! store — stays local to its process; the gateway's proxies stand in for
 //! remote pools in the engine (see [`crate::cluster`]).
 //!

@@ -4,6 +4,7 @@
 //! bytes).
 
 mod api;
+mod cluster;
 mod core;
 mod crash;
 pub mod drain;
@@ -41,13 +42,14 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api",
+    "validate", "api", "cluster",
 ];
 
 /// Runs a scenario.
 pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
     match scenario {
         "api" => api::run(quick),
+        "cluster" => cluster::run(quick),
         "core" => core::run(quick),
         "store" => store::run(quick),
         "drain" => drain::run(quick),
@@ -61,6 +63,11 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "validate" => validate::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
+}
+
+/// Adds the tasks `weir bench cluster` runs on its workers.
+pub fn cluster_tasks(b: crate::worker::WorkerBuilder) -> crate::worker::WorkerBuilder {
+    cluster::register_tasks(b)
 }
 
 /// A `RESULT` line from key-value pairs.

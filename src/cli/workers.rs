@@ -56,6 +56,9 @@ pub struct WorkerArgs {
     /// The protocol version to claim (tests of the engine's check).
     #[arg(long, hide = true)]
     pub protocol_version: Option<u32>,
+    /// Serve the tasks of `weir bench cluster` too.
+    #[arg(long, hide = true)]
+    pub bench_tasks: bool,
 }
 
 fn pool_arg(p: &str) -> Result<(String, u32), Failure> {
@@ -104,6 +107,9 @@ pub fn worker(a: WorkerArgs) -> Result<u8, Failure> {
     }
     if let Some(v) = a.protocol_version {
         b = b.protocol_version(v);
+    }
+    if a.bench_tasks {
+        b = crate::bench::cluster_tasks(b);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -41,6 +41,8 @@ use super::node::{ConnectError, Connector, SessionEvent};
 
 /// How often the link looks at its state (reconnects, joins, heartbeats).
 pub const TICK_MS: u64 = 100;
+/// A connection attempt that takes longer than this has failed.
+pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// A join unanswered this long is sent again.
 pub const JOIN_RETRY_MS: u64 = 1_000;
 /// The first reconnect waits this long; each next one twice as long.
@@ -256,22 +258,22 @@ impl Actor for LinkActor {
     ) -> Result<(), ActorProcessingErr> {
         state.connector.subscribe(myself.clone());
         myself.send_interval(Duration::from_millis(TICK_MS), || LinkMsg::Tick);
-        state.tick(&myself).await;
+        state.tick().await;
         Ok(())
     }
 
     async fn handle(
         &self,
-        myself: ActorRef<LinkMsg>,
+        _myself: ActorRef<LinkMsg>,
         msg: LinkMsg,
         state: &mut LinkState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            LinkMsg::Wire(m) => state.on_engine(&myself, m),
+            LinkMsg::Wire(m) => state.on_engine(m),
             LinkMsg::FromPool { pool, up } => state.on_pool(pool, up),
             LinkMsg::Log(frames) => state.log(frames),
             LinkMsg::Session(e) => state.session(e),
-            LinkMsg::Tick => state.tick(&myself).await,
+            LinkMsg::Tick => state.tick().await,
             LinkMsg::Drain(timeout, reply) => {
                 tracing::info!(worker = %state.args_worker_id, timeout_ms = timeout.as_millis() as u64, "worker draining: no new tickets");
                 for p in state.pools.values() {
@@ -371,7 +373,7 @@ impl LinkState {
         let _ = self.end.send(LinkEnd::Refused(reason));
     }
 
-    async fn tick(&mut self, myself: &ActorRef<LinkMsg>) {
+    async fn tick(&mut self) {
         let now = self.clock.now_ms();
         if !matches!(*self.end.borrow(), LinkEnd::Running) {
             return;
@@ -387,7 +389,17 @@ impl LinkState {
                 let wait = *backoff_ms;
                 *next_ms = now + wait;
                 *backoff_ms = (wait * 2).min(RECONNECT_MAX_MS);
-                match self.connector.connect().await {
+                let connect = tokio::time::timeout(
+                    Duration::from_millis(CONNECT_TIMEOUT_MS),
+                    self.connector.connect(),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ConnectError::Unreachable(format!(
+                        "no answer within {CONNECT_TIMEOUT_MS} ms"
+                    )))
+                });
+                match connect {
                     Ok(()) => {
                         self.conn = Conn::Up {
                             ready: false,
@@ -423,7 +435,7 @@ impl LinkState {
                     }
                     return;
                 }
-                self.join(myself, now);
+                self.join(now);
             }
             Conn::Joined {
                 gateway,
@@ -453,7 +465,7 @@ impl LinkState {
     }
 
     /// Sends a join to the engine's gateway (again, when unanswered).
-    fn join(&mut self, myself: &ActorRef<LinkMsg>, now: u64) {
+    fn join(&mut self, now: u64) {
         if let Some((_, at)) = &self.joining {
             if now.saturating_sub(*at) < JOIN_RETRY_MS {
                 return;
@@ -481,7 +493,6 @@ impl LinkState {
             pools: self.offers.clone(),
             held,
         };
-        let _ = myself;
         if gateway
             .cast(GatewayMsg::Wire(ToEngine::Join(hello)))
             .is_ok()
@@ -491,7 +502,7 @@ impl LinkState {
         }
     }
 
-    fn on_engine(&mut self, myself: &ActorRef<LinkMsg>, m: ToWorker) {
+    fn on_engine(&mut self, m: ToWorker) {
         match m {
             ToWorker::Welcome(w) => {
                 let Some((gateway, _)) = self.joining.take() else {
@@ -545,7 +556,7 @@ impl LinkState {
                     since_ms: self.clock.now_ms(),
                 };
                 self.joining = None;
-                self.join(myself, self.clock.now_ms());
+                self.join(self.clock.now_ms());
             }
             ToWorker::Run { pool, grant } => match self.pools.get(pool.as_str()) {
                 Some(p) => {
