@@ -677,6 +677,7 @@ impl SchedulerState {
                 // Node records live as long as their run: the run's expiry
                 // deletes them.
                 retention_ms: Some(0),
+                priority: node.priority,
             });
             ids.push((idx, id));
         }
