@@ -205,8 +205,9 @@ pub struct Upstream<'a> {
     pub status: &'a str,
     /// Whether it succeeded: only a succeeded upstream has an output.
     pub succeeded: bool,
-    /// Its output, whole.
-    pub output: &'a [u8],
+    /// Its output, whole; `None` when the input names it without holding
+    /// it (a blob not read back before the attempt).
+    pub output: Option<&'a [u8]>,
 }
 
 /// A variable of the environment by name (`${env:NAME}`).
@@ -761,12 +762,17 @@ fn value_of(r: &Ref, scope: &Scope<'_>) -> Result<String, String> {
                     up.status
                 ));
             }
+            let output = up.output.ok_or_else(|| {
+                format!(
+                    "upstream {node:?}'s output was not read back from its blob before the attempt"
+                )
+            })?;
             if path.is_empty() {
-                let text = std::str::from_utf8(up.output)
+                let text = std::str::from_utf8(output)
                     .map_err(|e| format!("upstream {node:?}'s output is not UTF-8 text: {e}"))?;
                 return Ok(text.trim_end_matches(['\n', '\r']).to_string());
             }
-            let parsed = scope.parsed(node, up.output);
+            let parsed = scope.parsed(node, output);
             let root = parsed
                 .as_ref()
                 .as_ref()
@@ -875,7 +881,7 @@ mod tests {
             Upstream {
                 status: "succeeded",
                 succeeded: true,
-                output: OUT,
+                output: Some(OUT),
             },
         );
         s.upstreams.insert(
@@ -883,7 +889,7 @@ mod tests {
             Upstream {
                 status: "succeeded",
                 succeeded: true,
-                output: b"plain words\n\n",
+                output: Some(b"plain words\n\n"),
             },
         );
         s.upstreams.insert(
@@ -891,7 +897,15 @@ mod tests {
             Upstream {
                 status: "failed",
                 succeeded: false,
-                output: b"",
+                output: Some(b""),
+            },
+        );
+        s.upstreams.insert(
+            "unread",
+            Upstream {
+                status: "succeeded",
+                succeeded: true,
+                output: None,
             },
         );
         s
@@ -961,6 +975,10 @@ mod tests {
             ("{upstream.text.output.a}", "upstream \"text\"'s output is not JSON"),
             ("{upstream.bad.output}", "upstream \"bad\" ended failed, so it has no output"),
             ("{upstream.gone.output}", "upstream \"gone\" has no record"),
+            (
+                "{upstream.unread.output.a}",
+                "upstream \"unread\"'s output was not read back from its blob",
+            ),
             ("{params.nope}", "the run has no param \"nope\""),
             ("{partition.key}", "partition 2026-11-29 has no key"),
         ];
@@ -1169,7 +1187,7 @@ mod tests {
             Upstream {
                 status: "succeeded",
                 succeeded: true,
-                output: out,
+                output: Some(out),
             },
         );
         s

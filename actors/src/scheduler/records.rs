@@ -251,7 +251,8 @@ impl TaskInput {
                 weir_core::template::Upstream {
                     status: up.status.as_str(),
                     succeeded: up.status == DoneStatus::Succeeded,
-                    output: &up.output,
+                    // A blob the worker has not read back is no output.
+                    output: up.output_blob.is_none().then_some(up.output.as_slice()),
                 },
             );
         }
