@@ -84,6 +84,10 @@ pub enum EngineError {
     /// a breaker.
     #[error("{0}")]
     NotFound(String),
+    /// A start's params are refused: a name the definition does not
+    /// declare, or a value that is too long or holds a NUL.
+    #[error("{0}")]
+    BadParam(String),
 }
 
 /// Builds an engine.

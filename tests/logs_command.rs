@@ -331,6 +331,7 @@ async fn expiry_removes_the_logs_of_runs_and_jobs() {
         definition: String::new(),
         config: config("echo from a job", &[]),
         upstreams: Default::default(),
+        params: Default::default(),
     };
     let mut job = Job::new("job-1", COMMAND_TASK, "default");
     job.payload = weir::core::codec::encode(&input).unwrap();

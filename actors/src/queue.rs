@@ -1038,7 +1038,7 @@ impl QueueState_ {
                 let actor = self.workers[&worker_id].actor.clone();
                 // The lease depends on the ticket's timeout: peek at the
                 // ticket select will take.
-                let lease_until_ms = now.saturating_add(self.lease_for_next(&pool));
+                let lease_until_ms = now.saturating_add(self.lease_for_next(&pool, now));
                 let applied = self.step(Op::Select {
                     pool: pool.clone(),
                     now_ms: now,
@@ -1073,10 +1073,13 @@ impl QueueState_ {
         }
     }
 
-    /// The lease of the ticket `pool` would select next.
-    fn lease_for_next(&self, pool: &str) -> u64 {
-        // The first pending ticket of the pool is the one select takes.
-        let timeout = self.q.peek_pending(pool).and_then(|t| t.job.timeout_ms);
+    /// The lease of the ticket `pool` would select at `now`.
+    fn lease_for_next(&self, pool: &str, now: u64) -> u64 {
+        // The ticket select takes: the highest due priority, then FIFO.
+        let timeout = self
+            .q
+            .peek_pending(pool, now)
+            .and_then(|t| t.job.timeout_ms);
         match timeout {
             Some(ms) => ms.saturating_add(self.settings.lease_grace_ms),
             None => self.settings.lease_ms,

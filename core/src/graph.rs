@@ -109,6 +109,20 @@ pub struct GraphDef {
     /// encoding when unset, so older definitions keep their hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_ms: Option<u64>,
+    /// The params a run takes, with their defaults (see `params`): a start
+    /// may set them, cron firings and backfills take the defaults. Absent
+    /// from the encoding when empty, so older definitions keep their hash.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+    /// A task run when a run settles failed (a notification): it gets the
+    /// run's summary, never changes the run, and has its own small retry.
+    /// Absent from the encoding when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<TaskSpec>,
+    /// A task run when a run settles complete. Absent from the encoding
+    /// when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<TaskSpec>,
 }
 
 impl GraphDef {
@@ -126,6 +140,9 @@ impl GraphDef {
             catchup: false,
             keyed: None,
             start_ms: None,
+            params: BTreeMap::new(),
+            on_failure: None,
+            on_success: None,
         }
     }
 
@@ -160,6 +177,16 @@ pub struct NodeDef {
     pub timeout_ms: Option<u64>,
     /// What the node runs.
     pub task: TaskSpec,
+    /// Its place in its pool's queue: among the due tickets of a pool, a
+    /// higher priority is handed out first (Airflow's priority_weight);
+    /// equal priorities go by due instant, then submit order. Default 0;
+    /// absent from the encoding at 0, so older definitions keep their hash.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
 }
 
 impl NodeDef {
@@ -175,6 +202,7 @@ impl NodeDef {
             retry: RetryPolicy::default(),
             timeout_ms: None,
             task,
+            priority: 0,
         }
     }
 }
@@ -400,6 +428,7 @@ impl Graph {
                 ));
             }
         }
+        crate::params::check_declared(&def.params).map_err(|e| bad("params", e.to_string()))?;
         if def.start_ms.is_some() && def.cron.is_none() {
             return Err(bad(
                 "start",
@@ -1079,6 +1108,31 @@ pub(crate) mod tests {
                 }),
             ),
             (
+                "params",
+                Box::new(|d| {
+                    d.params.insert("region".into(), "eu".into());
+                }),
+            ),
+            ("priority", Box::new(|d| d.nodes[1].priority = 5)),
+            (
+                "on_failure",
+                Box::new(|d| {
+                    d.on_failure = Some(TaskSpec {
+                        task: name("notify"),
+                        config: serde_json::json!({"argv": ["true"]}),
+                    })
+                }),
+            ),
+            (
+                "on_success",
+                Box::new(|d| {
+                    d.on_success = Some(TaskSpec {
+                        task: name("notify"),
+                        config: serde_json::json!({"argv": ["true"]}),
+                    })
+                }),
+            ),
+            (
                 "keyed",
                 Box::new(|d| {
                     d.keyed = Some(crate::keyed::KeyedSpec::new(
@@ -1098,6 +1152,24 @@ pub(crate) mod tests {
                 panic!("#{i}: change of {what} gives the hash of {other}");
             }
         }
+    }
+
+    /// The hash weir gave this definition before params, priorities and
+    /// notifications existed (computed with that code): fields added since
+    /// stay out of the encoding at their defaults, so adopted definitions
+    /// keep their identity and their runs find them.
+    #[test]
+    fn hashes_of_older_definitions_hold() {
+        let mut d = def(vec![node("a", &[]), node("b", &["a"])]);
+        for n in &mut d.nodes {
+            n.task.config = serde_json::json!({"argv": ["true", "{partition}"]});
+        }
+        d.cron = Some("0 2 * * *".into());
+        d.partitioning = Partitioning::Daily;
+        assert_eq!(
+            d.validate().unwrap().hash(),
+            "48f0253c05808e50bb70a851a66d0110ba7f9e23d6685f01a2da44b5d6323b4c"
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! longer live, a second `Enqueue` of a live key) changes nothing and says so
 //! in its [`Applied`] value, both live and in replay.
 //!
-//! States of a ticket: *pending* (in its pool's order, by `(due_ms, id)`)
+//! States of a ticket: *pending* (in its pool's order: by priority, higher
+//! first, then `(due_ms, id)`; see [`crate::pending`])
 //! or *running* (leased to a worker until `lease_until_ms`). Terminal tickets
 //! (completed or cancelled) leave the state; their record lives in the
 //! store. Invariants, checked after every step in debug builds:
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pending::PendingOrder;
 use crate::retry::{AttemptOutcome, Plan, RetryPolicy, Stop, Tries};
 
 /// A ticket's id: assigned by the queue in enqueue order, never reused.
@@ -57,6 +59,12 @@ pub struct Job {
     /// Each attempt is stopped after this long, if set.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Among the due tickets of its pool, a higher priority is handed out
+    /// first; equal ones by due instant, then id. Default 0, which is what
+    /// tickets journaled before priorities read as; left out of the
+    /// encoding at 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
     /// The actor told when the ticket ends (a graph's scheduler), if any.
     #[serde(default)]
     pub notify: Option<Arc<str>>,
@@ -85,8 +93,19 @@ impl Job {
             timeout_ms: None,
             notify: None,
             retention_ms: None,
+            priority: 0,
         }
     }
+
+    /// The job at `priority` (higher is handed out first within its pool).
+    pub fn with_priority(mut self, priority: i32) -> Job {
+        self.priority = priority;
+        self
+    }
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
 }
 
 /// Where a live ticket is.
@@ -151,8 +170,8 @@ pub enum Terminal {
 pub enum Op {
     /// A new pending ticket; a live key is a no-op.
     Enqueue(Job),
-    /// The due ticket of `pool` with the lowest `(due_ms, id)` at `now_ms`
-    /// becomes running, leased to `worker` until `lease_until_ms`.
+    /// The due ticket of `pool` with the highest priority, then the lowest
+    /// `(due_ms, id)`, at `now_ms` becomes running, leased to `worker` until `lease_until_ms`.
     Select {
         /// The pool.
         pool: Arc<str>,
@@ -240,8 +259,8 @@ pub struct QueueState {
     /// Boxed: a B-tree moves its values when nodes split and merge, and a
     /// ticket is a few hundred bytes; a box is eight.
     tickets: BTreeMap<TicketId, Box<Ticket>>,
-    /// Pending tickets per pool, ordered by (due_ms, id).
-    pending: BTreeMap<Arc<str>, BTreeSet<(u64, TicketId)>>,
+    /// Pending tickets per pool, ordered by (priority, due_ms, id).
+    pending: BTreeMap<Arc<str>, PendingOrder>,
     /// Running tickets ordered by (lease_until_ms, id).
     leases: BTreeSet<(u64, TicketId)>,
     keys: HashMap<Arc<str>, TicketId>,
@@ -339,20 +358,19 @@ impl QueueState {
             None => PoolCounts::default(),
             Some(set) => PoolCounts {
                 pending: set.len(),
-                due: set.range(..(now_ms.saturating_add(1), 0)).count(),
+                due: set.due_count(now_ms),
             },
         }
     }
 
     /// The earliest due instant of a pending ticket of `pool`.
     pub fn next_due_ms(&self, pool: &str) -> Option<u64> {
-        self.pending.get(pool)?.first().map(|&(due, _)| due)
+        self.pending.get(pool)?.next_due_ms()
     }
 
-    /// The pending ticket of `pool` that the next select would take once it
-    /// is due.
-    pub fn peek_pending(&self, pool: &str) -> Option<&Ticket> {
-        let &(_, id) = self.pending.get(pool)?.first()?;
+    /// The pending ticket of `pool` that a select at `now_ms` would take.
+    pub fn peek_pending(&self, pool: &str, now_ms: u64) -> Option<&Ticket> {
+        let (_, _, id) = self.pending.get(pool)?.first_due(now_ms)?;
         self.tickets.get(&id).map(|t| &**t)
     }
 
@@ -527,13 +545,10 @@ impl QueueState {
         let Some(set) = self.pending.get_mut(pool) else {
             return Applied::NoneDue;
         };
-        let Some(&(due_ms, id)) = set.first() else {
+        let Some((priority, due_ms, id)) = set.first_due(now_ms) else {
             return Applied::NoneDue;
         };
-        if due_ms > now_ms {
-            return Applied::NoneDue;
-        }
-        set.pop_first();
+        set.remove(priority, due_ms, id);
         if set.is_empty() {
             self.pending.remove(pool);
         }
@@ -576,17 +591,17 @@ impl QueueState {
             ticket.tries.deferrals = ticket.tries.deferrals.saturating_add(1);
         }
         ticket.place = Place::Pending { due_ms };
-        let pool = ticket.job.pool.clone();
-        self.pending_of(&pool).insert((due_ms, id));
+        let (pool, priority) = (ticket.job.pool.clone(), ticket.job.priority);
+        self.pending_of(&pool).insert(priority, due_ms, id);
         Applied::Requeued(id)
     }
 
     /// The pending order of `pool`, created when missing. Looks up by
     /// reference first: `entry` would take (and drop) an owned key on
     /// every call, and this is the hottest path of enqueue.
-    fn pending_of(&mut self, pool: &Arc<str>) -> &mut BTreeSet<(u64, TicketId)> {
+    fn pending_of(&mut self, pool: &Arc<str>) -> &mut PendingOrder {
         if !self.pending.contains_key(pool) {
-            self.pending.insert(pool.clone(), BTreeSet::new());
+            self.pending.insert(pool.clone(), PendingOrder::new());
         }
         self.pending.get_mut(pool).expect("inserted above")
     }
@@ -595,7 +610,7 @@ impl QueueState {
         match &ticket.place {
             Place::Pending { due_ms } => {
                 self.pending_of(&ticket.job.pool)
-                    .insert((*due_ms, ticket.id));
+                    .insert(ticket.job.priority, *due_ms, ticket.id);
             }
             Place::Running { lease_until_ms, .. } => {
                 self.leases.insert((*lease_until_ms, ticket.id));
@@ -612,7 +627,7 @@ impl QueueState {
                     .pending
                     .get_mut(pool)
                     .expect("pending ticket's pool is indexed");
-                let removed = set.remove(&(due_ms, id));
+                let removed = set.remove(ticket.job.priority, due_ms, id);
                 debug_assert!(removed, "pending ticket {id} is in its pool's order");
                 if set.is_empty() {
                     self.pending.remove(pool);
@@ -631,7 +646,7 @@ impl QueueState {
     /// [`Self::assert_invariants`].
     #[cfg(debug_assertions)]
     fn assert_invariants_cheap(&self) {
-        let pending: usize = self.pending.values().map(BTreeSet::len).sum();
+        let pending: usize = self.pending.values().map(PendingOrder::len).sum();
         assert_eq!(
             pending + self.leases.len(),
             self.tickets.len(),
@@ -646,7 +661,7 @@ impl QueueState {
 
     /// Checks every invariant; panics naming the broken one.
     pub fn assert_invariants(&self) {
-        let pending: usize = self.pending.values().map(BTreeSet::len).sum();
+        let pending: usize = self.pending.values().map(PendingOrder::len).sum();
         assert_eq!(
             pending + self.leases.len(),
             self.tickets.len(),
@@ -654,10 +669,14 @@ impl QueueState {
         );
         for (pool, set) in &self.pending {
             assert!(!set.is_empty(), "pool {pool} has an empty pending set");
-            for &(due_ms, id) in set {
+            for (priority, due_ms, id) in set.iter() {
                 let ticket = self.tickets.get(&id);
                 assert!(ticket.is_some(), "pending entry {id} names a live ticket");
                 let ticket = ticket.unwrap();
+                assert_eq!(
+                    ticket.job.priority, priority,
+                    "ticket {id} is pending at its own priority"
+                );
                 assert_eq!(
                     &ticket.job.pool, pool,
                     "ticket {id} is pending in its own pool"
@@ -718,6 +737,7 @@ mod tests {
             timeout_ms: None,
             notify: None,
             retention_ms: None,
+            priority: 0,
         }
     }
 
@@ -992,5 +1012,66 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn higher_priority_first_then_fifo() {
+        let mut q = QueueState::new();
+        for (key, prio) in [("a", 0), ("b", 5), ("c", -1), ("d", 5), ("e", 0)] {
+            let _ = q.step(&Op::Enqueue(job(key, "p", 0).with_priority(prio)));
+        }
+        // A higher priority that is not due does not hold the others back.
+        let _ = q.step(&Op::Enqueue(job("late", "p", 50).with_priority(9)));
+        assert_eq!(q.peek_pending("p", 0).map(|t| &*t.job.key), Some("b"));
+        let mut order = Vec::new();
+        while let Applied::Selected(id) = q.step(&select("p", 10)) {
+            order.push(q.ticket(id).unwrap().job.key.to_string());
+        }
+        assert_eq!(order, ["b", "d", "a", "e", "c"]);
+        assert_eq!(q.next_due_ms("p"), Some(50));
+        // A requeued ticket goes back at its priority.
+        let b = q.by_key("b").unwrap().id;
+        let _ = q.step(&Op::Requeue { id: b, due_ms: 20 });
+        let late = q.by_key("late").unwrap().id;
+        assert_eq!(q.step(&select("p", 60)), Applied::Selected(late));
+        assert_eq!(q.step(&select("p", 60)), Applied::Selected(b));
+        q.assert_invariants();
+    }
+
+    #[test]
+    fn a_job_journaled_before_priorities_reads_priority_zero() {
+        /// A job as weir wrote it before `priority` existed.
+        #[derive(Serialize)]
+        struct OldJob<'a> {
+            key: &'a str,
+            task: &'a str,
+            pool: &'a str,
+            due_ms: u64,
+        }
+        let bytes = crate::codec::encode(&Op::Enqueue(job("k", "p", 3))).unwrap();
+        assert!(
+            !bytes.windows(8).any(|w| w == b"priority"),
+            "priority 0 stays out of the encoding"
+        );
+        #[derive(Serialize)]
+        enum OldOp<'a> {
+            Enqueue(OldJob<'a>),
+        }
+        let old = crate::codec::encode(&OldOp::Enqueue(OldJob {
+            key: "k",
+            task: "t",
+            pool: "p",
+            due_ms: 3,
+        }))
+        .unwrap();
+        let Op::Enqueue(j) = crate::codec::decode::<Op>(&old).unwrap() else {
+            panic!("an enqueue");
+        };
+        assert_eq!(j.priority, 0);
+        let high = crate::codec::encode(&Op::Enqueue(job("k", "p", 3).with_priority(-7))).unwrap();
+        let Op::Enqueue(j) = crate::codec::decode::<Op>(&high).unwrap() else {
+            panic!("an enqueue");
+        };
+        assert_eq!(j.priority, -7);
     }
 }

@@ -133,6 +133,10 @@ pub async fn open_engine_with(
     );
     let http = crate::task::http::HttpTask::new().map_err(Failure::store)?;
     builder = builder.task(crate::task::http::HTTP_TASK, Arc::new(http));
+    builder = builder.task(
+        crate::task::notify::NOTIFY_TASK,
+        Arc::new(crate::task::notify::NotifyTask),
+    );
     let engine = builder.open().await.map_err(|e| match e {
         EngineError::Settings(s) => Failure::input(s),
         other => Failure::store(other.to_string()),

@@ -239,6 +239,21 @@ fn print_run(run: &RunDetail) {
         table::time(Some(run.requested_at_ms)),
         table::time(run.settled_at_ms)
     ));
+    if !run.params.is_empty() {
+        let shown: Vec<String> = run
+            .params
+            .iter()
+            .map(|(k, v)| {
+                let v = table::first_line(Some(v), 60);
+                if v.is_empty() || v.contains(|c: char| c.is_whitespace() || c == '"') {
+                    format!("{k}={v:?}")
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect();
+        out(&format!("params {}", shown.join("  ")));
+    }
     // Hand-outs a breaker deferred are not attempts: shown apart, in their
     // own column, when any node has some.
     let deferred = run.nodes.iter().any(|n| n.deferrals > 0);

@@ -1,9 +1,13 @@
 //! The command task: a node that runs a program.
 //!
-//! The command is an argv array, never a shell string. `{graph}`,
-//! `{partition}`, `{node}`, `{attempt}` and `{run_id}` are substituted inside
-//! arguments as literal text, so a key or partition can never inject a
-//! command. The environment carries WEIR_GRAPH, WEIR_PARTITION, WEIR_NODE,
+//! The command is an argv array, never a shell string. Templates in its
+//! elements and in its env values (`{partition}`, `{partition.start}`,
+//! `{upstream.NODE.output.a.b}`, `{params.NAME}`, …: see
+//! [`weir_core::template`]) are rendered at each attempt from the ticket's
+//! payload as literal text, one argv element each, so a key, a partition
+//! or an upstream's output can never inject a command; a reference that
+//! cannot be rendered (a JSON path missing from an output) fails the
+//! attempt without retry, naming the template. The environment carries WEIR_GRAPH, WEIR_PARTITION, WEIR_NODE,
 //! WEIR_ATTEMPT, WEIR_RUN_ID, WEIR_UPSTREAMS (the path of a JSON file with
 //! the upstream records and outputs), WEIR_OUTPUT (a path whose content,
 //! at most `OUTPUT_BYTES_MAX`, becomes the node's output) and WEIR_DATA (a
@@ -29,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use weir_actors::scheduler::records::TaskInput;
 use weir_actors::task::{Task, TaskContext, TaskError, TaskResult};
+use weir_core::template::{Escape, Place, Scope, Template, ARG_BYTES_MAX};
 
 use crate::logs::{AttemptEnd, AttemptLog, LogLimits, LogPaths, LogSink, Outcome, Stream};
 
@@ -97,27 +102,32 @@ impl std::fmt::Debug for RemoteSide {
     }
 }
 
-/// `{name}` placeholders replaced by their values, in one pass, so a value
-/// that itself holds `{…}` is never expanded again.
-pub fn substitute(arg: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(arg.len());
-    let mut rest = arg;
-    'outer: while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open..];
-        for (name, value) in vars {
-            let token = format!("{{{name}}}");
-            if after.starts_with(&token) {
-                out.push_str(value);
-                rest = &after[token.len()..];
-                continue 'outer;
-            }
+/// Renders `texts` (argv elements, or env values) as templates in
+/// `scope`: one string per text, each at most an argument's length and
+/// without a NUL. A failure is permanent (the same payload renders the
+/// same way), named by `who` (`node load`), `field` and the element's
+/// place.
+pub fn render_args<'t>(
+    who: &str,
+    field: &str,
+    texts: impl IntoIterator<Item = (String, &'t String)>,
+    scope: &Scope<'_>,
+) -> Result<Vec<String>, TaskError> {
+    let mut out = Vec::new();
+    for (at, text) in texts {
+        let fail = |e: String| TaskError::Permanent(format!("{who}: {field}{at}: {e}"));
+        let t = Template::parse(text, Place::Command).map_err(|e| fail(e.to_string()))?;
+        let v = t
+            .render(scope, Escape::None, ARG_BYTES_MAX)
+            .map_err(|e| fail(e.to_string()))?;
+        if v.contains('\0') {
+            return Err(fail(format!(
+                "template {text:?} renders to text holding a NUL byte, which no argument or variable can hold"
+            )));
         }
-        out.push('{');
-        rest = &after[1..];
+        out.push(v);
     }
-    out.push_str(rest);
-    out
+    Ok(out)
 }
 
 /// Kills a process group when dropped (the attempt timed out and its
@@ -252,14 +262,36 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
     })?;
 
     let attempt = ctx.attempt.to_string();
-    let vars: [(&str, &str); 5] = [
-        ("graph", &input.graph),
-        ("partition", &input.partition),
-        ("node", &input.node),
-        ("attempt", &attempt),
-        ("run_id", &ctx.key),
-    ];
-    let argv: Vec<String> = config.argv.iter().map(|a| substitute(a, &vars)).collect();
+    let (argv, env) = {
+        let scope = input.scope(ctx.attempt, &ctx.key);
+        let who = format!("node {}", input.node);
+        let argv = render_args(
+            &who,
+            "command",
+            config
+                .argv
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (format!("[{i}]"), a)),
+            &scope,
+        );
+        let values = render_args(
+            &who,
+            "env",
+            config.env.iter().map(|(k, v)| (format!(".{k}"), v)),
+            &scope,
+        );
+        (argv, values)
+    };
+    let (argv, env) = match (argv, env) {
+        (Ok(a), Ok(e)) => (a, e),
+        (Err(e), _) | (_, Err(e)) => {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+            tracing::warn!(run_id = %ctx.key, attempt = ctx.attempt, error = %e, "command not rendered");
+            return Err(e);
+        }
+    };
+    let env: Vec<(&String, String)> = config.env.keys().zip(env).collect();
     let work = remote.as_ref().and_then(|r| (r.work)()).unwrap_or(work);
     tokio::fs::create_dir_all(&work).await.map_err(|e| {
         TaskError::Retryable(format!(
@@ -276,7 +308,7 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&cwd)
-        .envs(&config.env)
+        .envs(env)
         .env("WEIR_GRAPH", &input.graph)
         .env("WEIR_PARTITION", &input.partition)
         .env("WEIR_NODE", &input.node)
@@ -425,13 +457,12 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
 mod tests {
     use super::*;
 
+    /// The five names templates always had render as they did: literal,
+    /// in one pass, anything else left as written.
     #[test]
     fn substitution_is_literal_and_single_pass() {
-        let vars = [
-            ("graph", "g"),
-            ("partition", "key=a;rm -rf x {node}"),
-            ("node", "n"),
-        ];
+        let params = BTreeMap::new();
+        let scope = Scope::new("g", "key=a;rm -rf x {node}", "n", 1, "r", &params);
         let cases = [
             ("{graph}", "g"),
             ("--p={partition}", "--p=key=a;rm -rf x {node}"),
@@ -442,7 +473,16 @@ mod tests {
             ("é{node}ü", "énü"),
         ];
         for (i, (arg, want)) in cases.iter().enumerate() {
-            assert_eq!(substitute(arg, &vars), *want, "#{i}: {arg}");
+            let arg = arg.to_string();
+            let got =
+                render_args("node n", "command", [("[0]".to_string(), &arg)], &scope).unwrap();
+            assert_eq!(got, vec![want.to_string()], "#{i}: {arg}");
         }
+        let bad = "{upstream.x.output}".to_string();
+        let e = render_args("node n", "command", [("[2]".to_string(), &bad)], &scope).unwrap_err();
+        assert!(
+            matches!(&e, TaskError::Permanent(m) if m.contains("node n: command[2]: template \"{upstream.x.output}\"")),
+            "{e}"
+        );
     }
 }
