@@ -235,6 +235,14 @@ pub enum ToEngine {
         /// The worker.
         worker_id: String,
     },
+    /// Several messages of one worker, in order (what it had to say while
+    /// its link was busy: one frame instead of many).
+    Batch {
+        /// The worker.
+        worker_id: String,
+        /// The messages, none of them a join or a batch.
+        messages: Vec<ToEngine>,
+    },
 }
 
 impl ToEngine {
@@ -249,7 +257,8 @@ impl ToEngine {
             | ToEngine::Defer { worker_id, .. }
             | ToEngine::Holding { worker_id, .. }
             | ToEngine::Log { worker_id, .. }
-            | ToEngine::Leave { worker_id } => worker_id,
+            | ToEngine::Leave { worker_id }
+            | ToEngine::Batch { worker_id, .. } => worker_id,
         }
     }
 }
@@ -285,6 +294,8 @@ pub enum ToWorker {
         /// (ticket, attempt).
         ids: Vec<(TicketId, u32)>,
     },
+    /// Several messages, in order (none a batch).
+    Batch(Vec<ToWorker>),
     /// The engine declared this worker lost (it was silent past its lease,
     /// or the engine does not know it): its attempts were requeued. It
     /// drops them and joins again.

@@ -182,7 +182,7 @@ async fn scaling(
         .map(|i| spawn_worker(&join, cookie, &format!("bw{i}"), WORKER_SLOTS))
         .collect::<Result<_, _>>()?;
     wait_joined(&engine, workers).await?;
-    let per_slot = if quick { 10 } else { 40 };
+    let per_slot = if quick { 20 } else { 100 };
     let jobs = workers * WORKER_SLOTS as usize * per_slot;
     let rate = drain(
         &engine,

@@ -58,6 +58,9 @@ pub enum FromWorker {
     },
     /// The worker reconnected: where its link is now.
     Relink(ActorRef<LinkMsg>),
+    /// Send the outbox (cast by the proxy to itself when the outbox gets
+    /// its first message, so the grants of one queue batch go as one).
+    Flush,
 }
 
 /// The proxy actor.
@@ -112,6 +115,8 @@ pub struct ProxyState {
     running: HashMap<TicketId, (u32, Option<Arc<str>>)>,
     unacked: BTreeMap<(TicketId, u32), Unacked>,
     pinned: HashMap<(TicketId, u32), BlobRef>,
+    /// Messages for the worker not sent yet.
+    outbox: Vec<ToWorker>,
 }
 
 impl Actor for ProxyActor {
@@ -141,6 +146,7 @@ impl Actor for ProxyActor {
             running: HashMap::new(),
             unacked: BTreeMap::new(),
             pinned: HashMap::new(),
+            outbox: Vec::new(),
         })
     }
 
@@ -216,11 +222,24 @@ impl ProxyState {
         }
     }
 
-    fn to_worker(&self, msg: ToWorker) {
+    fn to_worker(&mut self, msg: ToWorker) {
+        self.outbox.push(msg);
+        if self.outbox.len() == 1 {
+            let _ = self.me.cast(PoolMsg::Remote(FromWorker::Flush));
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut messages = std::mem::take(&mut self.outbox);
+        let msg = match messages.len() {
+            0 => return,
+            1 => messages.pop().expect("one"),
+            _ => ToWorker::Batch(messages),
+        };
         if self.link.cast(LinkMsg::Wire(msg)).is_err() {
             // The connection is down; the worker resends what matters when
             // it is back, and its lease covers the rest.
-            tracing::debug!(worker = %self.worker_id, "worker unreachable; message dropped");
+            tracing::debug!(worker = %self.worker_id, "worker unreachable; messages dropped");
         }
     }
 
@@ -274,8 +293,11 @@ impl ProxyState {
         self.running.insert(id, (attempt, grant.job.target.clone()));
         let link = self.link.clone();
         let pool = self.pool.to_string();
-        if grant.job.notify.is_none() {
-            let _ = link.cast(LinkMsg::Wire(ToWorker::Run { pool, grant }));
+        let has_blobs = grant.job.notify.is_some()
+            && weir_core::codec::decode::<crate::scheduler::records::TaskInput>(&grant.job.payload)
+                .is_ok_and(|i| i.upstreams.values().any(|u| u.output_blob.is_some()));
+        if !has_blobs {
+            self.to_worker(ToWorker::Run { pool, grant });
             return;
         }
         // A graph node: its upstreams' outputs travel in the grant, read
@@ -382,6 +404,7 @@ impl ProxyState {
                 self.credit(1);
             }
             FromWorker::Relink(link) => self.link = link,
+            FromWorker::Flush => self.flush(),
         }
     }
 
