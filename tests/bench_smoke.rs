@@ -68,3 +68,13 @@ fn api_quick_prints_its_result_line() {
         ],
     );
 }
+
+#[test]
+fn cluster_quick_prints_its_result_line() {
+    let line = last_line("cluster");
+    assert_keys(
+        &line,
+        "cluster",
+        &["eff_1", "eff_2", "eff_4", "remote_ratio", "requeue_ms"],
+    );
+}
