@@ -40,6 +40,13 @@ use crate::store::{BlobRef, Store, BLOB_INLINE_BYTES_MAX};
 use crate::supervisor::SupervisorMsg;
 use crate::task::{TaskContext, TaskError, TaskRegistry};
 
+/// An attempt running this long is marked started in the queue's journal:
+/// a crash after that costs the attempt, one before it gives the hand-out
+/// back (bounded; see weir-core's `orphans`). Attempts that end sooner are
+/// never marked, so fast tasks journal nothing more.
+pub const START_MARK_AFTER_MS: u64 = 50;
+/// How often a pool looks for attempts to mark started.
+pub const START_SWEEP_MS: u64 = 25;
 /// How long a pool waits for its breaker's answer before it defers.
 pub const BREAKER_CALL_MS: u64 = 5_000;
 /// How long a ticket waits when its breaker could not be asked.
@@ -70,6 +77,9 @@ pub enum PoolMsg {
     },
     /// Cancel the running attempt of a ticket.
     Cancel(TicketId),
+    /// Timer: tell the queue of attempts running for
+    /// [`START_MARK_AFTER_MS`] that they started.
+    MarkStarted,
     /// The queue made these reports durable.
     Acked(Vec<(TicketId, u32)>),
     /// The queue restarted: grant credit again and resend reports.
@@ -170,6 +180,9 @@ struct Running {
     attempt: u32,
     cancel: CancellationToken,
     target: Option<Arc<str>>,
+    started_ms: u64,
+    /// Whether the queue was told the attempt started.
+    marked: bool,
 }
 
 /// Its state.
@@ -234,6 +247,9 @@ impl Actor for PoolActor {
         state: &mut PoolState,
     ) -> Result<(), ActorProcessingErr> {
         state.grant_credit(&myself);
+        myself.send_interval(Duration::from_millis(START_SWEEP_MS), || {
+            PoolMsg::MarkStarted
+        });
         Ok(())
     }
 
@@ -290,6 +306,7 @@ impl Actor for PoolActor {
                 }
             }
             PoolMsg::QueueRestarted => state.reregister(),
+            PoolMsg::MarkStarted => state.mark_started(),
             PoolMsg::Reset => state.reset(),
             PoolMsg::Resize(capacity) => {
                 let before = state.units.capacity();
@@ -350,6 +367,7 @@ impl PoolState {
                         until_ms,
                     },
                     PoolUp::Holding { held } => QueueMsg::Holding { worker_id, held },
+                    PoolUp::Started { id, attempt } => QueueMsg::Started { id, attempt },
                 };
                 match ActorRef::<QueueMsg>::where_is(names.queue()) {
                     Some(q) => {
@@ -416,6 +434,23 @@ impl PoolState {
         self.outstanding = 0;
     }
 
+    /// Tells the queue which attempts have run for [`START_MARK_AFTER_MS`].
+    fn mark_started(&mut self) {
+        let now = self.clock.now_ms();
+        let due: Vec<(TicketId, u32)> = self
+            .running
+            .iter_mut()
+            .filter(|(_, r)| !r.marked && now.saturating_sub(r.started_ms) >= START_MARK_AFTER_MS)
+            .map(|(id, r)| {
+                r.marked = true;
+                (*id, r.attempt)
+            })
+            .collect();
+        for (id, attempt) in due {
+            self.send_up(PoolUp::Started { id, attempt });
+        }
+    }
+
     /// Grants the queue the free slots not yet granted.
     fn grant_credit(&mut self, _myself: &ActorRef<PoolMsg>) {
         let free = self.units.free();
@@ -458,15 +493,17 @@ impl PoolState {
             }
         }
         let cancel = CancellationToken::new();
+        let started_ms = self.clock.now_ms();
         self.running.insert(
             id,
             Running {
                 attempt,
                 cancel: cancel.clone(),
                 target: job.target.clone(),
+                started_ms,
+                marked: false,
             },
         );
-        let started_ms = self.clock.now_ms();
         let task = self.tasks.find(&job.task);
         let ctx = TaskContext {
             key: job.key.clone(),
@@ -641,6 +678,13 @@ pub enum PoolUp {
         attempt: u32,
         /// When it may run.
         until_ms: u64,
+    },
+    /// An attempt's task has been running a while.
+    Started {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
     },
     /// The tickets it runs or has unacknowledged reports for.
     Holding {

@@ -211,6 +211,17 @@ pub enum ToEngine {
         /// When it may run.
         until_ms: u64,
     },
+    /// An attempt's task has been running a while (a crash now costs it).
+    Started {
+        /// The worker.
+        worker_id: String,
+        /// The pool.
+        pool: String,
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
+    },
     /// A pool registers afresh (after a welcome): the tickets it runs or
     /// has unacknowledged reports for. A grant the engine handed out that
     /// is not among them never arrived and is pending again, no attempt
@@ -256,6 +267,7 @@ impl ToEngine {
             | ToEngine::Report { worker_id, .. }
             | ToEngine::Defer { worker_id, .. }
             | ToEngine::Holding { worker_id, .. }
+            | ToEngine::Started { worker_id, .. }
             | ToEngine::Log { worker_id, .. }
             | ToEngine::Leave { worker_id }
             | ToEngine::Batch { worker_id, .. } => worker_id,

@@ -29,7 +29,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
-use weir_core::queue::{Applied, Job, Op, Place, QueueState, Terminal, TicketId};
+use weir_core::queue::{Applied, Job, Op, Orphan, Place, QueueState, Terminal, TicketId};
 use weir_core::retry::{AttemptOutcome, Plan};
 
 use crate::clock::Clock;
@@ -319,6 +319,14 @@ pub enum QueueMsg {
         /// Its tickets.
         held: Vec<TicketId>,
     },
+    /// A worker says an attempt's task has been running a while: from now
+    /// on a crash costs the attempt (see weir-core's `orphans`).
+    Started {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
+    },
     /// A worker died: its running tickets are requeued as failed attempts.
     WorkerGone {
         /// The worker.
@@ -586,15 +594,23 @@ impl Actor for QueueActor {
                 let rng = &mut state.rng;
                 state.q.orphans(now, || rand::Rng::gen(rng))
             };
-            for (op, plan) in orphans {
-                state.apply_attempt_end(
-                    op,
-                    plan,
-                    None,
-                    "the process running the attempt died".into(),
-                    now,
-                    None,
-                );
+            for orphan in orphans {
+                match orphan {
+                    Orphan::Ran(op, plan) => state.apply_attempt_end(
+                        op,
+                        plan,
+                        None,
+                        "the process running the attempt died".into(),
+                        now,
+                        None,
+                    ),
+                    Orphan::Unstarted(op) => {
+                        let id = op_id(&op);
+                        let key = state.q.ticket(id).map(|t| t.job.key.clone());
+                        let _ = state.step(op);
+                        tracing::info!(key = ?key, id, "a hand-out whose task had not started when the process died is given back; no attempt spent");
+                    }
+                }
             }
             state.flush_inline().await?;
         } else {
@@ -674,6 +690,10 @@ impl Actor for QueueActor {
             } => state.defer(worker_id, id, attempt, until_ms),
             QueueMsg::WorkerGone { worker_id } => state.worker_gone(&worker_id),
             QueueMsg::Holding { worker_id, held } => state.holding(&worker_id, held),
+            QueueMsg::Started { id, attempt } => {
+                // Journaled with the next batch; nothing waits for it.
+                let _ = state.step(Op::Start { id, attempt });
+            }
             QueueMsg::Pause(paused) => {
                 state.paused = paused;
                 tracing::info!(paused, "queue dispatch paused");
@@ -740,7 +760,8 @@ impl QueueState_ {
             | Applied::Completed(id, _)
             | Applied::Cancelled(id)
             | Applied::Requeued(id)
-            | Applied::Extended(id) => {
+            | Applied::Extended(id)
+            | Applied::Started(id) => {
                 self.dirty.insert(id);
                 self.open.commit.ops.push(op);
             }
@@ -1638,7 +1659,9 @@ fn op_id(op: &Op) -> TicketId {
         | Op::Cancel { id }
         | Op::Requeue { id, .. }
         | Op::Defer { id, .. }
-        | Op::Extend { id, .. } => *id,
+        | Op::Extend { id, .. }
+        | Op::Start { id, .. }
+        | Op::Orphaned { id, .. } => *id,
         Op::Enqueue(_) | Op::Select { .. } => u64::MAX,
     }
 }

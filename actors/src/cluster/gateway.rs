@@ -682,6 +682,9 @@ impl GatewayState {
                 },
             ),
             ToEngine::Holding { pool, held, .. } => (pool, PoolUp::Holding { held }),
+            ToEngine::Started {
+                pool, id, attempt, ..
+            } => (pool, PoolUp::Started { id, attempt }),
             ToEngine::Join(_) | ToEngine::Log { .. } | ToEngine::Batch { .. } => return,
         };
         match w.proxies.get(&pool) {

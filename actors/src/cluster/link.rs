@@ -670,6 +670,12 @@ impl LinkState {
                 pool,
                 held,
             },
+            PoolUp::Started { id, attempt } => ToEngine::Started {
+                worker_id,
+                pool,
+                id,
+                attempt,
+            },
         };
         // Not joined: dropped; the pools register again on the welcome.
         let _ = self.send(msg);

@@ -171,7 +171,7 @@ impl Actor for ProxyActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             PoolMsg::Run(grant) => state.run(grant).await,
-            PoolMsg::Cancel(id) => state.to_worker(ToWorker::Cancel {
+            PoolMsg::Cancel(id) => state.send_worker(ToWorker::Cancel {
                 pool: state.pool.to_string(),
                 id,
             }),
@@ -182,7 +182,7 @@ impl Actor for ProxyActor {
                         state.store.unpin_blob(&blob);
                     }
                 }
-                state.to_worker(ToWorker::Acked {
+                state.send_worker(ToWorker::Acked {
                     pool: state.pool.to_string(),
                     ids,
                 });
@@ -200,7 +200,7 @@ impl Actor for ProxyActor {
                 });
             }
             // A remote pool's capacity is its worker's (`--pool NAME=SLOTS`).
-            PoolMsg::Resize(_) | PoolMsg::Reset => {}
+            PoolMsg::Resize(_) | PoolMsg::Reset | PoolMsg::MarkStarted => {}
             PoolMsg::Ended { .. } => {
                 tracing::warn!(worker = %state.worker_id, "an attempt's end reached a proxy; dropped");
             }
@@ -222,7 +222,7 @@ impl ProxyState {
         }
     }
 
-    fn to_worker(&mut self, msg: ToWorker) {
+    fn send_worker(&mut self, msg: ToWorker) {
         self.outbox.push(msg);
         if self.outbox.len() == 1 {
             let _ = self.me.cast(PoolMsg::Remote(FromWorker::Flush));
@@ -297,7 +297,7 @@ impl ProxyState {
             && weir_core::codec::decode::<crate::scheduler::records::TaskInput>(&grant.job.payload)
                 .is_ok_and(|i| i.upstreams.values().any(|u| u.output_blob.is_some()));
         if !has_blobs {
-            self.to_worker(ToWorker::Run { pool, grant });
+            self.send_worker(ToWorker::Run { pool, grant });
             return;
         }
         // A graph node: its upstreams' outputs travel in the grant, read
@@ -383,6 +383,9 @@ impl ProxyState {
                 } else {
                     self.report(report);
                 }
+            }
+            FromWorker::Up(PoolUp::Started { id, attempt }) => {
+                self.to_queue(QueueMsg::Started { id, attempt });
             }
             FromWorker::Kept(report) => self.report(report),
             FromWorker::Unresolved { id, attempt, error } => {
