@@ -45,8 +45,6 @@ use crate::task::{TaskContext, TaskError, TaskRegistry};
 /// back (bounded; see weir-core's `orphans`). Attempts that end sooner are
 /// never marked, so fast tasks journal nothing more.
 pub const START_MARK_AFTER_MS: u64 = 50;
-/// How often a pool looks for attempts to mark started.
-pub const START_SWEEP_MS: u64 = 25;
 /// How long a pool waits for its breaker's answer before it defers.
 pub const BREAKER_CALL_MS: u64 = 5_000;
 /// How long a ticket waits when its breaker could not be asked.
@@ -188,6 +186,8 @@ struct Running {
 /// Its state.
 pub struct PoolState {
     me: ActorRef<PoolMsg>,
+    /// Whether a [`PoolMsg::MarkStarted`] timer is armed.
+    mark_armed: bool,
     pool: Arc<str>,
     worker_id: Arc<str>,
     units: PoolUnits,
@@ -220,6 +220,7 @@ impl Actor for PoolActor {
         tracing::info!(pool = %args.pool, worker = %args.worker_id, capacity = args.capacity, "pool worker started");
         Ok(PoolState {
             me: myself,
+            mark_armed: false,
             pool: args.pool,
             worker_id: args.worker_id,
             units: PoolUnits::new(args.capacity),
@@ -247,9 +248,6 @@ impl Actor for PoolActor {
         state: &mut PoolState,
     ) -> Result<(), ActorProcessingErr> {
         state.grant_credit(&myself);
-        myself.send_interval(Duration::from_millis(START_SWEEP_MS), || {
-            PoolMsg::MarkStarted
-        });
         Ok(())
     }
 
@@ -434,8 +432,34 @@ impl PoolState {
         self.outstanding = 0;
     }
 
+    /// Arms the timer of [`PoolMsg::MarkStarted`] for the attempt that
+    /// reaches [`START_MARK_AFTER_MS`] first, unless one is armed. A timer
+    /// only while attempts run: an idle pool arms none (paused-time tests
+    /// jump straight to their next instant).
+    fn arm_mark(&mut self) {
+        if self.mark_armed {
+            return;
+        }
+        let now = self.clock.now_ms();
+        let Some(first) = self
+            .running
+            .values()
+            .filter(|r| !r.marked)
+            .map(|r| r.started_ms + START_MARK_AFTER_MS)
+            .min()
+        else {
+            return;
+        };
+        self.mark_armed = true;
+        self.me.send_after(
+            Duration::from_millis(first.saturating_sub(now).max(1)),
+            || PoolMsg::MarkStarted,
+        );
+    }
+
     /// Tells the queue which attempts have run for [`START_MARK_AFTER_MS`].
     fn mark_started(&mut self) {
+        self.mark_armed = false;
         let now = self.clock.now_ms();
         let due: Vec<(TicketId, u32)> = self
             .running
@@ -449,6 +473,7 @@ impl PoolState {
         for (id, attempt) in due {
             self.send_up(PoolUp::Started { id, attempt });
         }
+        self.arm_mark();
     }
 
     /// Grants the queue the free slots not yet granted.
@@ -504,6 +529,7 @@ impl PoolState {
                 marked: false,
             },
         );
+        self.arm_mark();
         let task = self.tasks.find(&job.task);
         let ctx = TaskContext {
             key: job.key.clone(),
