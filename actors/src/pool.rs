@@ -657,7 +657,7 @@ impl PoolState {
         if let (Some(target), Some(breakers)) = (&running.target, &self.breakers) {
             breakers.record(target, outcome);
         }
-        let report = Report {
+        let mut report = Report {
             worker_id: self.worker_id.clone(),
             id,
             attempt,
@@ -666,6 +666,7 @@ impl PoolState {
             output_blob: output_blob.clone(),
             error,
             retry_after_ms,
+            regrant: 0,
             started_ms,
             finished_ms: self.clock.now_ms(),
         };
@@ -673,8 +674,15 @@ impl PoolState {
             self.pinned.insert((id, attempt), blob);
         }
         tracing::debug!(id, attempt, ?outcome, worker = %self.worker_id, "attempt ended");
+        // Kept without the regrant: a resend follows a fresh registration.
         self.unacked
             .insert((id, attempt), Unacked::Report(report.clone()));
+        // The freed slot goes back with the report, not in a Credit of its
+        // own: one commit completes this ticket and selects the next.
+        if self.units.free() > self.outstanding {
+            self.outstanding += 1;
+            report.regrant = 1;
+        }
         self.send_up(PoolUp::Report(report));
     }
 }

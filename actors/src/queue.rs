@@ -155,6 +155,13 @@ pub struct Report {
     /// The least wait before a retry (a server's `Retry-After`), if any.
     #[serde(default)]
     pub retry_after_ms: Option<u64>,
+    /// Slots the worker grants back with this report (the one the attempt
+    /// held, when it takes another ticket): the queue can then complete this
+    /// ticket and hand the slot its next one in the same durable commit,
+    /// where a separate Credit would cost a commit of its own. 0 in a resent
+    /// report (the worker registered its credit afresh).
+    #[serde(default)]
+    pub regrant: u32,
     /// When it started.
     pub started_ms: u64,
     /// When it ended.
@@ -1123,6 +1130,15 @@ impl QueueState_ {
 
     fn report(&mut self, r: Report) {
         self.awaiting_reports = self.awaiting_reports.saturating_sub(1);
+        if r.regrant > 0 {
+            if let Some(w) = self.workers.get_mut(&r.worker_id) {
+                w.credit += u64::from(r.regrant);
+                let list = self.by_pool.entry(w.pool.clone()).or_default();
+                if !list.contains(&r.worker_id) {
+                    list.push(r.worker_id.clone());
+                }
+            }
+        }
         let now = self.clock.now_ms();
         self.open
             .effects

@@ -273,8 +273,11 @@ impl ProxyState {
             self.pinned
                 .insert((report.id, report.attempt), blob.clone());
         }
+        // Kept without the regrant: a resend follows a fresh registration.
+        let mut kept = report.clone();
+        kept.regrant = 0;
         self.unacked
-            .insert((report.id, report.attempt), Unacked::Report(report.clone()));
+            .insert((report.id, report.attempt), Unacked::Report(kept));
         self.to_queue(QueueMsg::Report(report));
     }
 
@@ -358,6 +361,9 @@ impl ProxyState {
                 self.defer(id, attempt, until_ms);
             }
             FromWorker::Up(PoolUp::Report(report)) => {
+                // The slot the worker grants back with it is credit the
+                // queue will hold.
+                self.granted = self.granted.saturating_add(report.regrant);
                 if let Some((_, Some(target))) = self.running.remove(&report.id) {
                     self.breakers.record(&target, report.outcome);
                 }
@@ -400,6 +406,7 @@ impl ProxyState {
                     output_blob: None,
                     error: Some(error),
                     retry_after_ms: None,
+                    regrant: 0,
                     started_ms: now,
                     finished_ms: now,
                 });
