@@ -9,6 +9,7 @@ mod core;
 mod crash;
 pub mod drain;
 pub mod graphs;
+mod growth;
 pub mod keys;
 mod latency;
 pub mod readiness;
@@ -42,7 +43,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster",
+    "validate", "api", "cluster", "growth",
 ];
 
 /// Runs a scenario.
@@ -61,6 +62,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "recovery" => recovery::run(quick),
         "crash" => crash::run(quick),
         "validate" => validate::run(quick),
+        "growth" => growth::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }
