@@ -41,6 +41,7 @@ pub fn command_engine(data: &Path, slots: u32) -> EngineBuilder {
                 work: data.join("work"),
                 logs: None,
                 log_limits: Default::default(),
+                remote: None,
             }),
         )
         .task(NOTIFY_TASK, Arc::new(NotifyTask))
