@@ -66,6 +66,11 @@ impl Names {
         format!("{}.gateway", self.prefix)
     }
 
+    /// The assets actor.
+    pub fn assets(&self) -> String {
+        format!("{}.assets", self.prefix)
+    }
+
     /// The trigger of `graph`.
     pub fn trigger(&self, graph: &str) -> String {
         format!("{}.trigger.{graph}", self.prefix)

@@ -30,7 +30,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use weir_core::queue::{Applied, Job, Op, Place, QueueState, Terminal, TicketId};
-use weir_core::retry::{AttemptOutcome, Plan};
+use weir_core::retry::{AttemptOutcome, Plan, Stop};
 
 use crate::clock::Clock;
 use crate::done::{dead_key, done_key, DeadRecord, DoneRecord, DoneStatus};
@@ -274,6 +274,9 @@ pub enum QueueMsg {
     Enqueue(Vec<Job>, RpcReplyPort<Vec<Result<Enqueued, String>>>),
     /// Cancels the live ticket of a key; answers when durable.
     Cancel(String, RpcReplyPort<Cancelled>),
+    /// Cancels the live tickets of keys (a mapped node's members); one
+    /// answer per key, in order, when durable.
+    CancelMany(Vec<String>, RpcReplyPort<Vec<Cancelled>>),
     /// Requeues the dead letter of a plain job (a fresh ticket, tries
     /// starting over); answers when durable. `Live` when the key is live
     /// again already; an error names a key without a letter.
@@ -352,6 +355,7 @@ enum Effect {
         Vec<Result<Enqueued, String>>,
     ),
     Cancelled(RpcReplyPort<Cancelled>, Cancelled),
+    CancelledMany(RpcReplyPort<Vec<Cancelled>>, Vec<Cancelled>),
     RequeuedDead(
         RpcReplyPort<Result<Enqueued, String>>,
         Result<Enqueued, String>,
@@ -653,6 +657,7 @@ impl Actor for QueueActor {
         match msg {
             QueueMsg::Enqueue(jobs, reply) => state.enqueue(jobs, reply),
             QueueMsg::Cancel(key, reply) => state.cancel(&key, reply),
+            QueueMsg::CancelMany(keys, reply) => state.cancel_many(keys, reply),
             QueueMsg::RequeueDead(key, reply) => state.requeue_dead(&key, reply),
             QueueMsg::Credit {
                 worker,
@@ -799,7 +804,19 @@ impl QueueState_ {
     }
 
     fn cancel(&mut self, key: &str, reply: RpcReplyPort<Cancelled>) {
-        let answer = match self
+        let answer = self.cancel_one(key);
+        self.open.effects.push(Effect::Cancelled(reply, answer));
+    }
+
+    fn cancel_many(&mut self, keys: Vec<String>, reply: RpcReplyPort<Vec<Cancelled>>) {
+        let answers = keys.iter().map(|k| self.cancel_one(k)).collect();
+        self.open
+            .effects
+            .push(Effect::CancelledMany(reply, answers));
+    }
+
+    fn cancel_one(&mut self, key: &str) -> Cancelled {
+        match self
             .q
             .by_key(key)
             .map(|t| (t.id, t.place.clone(), t.attempts(), t.tries, t.job.clone()))
@@ -827,6 +844,8 @@ impl QueueState_ {
                     first_due_ms: tries.first_due_ms,
                     started_ms: self.started.remove(&id),
                     finished_ms: now,
+                    pokes: tries.pokes,
+                    members: None,
                 };
                 self.record_done(&job, record);
                 tracing::info!(key, id, "ticket cancelled");
@@ -841,8 +860,7 @@ impl QueueState_ {
                     Cancelled::Unknown
                 }
             }
-        };
-        self.open.effects.push(Effect::Cancelled(reply, answer));
+        }
     }
 
     /// Adds the done record of `job` to the open batch, with its expiry
@@ -1160,6 +1178,7 @@ impl QueueState_ {
                 let status = match terminal {
                     Terminal::Succeeded => DoneStatus::Succeeded,
                     Terminal::Failed => DoneStatus::Failed,
+                    Terminal::Skipped => DoneStatus::Skipped,
                 };
                 let failures = tries.failures + u32::from(status == DoneStatus::Failed);
                 let (output, output_blob) = match output {
@@ -1179,20 +1198,48 @@ impl QueueState_ {
                     attempts,
                     deferrals: tries.deferrals,
                     failures,
-                    error: if status == DoneStatus::Failed {
-                        Some(error)
-                    } else {
-                        None
+                    error: match (status, plan) {
+                        (DoneStatus::Failed, Plan::Stop(Stop::SensorTimedOut)) => Some(format!(
+                            "sensor not met within {}: {error}",
+                            human_ms(job.sensor.as_ref().map_or(0, |s| s.timeout_ms))
+                        )),
+                        (DoneStatus::Failed, _) => Some(error),
+                        (DoneStatus::Skipped, _) => Some(format!(
+                            "sensor not met within {}, skipped: {error}",
+                            human_ms(job.sensor.as_ref().map_or(0, |s| s.timeout_ms))
+                        )),
+                        _ => None,
                     },
                     output,
                     output_blob,
                     first_due_ms: tries.first_due_ms,
                     started_ms: started_ms.or_else(|| self.started.get(&id).copied()),
                     finished_ms: now,
+                    pokes: tries.pokes,
+                    members: None,
                 };
                 self.started.remove(&id);
                 if status == DoneStatus::Failed {
                     self.record_dead(&job, &record);
+                }
+                if status == DoneStatus::Succeeded && !job.produces.is_empty() {
+                    // The materializations go in the same atomic batch as
+                    // the record: a success is never without its events.
+                    for asset in &job.produces {
+                        let event = crate::assets::records::AssetEvent {
+                            asset: asset.to_string(),
+                            key: job.key.to_string(),
+                            at_ms: now,
+                        };
+                        match self.store.encode("asset event", &event) {
+                            Ok(bytes) => self.open.commit.puts.push((
+                                crate::assets::records::asset_event_key(asset, &job.key),
+                                bytes,
+                            )),
+                            Err(e) => panic!("asset event of {:?} does not encode: {e}", job.key),
+                        }
+                    }
+                    tracing::info!(key = %job.key, assets = ?job.produces, "assets materialized");
                 }
                 if let Some(blob) = &record.output_blob {
                     // The blob is durable already (the worker wrote it
@@ -1218,7 +1265,18 @@ impl QueueState_ {
                     error,
                 }));
             }
-            other => unreachable!("an attempt ends in Complete or Requeue, not {other:?}"),
+            Op::Poke { due_ms, .. } => {
+                let _ = self.step(op);
+                self.started.remove(&id);
+                tracing::info!(key = %job.key, id, due_ms, seen = %error, "sensor not met; checks again without a slot");
+                self.open.effects.push(Effect::Event(EngineEvent::Poked {
+                    key: job.key.clone(),
+                    id,
+                    due_ms,
+                    seen: error,
+                }));
+            }
+            other => unreachable!("an attempt ends in Complete, Requeue or Poke, not {other:?}"),
         }
     }
 
@@ -1458,6 +1516,9 @@ impl QueueState_ {
                 Effect::Cancelled(reply, answer) => {
                     let _ = reply.send(answer);
                 }
+                Effect::CancelledMany(reply, answers) => {
+                    let _ = reply.send(answers);
+                }
                 Effect::RequeuedDead(reply, answer) => {
                     let _ = reply.send(answer);
                 }
@@ -1632,12 +1693,29 @@ impl QueueState_ {
     }
 }
 
+/// A wait in words: `6h`, `90s`, `250ms`.
+fn human_ms(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ];
+    for (unit, name) in UNITS {
+        if ms >= unit && ms.is_multiple_of(unit) {
+            return format!("{}{name}", ms / unit);
+        }
+    }
+    format!("{ms}ms")
+}
+
 fn op_id(op: &Op) -> TicketId {
     match op {
         Op::Complete { id, .. }
         | Op::Cancel { id }
         | Op::Requeue { id, .. }
         | Op::Defer { id, .. }
+        | Op::Poke { id, .. }
         | Op::Extend { id, .. } => *id,
         Op::Enqueue(_) | Op::Select { .. } => u64::MAX,
     }

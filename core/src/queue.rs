@@ -77,7 +77,13 @@ pub struct Job {
     /// sensor's timeout (see `sensor`). Left out of the encoding when
     /// unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sensor: Option<crate::sensor::SensorPolicy>,
+    pub sensor: Option<Box<crate::sensor::SensorPolicy>>,
+    /// Assets its success materializes: the queue writes one
+    /// materialization record per asset in the same atomic batch as the
+    /// ticket's done record (see `asset`). Left out of the encoding when
+    /// empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub produces: Vec<Arc<str>>,
 }
 
 impl Job {
@@ -101,6 +107,7 @@ impl Job {
             retention_ms: None,
             priority: 0,
             sensor: None,
+            produces: Vec::new(),
         }
     }
 
@@ -179,6 +186,10 @@ pub enum Terminal {
 }
 
 /// One change to the queue. Journaled before it takes effect.
+// Enqueue is the most frequent op and carries the largest value; boxing it
+// would add an allocation to every enqueue and replay to shrink the rare
+// ones.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Op {
     /// A new pending ticket; a live key is a no-op.
@@ -793,6 +804,7 @@ mod tests {
             retention_ms: None,
             priority: 0,
             sensor: None,
+            produces: Vec::new(),
         }
     }
 
@@ -937,11 +949,11 @@ mod tests {
         ] {
             let mut q = QueueState::new();
             let mut j = job("s", "p", 100);
-            j.sensor = Some(SensorPolicy {
+            j.sensor = Some(Box::new(SensorPolicy {
                 every_ms: 30,
                 timeout_ms: 100,
                 on_timeout,
-            });
+            }));
             let _ = q.step(&Op::Enqueue(j));
             let mut now = 100;
             let mut checks = 0;
