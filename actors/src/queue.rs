@@ -449,6 +449,8 @@ pub struct QueueActor;
 
 /// What the queue needs to start.
 pub struct QueueArgs {
+    /// The engine's names: a ticket's `notify` is resolved among them.
+    pub names: crate::names::Names,
     /// The store.
     pub store: Store,
     /// The recovered state at engine open; `None` on a restart (it replays
@@ -474,6 +476,7 @@ type TimerHandle = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<Queue
 
 /// The queue actor's state.
 pub struct QueueState_ {
+    names: crate::names::Names,
     store: Store,
     clock: Clock,
     settings: QueueSettings,
@@ -535,7 +538,7 @@ impl Actor for QueueActor {
                             let _ = args.events.send(e);
                         }
                         for (name, c) in u.notices {
-                            crate::notify::completion(&name, c);
+                            crate::notify::completion(&args.names, &name, c);
                         }
                     }
                 }
@@ -551,6 +554,7 @@ impl Actor for QueueActor {
         let args_store_changed: HashSet<TicketId> =
             args.store.changed_since_snapshot().into_iter().collect();
         let mut state = QueueState_ {
+            names: args.names,
             store: args.store,
             clock: args.clock,
             settings: args.settings,
@@ -1547,7 +1551,9 @@ impl QueueState_ {
                         let _ = w.actor.cast(PoolMsg::Cancel(id));
                     }
                 }
-                Effect::Notify(name, completion) => crate::notify::completion(&name, completion),
+                Effect::Notify(name, completion) => {
+                    crate::notify::completion(&self.names, &name, completion)
+                }
                 Effect::Event(e) => {
                     let _ = self.events.send(e);
                 }

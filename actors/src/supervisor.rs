@@ -491,6 +491,7 @@ impl SupervisorState {
         let cell: ActorCell = match &role {
             Role::Queue => {
                 let args = QueueArgs {
+                    names: names.clone(),
                     store: self.args.store.clone(),
                     recovered: self.recovered.take(),
                     clock: self.args.clock.clone(),
