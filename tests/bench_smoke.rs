@@ -68,3 +68,13 @@ fn api_quick_prints_its_result_line() {
         ],
     );
 }
+
+#[test]
+fn mapped_quick_prints_its_result_line() {
+    let line = last_line("mapped");
+    assert_keys(
+        &line,
+        "mapped",
+        &["items", "mapped_ms", "fanout_ms", "ratio"],
+    );
+}

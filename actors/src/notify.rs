@@ -21,7 +21,7 @@ use crate::scheduler::SchedulerMsg;
 /// alive.
 pub fn completion(names: &Names, name: &Arc<str>, completion: Completion) {
     let name = names.rebase(name);
-    match ActorRef::<SchedulerMsg>::where_is(name.to_string()) {
+    match ActorRef::<SchedulerMsg>::where_is(&*name) {
         Some(actor) => {
             if actor.cast(SchedulerMsg::Completed(completion)).is_err() {
                 tracing::debug!(notify = %name, "notice dropped: actor stopping");

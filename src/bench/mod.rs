@@ -11,6 +11,7 @@ pub mod drain;
 pub mod graphs;
 pub mod keys;
 mod latency;
+mod mapped;
 pub mod readiness;
 mod recovery;
 mod store;
@@ -42,7 +43,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster",
+    "validate", "api", "cluster", "mapped",
 ];
 
 /// Runs a scenario.
@@ -56,6 +57,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "keys" => keys::run(quick),
         "chain" => graphs::run_chain(quick),
         "fanout" => graphs::run_fanout(quick),
+        "mapped" => mapped::run(quick),
         "latency" => latency::run_latency(quick),
         "sweep" => latency::run_sweep(quick),
         "recovery" => recovery::run(quick),

@@ -74,24 +74,10 @@ pub struct SensorConfig {
     pub cwd: String,
 }
 
-/// The faults of an `http` check's URL template, as `weir validate`
-/// gives them: what it renders to must be an http(s) URL with a host.
+/// The faults of an `http` check's URL template (as an HTTP node's: see
+/// [`super::http::check_url`]).
 pub fn check_url(url: &str) -> Vec<String> {
-    match Template::parse(url, Place::Http) {
-        // A template's own faults are found with the graph around it.
-        Err(_) => Vec::new(),
-        Ok(t) => match reqwest::Url::parse(&t.sample()) {
-            Err(e) => vec![format!("url {url:?}: {e}")],
-            Ok(u) if !matches!(u.scheme(), "http" | "https") => vec![format!(
-                "url {url:?}: the scheme is {}, not http or https",
-                u.scheme()
-            )],
-            Ok(u) if u.host_str().is_none_or(str::is_empty) => {
-                vec![format!("url {url:?}: no host")]
-            }
-            Ok(_) => Vec::new(),
-        },
-    }
+    super::http::check_url(url)
 }
 
 /// The sensor task.
