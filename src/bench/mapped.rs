@@ -8,7 +8,11 @@
 //! Both roots leave the same array as their output, so every middle task
 //! gets the same input. The figure is the time from the start request to
 //! the run's settle event, for each; `ratio` = fanout_ms / mapped_ms is the
-//! mapped node's throughput over the fan-out's (goal ≥ 0.8). swale 0.3's
+//! mapped node's throughput over the fan-out's (goal ≥ 0.8). Each graph runs
+//! `ROUNDS` times (once with `--quick`) in alternating order, each in a
+//! fresh engine and data directory, and the medians are compared: on this
+//! shared machine the first engine of a process pays warm-up costs, and
+//! one run's time moves by a third between runs. swale 0.3's
 //! mapped scenario took 27.6 s on this machine (its published figure, not
 //! measured here); the line says how weir's compares.
 
@@ -26,6 +30,8 @@ use crate::Engine;
 
 /// The pool's slots, as `weir bench fanout` has them.
 const CAPACITY: u32 = 64;
+/// Runs of each graph, alternating, whose medians are compared.
+const ROUNDS: usize = 5;
 /// swale 0.3's mapped scenario on this machine, in ms (its figure).
 const SWALE_MAPPED_MS: f64 = 27_600.0;
 
@@ -115,16 +121,42 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
         .map_err(failed)?;
     rt.block_on(async {
         let dir = tempfile_dir()?;
-        let mapped = settle(&dir.join("mapped"), mapped_def(items)?, items).await?;
-        let fanout = settle(&dir.join("fanout"), fanout_def(items)?, items).await?;
+        let rounds = if quick { 1 } else { ROUNDS };
+        let (mut ms, mut fs) = (Vec::new(), Vec::new());
+        for r in 0..rounds {
+            // Alternate which goes first.
+            let m_dir = dir.join(format!("mapped-{r}"));
+            let f_dir = dir.join(format!("fanout-{r}"));
+            if r % 2 == 0 {
+                ms.push(settle(&m_dir, mapped_def(items)?, items).await?);
+                fs.push(settle(&f_dir, fanout_def(items)?, items).await?);
+            } else {
+                fs.push(settle(&f_dir, fanout_def(items)?, items).await?);
+                ms.push(settle(&m_dir, mapped_def(items)?, items).await?);
+            }
+            let _ = std::fs::remove_dir_all(&m_dir);
+            let _ = std::fs::remove_dir_all(&f_dir);
+        }
+        ms.sort_unstable();
+        fs.sort_unstable();
+        let (mapped, fanout) = (ms[ms.len() / 2], fs[fs.len() / 2]);
         let (mapped_ms, fanout_ms) = (mapped.as_secs_f64() * 1e3, fanout.as_secs_f64() * 1e3);
+        let spread = |v: &[Duration]| {
+            format!(
+                "{:.0}..{:.0} ms",
+                v[0].as_secs_f64() * 1e3,
+                v[v.len() - 1].as_secs_f64() * 1e3
+            )
+        };
         let ratio = fanout_ms / mapped_ms;
         println!(
-            "mapped: root -> each (mapped over {items} items) -> sink, no-op members, pool {CAPACITY}, fsync: settled in {mapped_ms:.1} ms = {:.0} members/s",
-            items as f64 / mapped.as_secs_f64()
+            "mapped: root -> each (mapped over {items} items) -> sink, no-op members, pool {CAPACITY}, fsync: settled in {mapped_ms:.1} ms = {:.0} members/s (median of {rounds}; {})",
+            items as f64 / mapped.as_secs_f64(),
+            spread(&ms)
         );
         println!(
-            "fanout: root -> {items} nodes -> sink, the same tasks and pool: settled in {fanout_ms:.1} ms; mapped/fanout throughput = {ratio:.2} (goal >= 0.80)"
+            "fanout: root -> {items} nodes -> sink, the same tasks and pool: settled in {fanout_ms:.1} ms (median of {rounds}; {}); mapped/fanout throughput = {ratio:.2} (goal >= 0.80)",
+            spread(&fs)
         );
         if !quick {
             println!(
