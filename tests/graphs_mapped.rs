@@ -141,10 +141,23 @@ command = ["true"]
     let (after, ..) = node_record(&engine, "m", &p, "after");
     assert_eq!(after, "upstream_failed");
 
+    // The failed members are dead letters; requeuing one reruns the node.
+    let mut dead: Vec<String> = engine
+        .dead_letters(100, None)
+        .unwrap()
+        .letters
+        .into_iter()
+        .map(|l| l.key)
+        .collect();
+    dead.sort();
+    assert_eq!(dead, vec!["m/none/each/0/1", "m/none/each/0/3"]);
     std::fs::write(defs.path().join("fixed"), "").unwrap();
     std::fs::remove_file(defs.path().join("runs.txt")).unwrap();
-    let r = engine.rerun("m", p.clone(), "each").await.unwrap();
-    assert!(matches!(r, RerunOutcome::Submitted(_)), "{r:?}");
+    let r = engine.requeue_dead("m/none/each/0/1").await.unwrap();
+    assert!(
+        matches!(&r, weir::RequeueOutcome::Rerun { rerun: RerunOutcome::Submitted(id), .. } if id == "m/none/each/1"),
+        "{r:?}"
+    );
     assert_eq!(settled(&engine, "m", &p).await, RunState::Complete);
     let mut ran = lines(defs.path(), "runs.txt");
     ran.sort();

@@ -124,6 +124,11 @@ name = "skips"
 sensor = { file = "never", every = "100ms", timeout = "500ms", on_timeout = "skip" }
 
 [[nodes]]
+name = "broken"
+sensor = { http = "http://127.0.0.1:1/never", every = "100ms", timeout = "1m" }
+retry = { attempts = 2, initial = "10ms" }
+
+[[nodes]]
 name = "after_fail"
 upstreams = ["fails"]
 command = ["true"]
@@ -147,6 +152,14 @@ command = ["true"]
         err.starts_with("sensor not met within 500ms: no file at "),
         "{err}"
     );
+    // A check that cannot be made is a failed attempt, retried by the
+    // node's policy, not a poke.
+    let (st, attempts, err, _) = node_record(&engine, "t", &p, "broken");
+    assert_eq!((st.as_str(), attempts), ("failed", 2));
+    assert!(
+        err.unwrap().contains("the check of"),
+        "an error of the check"
+    );
     let (st, _, err, _) = node_record(&engine, "t", &p, "skips");
     assert_eq!(st, "skipped");
     assert!(err.unwrap().contains("skipped"));
@@ -158,10 +171,12 @@ command = ["true"]
     let run = engine.graph_run("t", &p).unwrap().unwrap();
     let fails = run.nodes.iter().find(|n| n.node == "fails").unwrap();
     assert!(fails.pokes >= 3, "checks every 100ms over 500ms: {fails:?}");
+    let broken = run.nodes.iter().find(|n| n.node == "broken").unwrap();
+    assert_eq!(broken.pokes, 0);
     // A failed sensor is a dead letter like any failure; a skipped one is
     // not.
     let dead = engine.dead_letters(10, None).unwrap();
-    assert_eq!(dead.letters.len(), 1, "{:?}", dead.letters);
+    assert_eq!(dead.letters.len(), 2, "{:?}", dead.letters);
     engine.shutdown(Duration::from_secs(10)).await.unwrap();
 }
 
