@@ -78,3 +78,13 @@ fn mapped_quick_prints_its_result_line() {
         &["items", "mapped_ms", "fanout_ms", "ratio"],
     );
 }
+
+#[test]
+fn cluster_quick_prints_its_result_line() {
+    let line = last_line("cluster");
+    assert_keys(
+        &line,
+        "cluster",
+        &["eff_1", "eff_2", "eff_4", "remote_ratio", "requeue_ms"],
+    );
+}

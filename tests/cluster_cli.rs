@@ -394,3 +394,49 @@ fn over_tls_a_worker_without_the_ca_is_refused_and_one_with_it_runs_jobs() {
     assert_eq!(names(&outputs), BTreeSet::from(["good".into()]));
     assert!(c.worker_view("plain").is_none() && c.worker_view("wrong").is_none());
 }
+
+/// A ticket handed to a worker that never started it (the worker is
+/// stopped) costs no attempt when the engine dies: with one attempt
+/// allowed, the node still succeeds after the restart, at attempt 1.
+#[test]
+fn a_hand_out_that_never_started_costs_no_attempt_when_the_engine_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    let def = fan_def("g", 3, "0", 4).replace("attempts = 5", "attempts = 1");
+    write_def(&defs, "g", &def);
+    let port = free_port();
+    let c = cluster_support::start(dir.path(), &defs, port, 60_000, &[]);
+    let w1 = c.worker("w1", &["default=4"]);
+    c.wait_joined(&["w1"]);
+    w1.signal(libc::SIGSTOP);
+    c.served.ok(&["start", "g", "none"]);
+    // `first` is handed to the stopped worker: durable as running, never
+    // started.
+    wait_for("first to be handed out", RUN_WAIT, || {
+        let run = c.served.json(&["status", "g", "none"]);
+        run["live"]["first"]["running"].as_bool().filter(|r| *r)
+    });
+    let mut c = c;
+    c.served.child.kill().unwrap();
+    c.served.child.wait().unwrap();
+    drop(c);
+    drop(w1);
+    assert!(log_lines(&defs, "ran.log").is_empty(), "nothing started");
+    let c = cluster_support::start(dir.path(), &defs, port, 60_000, &[]);
+    let _w2 = c.worker("w2", &["default=4"]);
+    c.served.wait_run_within("g", "none", "complete", RUN_WAIT);
+    let run = c.served.json(&["status", "g", "none"]);
+    let first = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "first")
+        .unwrap()
+        .clone();
+    assert_eq!(first["state"], "succeeded", "{first}");
+    assert_eq!(
+        first["attempts"], 1,
+        "the hand-out that never ran is no attempt: {first}"
+    );
+    assert!(first["deferrals"].as_u64().unwrap() >= 1, "{first}");
+}

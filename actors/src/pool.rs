@@ -40,6 +40,11 @@ use crate::store::{BlobRef, Store, BLOB_INLINE_BYTES_MAX};
 use crate::supervisor::SupervisorMsg;
 use crate::task::{TaskContext, TaskError, TaskRegistry};
 
+/// An attempt running this long is marked started in the queue's journal:
+/// a crash after that costs the attempt, one before it gives the hand-out
+/// back (bounded; see weir-core's `orphans`). Attempts that end sooner are
+/// never marked, so fast tasks journal nothing more.
+pub const START_MARK_AFTER_MS: u64 = 50;
 /// How long a pool waits for its breaker's answer before it defers.
 pub const BREAKER_CALL_MS: u64 = 5_000;
 /// How long a ticket waits when its breaker could not be asked.
@@ -70,6 +75,9 @@ pub enum PoolMsg {
     },
     /// Cancel the running attempt of a ticket.
     Cancel(TicketId),
+    /// Timer: tell the queue of attempts running for
+    /// [`START_MARK_AFTER_MS`] that they started.
+    MarkStarted,
     /// The queue made these reports durable.
     Acked(Vec<(TicketId, u32)>),
     /// The queue restarted: grant credit again and resend reports.
@@ -170,11 +178,16 @@ struct Running {
     attempt: u32,
     cancel: CancellationToken,
     target: Option<Arc<str>>,
+    started_ms: u64,
+    /// Whether the queue was told the attempt started.
+    marked: bool,
 }
 
 /// Its state.
 pub struct PoolState {
     me: ActorRef<PoolMsg>,
+    /// Whether a [`PoolMsg::MarkStarted`] timer is armed.
+    mark_armed: bool,
     pool: Arc<str>,
     worker_id: Arc<str>,
     units: PoolUnits,
@@ -207,6 +220,7 @@ impl Actor for PoolActor {
         tracing::info!(pool = %args.pool, worker = %args.worker_id, capacity = args.capacity, "pool worker started");
         Ok(PoolState {
             me: myself,
+            mark_armed: false,
             pool: args.pool,
             worker_id: args.worker_id,
             units: PoolUnits::new(args.capacity),
@@ -290,6 +304,7 @@ impl Actor for PoolActor {
                 }
             }
             PoolMsg::QueueRestarted => state.reregister(),
+            PoolMsg::MarkStarted => state.mark_started(),
             PoolMsg::Reset => state.reset(),
             PoolMsg::Resize(capacity) => {
                 let before = state.units.capacity();
@@ -350,6 +365,7 @@ impl PoolState {
                         until_ms,
                     },
                     PoolUp::Holding { held } => QueueMsg::Holding { worker_id, held },
+                    PoolUp::Started { id, attempt } => QueueMsg::Started { id, attempt },
                 };
                 match ActorRef::<QueueMsg>::where_is(names.queue()) {
                     Some(q) => {
@@ -416,6 +432,50 @@ impl PoolState {
         self.outstanding = 0;
     }
 
+    /// Arms the timer of [`PoolMsg::MarkStarted`] for the attempt that
+    /// reaches [`START_MARK_AFTER_MS`] first, unless one is armed. A timer
+    /// only while attempts run: an idle pool arms none (paused-time tests
+    /// jump straight to their next instant).
+    fn arm_mark(&mut self) {
+        if self.mark_armed {
+            return;
+        }
+        let now = self.clock.now_ms();
+        let Some(first) = self
+            .running
+            .values()
+            .filter(|r| !r.marked)
+            .map(|r| r.started_ms + START_MARK_AFTER_MS)
+            .min()
+        else {
+            return;
+        };
+        self.mark_armed = true;
+        self.me.send_after(
+            Duration::from_millis(first.saturating_sub(now).max(1)),
+            || PoolMsg::MarkStarted,
+        );
+    }
+
+    /// Tells the queue which attempts have run for [`START_MARK_AFTER_MS`].
+    fn mark_started(&mut self) {
+        self.mark_armed = false;
+        let now = self.clock.now_ms();
+        let due: Vec<(TicketId, u32)> = self
+            .running
+            .iter_mut()
+            .filter(|(_, r)| !r.marked && now.saturating_sub(r.started_ms) >= START_MARK_AFTER_MS)
+            .map(|(id, r)| {
+                r.marked = true;
+                (*id, r.attempt)
+            })
+            .collect();
+        for (id, attempt) in due {
+            self.send_up(PoolUp::Started { id, attempt });
+        }
+        self.arm_mark();
+    }
+
     /// Grants the queue the free slots not yet granted.
     fn grant_credit(&mut self, _myself: &ActorRef<PoolMsg>) {
         let free = self.units.free();
@@ -458,15 +518,18 @@ impl PoolState {
             }
         }
         let cancel = CancellationToken::new();
+        let started_ms = self.clock.now_ms();
         self.running.insert(
             id,
             Running {
                 attempt,
                 cancel: cancel.clone(),
                 target: job.target.clone(),
+                started_ms,
+                marked: false,
             },
         );
-        let started_ms = self.clock.now_ms();
+        self.arm_mark();
         let task = self.tasks.find(&job.task);
         let ctx = TaskContext {
             key: job.key.clone(),
@@ -595,7 +658,7 @@ impl PoolState {
         if let (Some(target), Some(breakers)) = (&running.target, &self.breakers) {
             breakers.record(target, outcome);
         }
-        let report = Report {
+        let mut report = Report {
             worker_id: self.worker_id.clone(),
             id,
             attempt,
@@ -604,6 +667,7 @@ impl PoolState {
             output_blob: output_blob.clone(),
             error,
             retry_after_ms,
+            regrant: 0,
             started_ms,
             finished_ms: self.clock.now_ms(),
         };
@@ -611,8 +675,15 @@ impl PoolState {
             self.pinned.insert((id, attempt), blob);
         }
         tracing::debug!(id, attempt, ?outcome, worker = %self.worker_id, "attempt ended");
+        // Kept without the regrant: a resend follows a fresh registration.
         self.unacked
             .insert((id, attempt), Unacked::Report(report.clone()));
+        // The freed slot goes back with the report, not in a Credit of its
+        // own: one commit completes this ticket and selects the next.
+        if self.units.free() > self.outstanding {
+            self.outstanding += 1;
+            report.regrant = 1;
+        }
         self.send_up(PoolUp::Report(report));
     }
 }
@@ -642,6 +713,13 @@ pub enum PoolUp {
         attempt: u32,
         /// When it may run.
         until_ms: u64,
+    },
+    /// An attempt's task has been running a while.
+    Started {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
     },
     /// The tickets it runs or has unacknowledged reports for.
     Holding {

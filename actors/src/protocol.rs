@@ -211,6 +211,17 @@ pub enum ToEngine {
         /// When it may run.
         until_ms: u64,
     },
+    /// An attempt's task has been running a while (a crash now costs it).
+    Started {
+        /// The worker.
+        worker_id: String,
+        /// The pool.
+        pool: String,
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
+    },
     /// A pool registers afresh (after a welcome): the tickets it runs or
     /// has unacknowledged reports for. A grant the engine handed out that
     /// is not among them never arrived and is pending again, no attempt
@@ -235,6 +246,14 @@ pub enum ToEngine {
         /// The worker.
         worker_id: String,
     },
+    /// Several messages of one worker, in order (what it had to say while
+    /// its link was busy: one frame instead of many).
+    Batch {
+        /// The worker.
+        worker_id: String,
+        /// The messages, none of them a join or a batch.
+        messages: Vec<ToEngine>,
+    },
 }
 
 impl ToEngine {
@@ -248,8 +267,10 @@ impl ToEngine {
             | ToEngine::Report { worker_id, .. }
             | ToEngine::Defer { worker_id, .. }
             | ToEngine::Holding { worker_id, .. }
+            | ToEngine::Started { worker_id, .. }
             | ToEngine::Log { worker_id, .. }
-            | ToEngine::Leave { worker_id } => worker_id,
+            | ToEngine::Leave { worker_id }
+            | ToEngine::Batch { worker_id, .. } => worker_id,
         }
     }
 }
@@ -285,6 +306,8 @@ pub enum ToWorker {
         /// (ticket, attempt).
         ids: Vec<(TicketId, u32)>,
     },
+    /// Several messages, in order (none a batch).
+    Batch(Vec<ToWorker>),
     /// The engine declared this worker lost (it was silent past its lease,
     /// or the engine does not know it): its attempts were requeued. It
     /// drops them and joins again.

@@ -136,8 +136,18 @@ pub enum Place {
         worker: Arc<str>,
         /// When the lease runs out and the attempt counts as failed.
         lease_until_ms: u64,
+        /// Whether the worker said the attempt's task has started (an
+        /// [`Op::Start`]): a crash then costs the attempt; before it, the
+        /// hand-out is given back (see [`QueueState::orphans`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        started: bool,
     },
 }
+
+/// Crash orphans in a row whose attempt had not said it started, past which
+/// the next one counts as a failed attempt anyway: a task that kills its
+/// process before its start is marked durable cannot loop forever.
+pub const UNSTARTED_ORPHANS_MAX: u32 = 3;
 
 /// A live ticket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -248,6 +258,23 @@ pub enum Op {
         /// The new end of the lease.
         lease_until_ms: u64,
     },
+    /// The running attempt's task has started: from now on a crash costs
+    /// the attempt.
+    Start {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt (hand-out) that started; another one is ignored.
+        attempt: u32,
+    },
+    /// A running ticket whose process died before its attempt said it
+    /// started: pending again, no failure counted (a hand-out, as a
+    /// deferral is), one more unstarted orphan counted.
+    Orphaned {
+        /// The ticket.
+        id: TicketId,
+        /// When it may run again.
+        due_ms: u64,
+    },
 }
 
 /// What one step did.
@@ -270,6 +297,8 @@ pub enum Applied {
     Requeued(TicketId),
     /// The lease was extended.
     Extended(TicketId),
+    /// The running attempt is marked started.
+    Started(TicketId),
     /// The op named a ticket that is not live or not in the state it needs.
     Ignored(Ignored),
 }
@@ -281,6 +310,17 @@ pub enum Ignored {
     Unknown(TicketId),
     /// The ticket is pending, and the op needs it running.
     NotRunning(TicketId),
+    /// The op names an attempt that is not the ticket's running one.
+    Superseded(TicketId),
+}
+
+/// A running ticket at open, and what becomes of it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Orphan {
+    /// Its attempt had started: it failed.
+    Ran(Op, Plan),
+    /// Its attempt had not said it started: given back.
+    Unstarted(Op),
 }
 
 /// Why a running ticket goes back to pending.
@@ -458,6 +498,31 @@ impl QueueState {
             Op::Requeue { id, due_ms } => self.back_to_pending(*id, *due_ms, Back::Failed),
             Op::Defer { id, due_ms } => self.back_to_pending(*id, *due_ms, Back::Deferred),
             Op::Poke { id, due_ms } => self.back_to_pending(*id, *due_ms, Back::Poked),
+            Op::Orphaned { id, due_ms } => {
+                let applied = self.back_to_pending(*id, *due_ms, Back::Deferred);
+                if let (Applied::Requeued(_), Some(t)) = (&applied, self.tickets.get_mut(id)) {
+                    t.tries.unstarted_orphans = t.tries.unstarted_orphans.saturating_add(1);
+                }
+                applied
+            }
+            Op::Start { id, attempt } => match self.tickets.get_mut(id).map(|t| &mut **t) {
+                Some(Ticket {
+                    attempt: a,
+                    place: Place::Running { started, .. },
+                    tries,
+                    ..
+                }) if *a == *attempt => {
+                    *started = true;
+                    tries.unstarted_orphans = 0;
+                    Applied::Started(*id)
+                }
+                Some(Ticket {
+                    place: Place::Pending { .. },
+                    ..
+                }) => Applied::Ignored(Ignored::NotRunning(*id)),
+                Some(_) => Applied::Ignored(Ignored::Superseded(*id)),
+                None => Applied::Ignored(Ignored::Unknown(*id)),
+            },
             Op::Extend { id, lease_until_ms } => match self.running(*id) {
                 Err(ignored) => Applied::Ignored(ignored),
                 Ok(()) => {
@@ -556,10 +621,14 @@ impl QueueState {
         Some((op, plan))
     }
 
-    /// At open: every ticket that was running ran an attempt that will never
-    /// report. Each is requeued as a failed attempt, or completed as failed
-    /// when its retries are spent. `draw` gives each its jitter.
-    pub fn orphans(&self, now_ms: u64, mut draw: impl FnMut() -> u64) -> Vec<(Op, Plan)> {
+    /// At open: every ticket that was running was handed to a process that
+    /// died, and will never report. One whose attempt had said it started
+    /// ran an attempt: it is requeued as a failed attempt, or completed as
+    /// failed when its retries are spent (`draw` gives each its jitter).
+    /// One whose attempt had not said so is given back as a hand-out, no
+    /// attempt spent — unless [`UNSTARTED_ORPHANS_MAX`] such hand-outs in a
+    /// row ended in a crash, when it counts as failed too.
+    pub fn orphans(&self, now_ms: u64, mut draw: impl FnMut() -> u64) -> Vec<Orphan> {
         let running: Vec<(TicketId, u32)> = self
             .leases
             .iter()
@@ -567,10 +636,16 @@ impl QueueState {
             .collect();
         let mut ops = Vec::with_capacity(running.len());
         for (id, attempt) in running {
-            if let Some(op) =
+            let t = &self.tickets[&id];
+            let started = matches!(t.place, Place::Running { started: true, .. });
+            if !started && t.tries.unstarted_orphans < UNSTARTED_ORPHANS_MAX {
+                ops.push(Orphan::Unstarted(Op::Orphaned { id, due_ms: now_ms }));
+                continue;
+            }
+            if let Some((op, plan)) =
                 self.after_attempt(id, attempt, AttemptOutcome::Retryable, now_ms, draw())
             {
-                ops.push(op);
+                ops.push(Orphan::Ran(op, plan));
             }
         }
         ops
@@ -589,6 +664,7 @@ impl QueueState {
                 failures: 0,
                 deferrals: 0,
                 pokes: 0,
+                unstarted_orphans: 0,
                 first_due_ms: job.due_ms,
             },
             attempt: 0,
@@ -626,6 +702,7 @@ impl QueueState {
         ticket.place = Place::Running {
             worker: worker.clone(),
             lease_until_ms,
+            started: false,
         };
         self.leases.insert((lease_until_ms, id));
         Applied::Selected(id)
@@ -999,7 +1076,7 @@ mod tests {
     }
 
     #[test]
-    fn orphans_are_requeued_as_failures() {
+    fn orphans_that_started_are_requeued_as_failures() {
         let mut q = QueueState::new();
         let mut once = job("once", "p", 0);
         once.policy = RetryPolicy::once();
@@ -1008,8 +1085,17 @@ mod tests {
         let _ = q.step(&Op::Enqueue(job("c", "p", 0)));
         let _ = q.step(&select("p", 0));
         let _ = q.step(&select("p", 0));
-        let ops = q.orphans(50, || 0);
-        let ops: Vec<Op> = ops.into_iter().map(|(op, _)| op).collect();
+        for id in [0, 1] {
+            assert_eq!(q.step(&Op::Start { id, attempt: 1 }), Applied::Started(id));
+        }
+        let ops: Vec<Orphan> = q.orphans(50, || 0);
+        let ops: Vec<Op> = ops
+            .into_iter()
+            .map(|o| match o {
+                Orphan::Ran(op, _) => op,
+                Orphan::Unstarted(op) => panic!("started, yet {op:?}"),
+            })
+            .collect();
         assert_eq!(
             ops,
             vec![
@@ -1022,6 +1108,65 @@ mod tests {
                     terminal: Terminal::Failed
                 }
             ]
+        );
+    }
+
+    /// A hand-out whose task never said it started costs no attempt when
+    /// its process dies — up to UNSTARTED_ORPHANS_MAX times in a row; then
+    /// it counts, so a task that kills its process at once still ends.
+    #[test]
+    fn orphans_that_never_started_are_given_back_a_bounded_number_of_times() {
+        let mut q = QueueState::new();
+        let mut once = job("once", "p", 0);
+        once.policy = RetryPolicy::once();
+        let _ = q.step(&Op::Enqueue(once));
+        for round in 0..UNSTARTED_ORPHANS_MAX {
+            assert_eq!(q.step(&select("p", 10)), Applied::Selected(0));
+            let orphans = q.orphans(10, || 0);
+            assert_eq!(
+                orphans,
+                vec![Orphan::Unstarted(Op::Orphaned { id: 0, due_ms: 10 })],
+                "round {round}"
+            );
+            let Orphan::Unstarted(op) = &orphans[0] else {
+                unreachable!()
+            };
+            assert_eq!(q.step(op), Applied::Requeued(0));
+            let t = q.ticket(0).unwrap();
+            assert_eq!(t.tries.failures, 0, "round {round}: no failure");
+            assert_eq!(t.attempts(), 0, "round {round}: no attempt");
+            assert_eq!(t.tries.unstarted_orphans, round + 1);
+        }
+        assert_eq!(q.step(&select("p", 10)), Applied::Selected(0));
+        match q.orphans(20, || 0).as_slice() {
+            [Orphan::Ran(
+                Op::Complete {
+                    id: 0,
+                    terminal: Terminal::Failed,
+                },
+                _,
+            )] => {}
+            other => panic!("past the bound the crash counts: {other:?}"),
+        }
+        // A start resets the count; a stale start changes nothing.
+        let mut q = QueueState::new();
+        let _ = q.step(&Op::Enqueue(job("a", "p", 0)));
+        let _ = q.step(&select("p", 0));
+        let _ = q.step(&Op::Orphaned { id: 0, due_ms: 0 });
+        let _ = q.step(&select("p", 0));
+        assert_eq!(
+            q.step(&Op::Start { id: 0, attempt: 1 }),
+            Applied::Ignored(Ignored::Superseded(0))
+        );
+        assert_eq!(q.ticket(0).unwrap().tries.unstarted_orphans, 1);
+        assert_eq!(
+            q.step(&Op::Start { id: 0, attempt: 2 }),
+            Applied::Started(0)
+        );
+        assert_eq!(q.ticket(0).unwrap().tries.unstarted_orphans, 0);
+        assert_eq!(
+            q.step(&Op::Start { id: 9, attempt: 1 }),
+            Applied::Ignored(Ignored::Unknown(9))
         );
     }
 
@@ -1073,7 +1218,9 @@ mod tests {
             2 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Requeue { id, due_ms }),
             1 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Defer { id, due_ms }),
             1 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Poke { id, due_ms }),
-            1 => (id, 0u64..300).prop_map(|(id, l)| Op::Extend { id, lease_until_ms: l }),
+            1 => (id.clone(), 0u64..300).prop_map(|(id, l)| Op::Extend { id, lease_until_ms: l }),
+            1 => (id.clone(), 0u32..4).prop_map(|(id, attempt)| Op::Start { id, attempt }),
+            1 => (id, 0u64..150).prop_map(|(id, due_ms)| Op::Orphaned { id, due_ms }),
         ]
     }
 

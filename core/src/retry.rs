@@ -188,6 +188,11 @@ pub struct Tries {
     /// attempts either. Left out of the encoding at 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pokes: u32,
+    /// Crash orphans in a row whose attempt had not said it started (see
+    /// the queue's `orphans`); 0 once an attempt starts. Older records read
+    /// 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unstarted_orphans: u32,
     /// The ticket's first due instant, in ms since the epoch.
     pub first_due_ms: u64,
 }
@@ -263,6 +268,7 @@ mod tests {
             failures: 0,
             deferrals: 0,
             pokes: 0,
+            unstarted_orphans: 0,
             first_due_ms: 0,
         };
         let r = AttemptOutcome::Retryable;
@@ -340,6 +346,7 @@ mod tests {
             failures,
             deferrals: 0,
             pokes: 0,
+            unstarted_orphans: 0,
             first_due_ms: 1_000,
         };
         use AttemptOutcome::*;

@@ -182,7 +182,7 @@ async fn scaling(
         .map(|i| spawn_worker(&join, cookie, &format!("bw{i}"), WORKER_SLOTS))
         .collect::<Result<_, _>>()?;
     wait_joined(&engine, workers).await?;
-    let per_slot = if quick { 10 } else { 40 };
+    let per_slot = if quick { 20 } else { 100 };
     let jobs = workers * WORKER_SLOTS as usize * per_slot;
     let rate = drain(
         &engine,
@@ -192,6 +192,37 @@ async fn scaling(
     )
     .await?;
     drop(procs);
+    close(engine).await?;
+    Ok(rate)
+}
+
+/// jobs/s of a local pool of one worker's slots on 20 ms sleeps: what the
+/// engine itself does per slot, the reference for the remote figures.
+async fn local_sleeps(root: &Path, quick: bool) -> Result<f64, BenchError> {
+    let engine = Arc::new(
+        Engine::builder(root.join("local-sleep"))
+            .pool("default", WORKER_SLOTS)
+            .task_fn("bench.sleep", |ctx| async move {
+                let ms: u64 = std::str::from_utf8(&ctx.payload)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(Vec::new())
+            })
+            .open()
+            .await
+            .map_err(failed)?,
+    );
+    let per_slot = if quick { 20 } else { 100 };
+    let jobs = WORKER_SLOTS as usize * per_slot;
+    let rate = drain(
+        &engine,
+        jobs,
+        "bench.sleep",
+        SLEEP_MS.to_string().as_bytes(),
+    )
+    .await?;
     close(engine).await?;
     Ok(rate)
 }
@@ -288,6 +319,13 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
         let cookie = root.path().join("cookie");
         std::fs::write(&cookie, COOKIE).map_err(failed)?;
         let mut pairs: Vec<(&str, String)> = Vec::new();
+        let local = local_sleeps(root.path(), quick).await?;
+        let ideal_1 = f64::from(WORKER_SLOTS) * 1_000.0 / SLEEP_MS as f64;
+        println!(
+            "local pool x {WORKER_SLOTS} slots, {SLEEP_MS} ms jobs: {local:.0} jobs/s, ideal {ideal_1:.0} (efficiency {:.2}: the engine's own cost per attempt)",
+            local / ideal_1
+        );
+        pairs.push(("local_eff", format!("{:.3}", local / ideal_1)));
         for (n, key, ideal_key) in [(1, "eff_1", "per_s_1"), (2, "eff_2", "per_s_2"), (4, "eff_4", "per_s_4")] {
             let rate = scaling(root.path(), &cookie, n, quick).await?;
             let ideal = n as f64 * f64::from(WORKER_SLOTS) * 1_000.0 / SLEEP_MS as f64;

@@ -9,6 +9,7 @@ mod core;
 mod crash;
 pub mod drain;
 pub mod graphs;
+mod growth;
 pub mod keys;
 mod latency;
 mod mapped;
@@ -43,7 +44,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster", "mapped",
+    "validate", "api", "cluster", "growth", "mapped",
 ];
 
 /// Runs a scenario.
@@ -63,6 +64,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "recovery" => recovery::run(quick),
         "crash" => crash::run(quick),
         "validate" => validate::run(quick),
+        "growth" => growth::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

@@ -609,6 +609,14 @@ impl GatewayState {
     }
 
     fn on_worker(&mut self, m: ToEngine) {
+        if let ToEngine::Batch { messages, .. } = m {
+            for m in messages {
+                if !matches!(m, ToEngine::Join(_) | ToEngine::Batch { .. }) {
+                    self.on_worker(m);
+                }
+            }
+            return;
+        }
         let worker_id = m.worker_id().to_string();
         if let ToEngine::Log { frames, .. } = m {
             // An attempt's log is what happened, superseded or not.
@@ -674,7 +682,10 @@ impl GatewayState {
                 },
             ),
             ToEngine::Holding { pool, held, .. } => (pool, PoolUp::Holding { held }),
-            ToEngine::Join(_) | ToEngine::Log { .. } => return,
+            ToEngine::Started {
+                pool, id, attempt, ..
+            } => (pool, PoolUp::Started { id, attempt }),
+            ToEngine::Join(_) | ToEngine::Log { .. } | ToEngine::Batch { .. } => return,
         };
         match w.proxies.get(&pool) {
             Some(p) => {

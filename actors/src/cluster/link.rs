@@ -72,6 +72,9 @@ pub enum LinkMsg {
     Session(SessionEvent),
     /// Timer.
     Tick,
+    /// Send what the outbox holds (cast by the link to itself when the
+    /// outbox gets its first message, so what arrives meanwhile goes along).
+    Flush,
     /// Stop taking tickets, let running attempts end and their reports be
     /// acknowledged (at most `timeout`), then leave; answered when done.
     Drain(Duration, RpcReplyPort<DrainReport>),
@@ -165,6 +168,9 @@ pub struct LinkActor;
 
 /// Its state.
 pub struct LinkState {
+    me: ActorRef<LinkMsg>,
+    /// Messages for the engine not sent yet (see [`LinkMsg::Flush`]).
+    outbox: Vec<ToEngine>,
     args_worker_id: String,
     name: String,
     offers: Vec<PoolOffer>,
@@ -225,6 +231,8 @@ impl Actor for LinkActor {
         let now = args.clock.now_ms();
         tracing::info!(worker = %args.worker_id, pools = args.pools.len(), "worker started");
         Ok(LinkState {
+            me: myself.clone(),
+            outbox: Vec::new(),
             args_worker_id: args.worker_id,
             name: args.name,
             offers: args.pools,
@@ -274,6 +282,7 @@ impl Actor for LinkActor {
             LinkMsg::Log(frames) => state.log(frames),
             LinkMsg::Session(e) => state.session(e),
             LinkMsg::Tick => state.tick().await,
+            LinkMsg::Flush => state.flush(),
             LinkMsg::Drain(timeout, reply) => {
                 tracing::info!(worker = %state.args_worker_id, timeout_ms = timeout.as_millis() as u64, "worker draining: no new tickets");
                 for p in state.pools.values() {
@@ -311,10 +320,37 @@ impl LinkState {
         }
     }
 
-    fn send(&self, msg: ToEngine) -> bool {
-        match self.gateway() {
-            Some(g) => g.cast(GatewayMsg::Wire(msg)).is_ok(),
-            None => false,
+    /// Queues `msg` for the engine; false when the link is not joined
+    /// (dropped: the pools register again on the next welcome).
+    fn send(&mut self, msg: ToEngine) -> bool {
+        if self.gateway().is_none() {
+            return false;
+        }
+        self.outbox.push(msg);
+        if self.outbox.len() == 1 {
+            let _ = self.me.cast(LinkMsg::Flush);
+        }
+        true
+    }
+
+    /// Sends the outbox: one message, or one batch of them.
+    fn flush(&mut self) {
+        let mut messages = std::mem::take(&mut self.outbox);
+        let Some(g) = self.gateway() else {
+            return;
+        };
+        let msg = if messages.len() == 1 {
+            messages.pop().expect("one")
+        } else if messages.is_empty() {
+            return;
+        } else {
+            ToEngine::Batch {
+                worker_id: self.args_worker_id.clone(),
+                messages,
+            }
+        };
+        if g.cast(GatewayMsg::Wire(msg)).is_err() {
+            self.down("the engine's gateway is gone");
         }
     }
 
@@ -323,6 +359,7 @@ impl LinkState {
             tracing::warn!(worker = %self.args_worker_id, why, "worker cut off from the engine; reconnecting");
         }
         self.joining = None;
+        self.outbox.clear();
         self.conn = Conn::Down {
             next_ms: self.clock.now_ms() + RECONNECT_INITIAL_MS,
             backoff_ms: RECONNECT_INITIAL_MS,
@@ -504,6 +541,11 @@ impl LinkState {
 
     fn on_engine(&mut self, m: ToWorker) {
         match m {
+            ToWorker::Batch(messages) => {
+                for m in messages {
+                    self.on_engine(m);
+                }
+            }
             ToWorker::Welcome(w) => {
                 let Some((gateway, _)) = self.joining.take() else {
                     tracing::debug!(worker = %self.args_worker_id, "a welcome not asked for; dropped");
@@ -628,6 +670,12 @@ impl LinkState {
                 pool,
                 held,
             },
+            PoolUp::Started { id, attempt } => ToEngine::Started {
+                worker_id,
+                pool,
+                id,
+                attempt,
+            },
         };
         // Not joined: dropped; the pools register again on the welcome.
         let _ = self.send(msg);
@@ -689,6 +737,7 @@ impl LinkState {
         self.send(ToEngine::Leave {
             worker_id: self.args_worker_id.clone(),
         });
+        self.flush();
         tracing::info!(worker = %self.args_worker_id, cancelled, unacked, "worker drained; leaving");
         if let Some((_, reply)) = self.draining.take() {
             let _ = reply.send(DrainReport { cancelled, unacked });

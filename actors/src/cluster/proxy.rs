@@ -58,6 +58,9 @@ pub enum FromWorker {
     },
     /// The worker reconnected: where its link is now.
     Relink(ActorRef<LinkMsg>),
+    /// Send the outbox (cast by the proxy to itself when the outbox gets
+    /// its first message, so the grants of one queue batch go as one).
+    Flush,
 }
 
 /// The proxy actor.
@@ -112,6 +115,8 @@ pub struct ProxyState {
     running: HashMap<TicketId, (u32, Option<Arc<str>>)>,
     unacked: BTreeMap<(TicketId, u32), Unacked>,
     pinned: HashMap<(TicketId, u32), BlobRef>,
+    /// Messages for the worker not sent yet.
+    outbox: Vec<ToWorker>,
 }
 
 impl Actor for ProxyActor {
@@ -141,6 +146,7 @@ impl Actor for ProxyActor {
             running: HashMap::new(),
             unacked: BTreeMap::new(),
             pinned: HashMap::new(),
+            outbox: Vec::new(),
         })
     }
 
@@ -165,7 +171,7 @@ impl Actor for ProxyActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             PoolMsg::Run(grant) => state.run(grant).await,
-            PoolMsg::Cancel(id) => state.to_worker(ToWorker::Cancel {
+            PoolMsg::Cancel(id) => state.send_worker(ToWorker::Cancel {
                 pool: state.pool.to_string(),
                 id,
             }),
@@ -176,7 +182,7 @@ impl Actor for ProxyActor {
                         state.store.unpin_blob(&blob);
                     }
                 }
-                state.to_worker(ToWorker::Acked {
+                state.send_worker(ToWorker::Acked {
                     pool: state.pool.to_string(),
                     ids,
                 });
@@ -194,7 +200,7 @@ impl Actor for ProxyActor {
                 });
             }
             // A remote pool's capacity is its worker's (`--pool NAME=SLOTS`).
-            PoolMsg::Resize(_) | PoolMsg::Reset => {}
+            PoolMsg::Resize(_) | PoolMsg::Reset | PoolMsg::MarkStarted => {}
             PoolMsg::Ended { .. } => {
                 tracing::warn!(worker = %state.worker_id, "an attempt's end reached a proxy; dropped");
             }
@@ -216,11 +222,24 @@ impl ProxyState {
         }
     }
 
-    fn to_worker(&self, msg: ToWorker) {
+    fn send_worker(&mut self, msg: ToWorker) {
+        self.outbox.push(msg);
+        if self.outbox.len() == 1 {
+            let _ = self.me.cast(PoolMsg::Remote(FromWorker::Flush));
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut messages = std::mem::take(&mut self.outbox);
+        let msg = match messages.len() {
+            0 => return,
+            1 => messages.pop().expect("one"),
+            _ => ToWorker::Batch(messages),
+        };
         if self.link.cast(LinkMsg::Wire(msg)).is_err() {
             // The connection is down; the worker resends what matters when
             // it is back, and its lease covers the rest.
-            tracing::debug!(worker = %self.worker_id, "worker unreachable; message dropped");
+            tracing::debug!(worker = %self.worker_id, "worker unreachable; messages dropped");
         }
     }
 
@@ -254,8 +273,11 @@ impl ProxyState {
             self.pinned
                 .insert((report.id, report.attempt), blob.clone());
         }
+        // Kept without the regrant: a resend follows a fresh registration.
+        let mut kept = report.clone();
+        kept.regrant = 0;
         self.unacked
-            .insert((report.id, report.attempt), Unacked::Report(report.clone()));
+            .insert((report.id, report.attempt), Unacked::Report(kept));
         self.to_queue(QueueMsg::Report(report));
     }
 
@@ -274,8 +296,11 @@ impl ProxyState {
         self.running.insert(id, (attempt, grant.job.target.clone()));
         let link = self.link.clone();
         let pool = self.pool.to_string();
-        if grant.job.notify.is_none() {
-            let _ = link.cast(LinkMsg::Wire(ToWorker::Run { pool, grant }));
+        let has_blobs = grant.job.notify.is_some()
+            && weir_core::codec::decode::<crate::scheduler::records::TaskInput>(&grant.job.payload)
+                .is_ok_and(|i| i.upstreams.values().any(|u| u.output_blob.is_some()));
+        if !has_blobs {
+            self.send_worker(ToWorker::Run { pool, grant });
             return;
         }
         // A graph node: its upstreams' outputs travel in the grant, read
@@ -336,6 +361,9 @@ impl ProxyState {
                 self.defer(id, attempt, until_ms);
             }
             FromWorker::Up(PoolUp::Report(report)) => {
+                // The slot the worker grants back with it is credit the
+                // queue will hold.
+                self.granted = self.granted.saturating_add(report.regrant);
                 if let Some((_, Some(target))) = self.running.remove(&report.id) {
                     self.breakers.record(&target, report.outcome);
                 }
@@ -362,6 +390,9 @@ impl ProxyState {
                     self.report(report);
                 }
             }
+            FromWorker::Up(PoolUp::Started { id, attempt }) => {
+                self.to_queue(QueueMsg::Started { id, attempt });
+            }
             FromWorker::Kept(report) => self.report(report),
             FromWorker::Unresolved { id, attempt, error } => {
                 self.running.remove(&id);
@@ -375,6 +406,7 @@ impl ProxyState {
                     output_blob: None,
                     error: Some(error),
                     retry_after_ms: None,
+                    regrant: 0,
                     started_ms: now,
                     finished_ms: now,
                 });
@@ -382,6 +414,7 @@ impl ProxyState {
                 self.credit(1);
             }
             FromWorker::Relink(link) => self.link = link,
+            FromWorker::Flush => self.flush(),
         }
     }
 

@@ -104,7 +104,8 @@ pub(crate) fn recover(store: &Store) -> Result<Recovered, StoreError> {
                 | Applied::Completed(id, _)
                 | Applied::Cancelled(id)
                 | Applied::Requeued(id)
-                | Applied::Extended(id) => {
+                | Applied::Extended(id)
+                | Applied::Started(id) => {
                     changed.insert(id);
                 }
                 Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}

@@ -7,6 +7,7 @@ mod graphs;
 mod keys;
 mod queue;
 mod runs;
+pub use runs::{NodeLive, RunWithLive};
 mod stream;
 mod system;
 
