@@ -122,6 +122,22 @@ fn node_state(n: &views::NodeDetail, live: Option<&NodeLive>) -> (String, u32) {
     if n.state != "ready" {
         return (n.state.clone(), n.attempts);
     }
+    // A mapped node has no ticket of its own: its members do.
+    if let Some(m) = &n.members {
+        let ended = m.succeeded + m.failed + m.skipped;
+        return (
+            format!("running ({ended} of {} members ended)", m.total),
+            n.attempts,
+        );
+    }
+    // A sensor between checks waits in the queue, holding no slot.
+    if n.kind == "sensor" && !live.is_some_and(|l| l.running) {
+        let attempts = live.map_or(n.attempts, |l| l.attempts);
+        return (
+            format!("waiting (sensor, {} checks not met)", n.pokes),
+            attempts,
+        );
+    }
     match live {
         Some(l) if l.running => ("running".into(), l.attempts),
         Some(l) if l.failures > 0 => (format!("retrying ({} failed)", l.failures), l.attempts),
@@ -719,4 +735,69 @@ pub fn assets(a: AssetsArgs) -> Result<u8, Failure> {
         table::print(&t);
         Ok(0)
     })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(kind: &str, pokes: u32, members: Option<serde_json::Value>) -> views::NodeDetail {
+        let mut v = serde_json::json!({
+            "node": "n", "state": "ready", "rerun": 0, "run_id": "g/none/n/0",
+            "attempts": 0, "upstreams": [], "trigger_rule": "all_success",
+            "output_bytes": 0, "output_truncated": false, "kind": kind, "pokes": pokes,
+        });
+        if let Some(m) = members {
+            v["members"] = m;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn live(running: bool, attempts: u32, failures: u32) -> NodeLive {
+        NodeLive {
+            running,
+            attempts,
+            failures,
+            deferrals: 0,
+            at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_ready_node_shows_what_its_ticket_or_members_do() {
+        let task = node("task", 0, None);
+        assert_eq!(node_state(&task, None), ("queued".into(), 0));
+        assert_eq!(
+            node_state(&task, Some(&live(true, 2, 1))),
+            ("running".into(), 2)
+        );
+        assert_eq!(
+            node_state(&task, Some(&live(false, 1, 1))),
+            ("retrying (1 failed)".into(), 1)
+        );
+        // A mapped node has no ticket: its members say how far it is.
+        let members = serde_json::json!({
+            "rerun": 0, "total": 5, "succeeded": 2, "failed": 1, "skipped": 0,
+            "pending": 2, "kept": 0, "list": [],
+        });
+        assert_eq!(
+            node_state(&node("mapped", 0, Some(members)), None),
+            ("running (3 of 5 members ended)".into(), 0)
+        );
+        // A sensor between checks waits; during one it runs.
+        let sensor = node("sensor", 4, None);
+        assert_eq!(
+            node_state(&sensor, Some(&live(false, 0, 0))),
+            ("waiting (sensor, 4 checks not met)".into(), 0)
+        );
+        assert_eq!(
+            node_state(&sensor, Some(&live(true, 1, 0))),
+            ("running".into(), 1)
+        );
+        // Not ready: its record's state.
+        let mut done = node("sensor", 4, None);
+        done.state = "succeeded".into();
+        done.attempts = 1;
+        assert_eq!(node_state(&done, None), ("succeeded".into(), 1));
+    }
 }
