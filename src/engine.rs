@@ -105,6 +105,7 @@ pub struct EngineBuilder {
     scheduler: SchedulerSettings,
     expiry_interval_ms: u64,
     trigger: TriggerSettings,
+    assets: weir_actors::assets::AssetsSettings,
     logs_dir: Option<PathBuf>,
     cluster: Option<ClusterConfig>,
 }
@@ -172,6 +173,7 @@ impl EngineBuilder {
             scheduler: SchedulerSettings::default(),
             expiry_interval_ms: 60_000,
             trigger: TriggerSettings::default(),
+            assets: Default::default(),
             logs_dir: Some(dir.as_ref().join(crate::logs::LOGS_DIR)),
             cluster: None,
         }
@@ -202,6 +204,13 @@ impl EngineBuilder {
     /// limits).
     pub fn trigger_settings(mut self, settings: TriggerSettings) -> Self {
         self.trigger = settings;
+        self
+    }
+
+    /// Settings of the assets actor (how often it delivers what a lost
+    /// message left waiting).
+    pub fn assets_settings(mut self, settings: weir_actors::assets::AssetsSettings) -> Self {
+        self.assets = settings;
         self
     }
 
@@ -396,6 +405,7 @@ impl EngineBuilder {
             scheduler: self.scheduler,
             expiry_interval_ms: self.expiry_interval_ms,
             trigger: self.trigger.clone(),
+            assets: self.assets.clone(),
             logs_dir: self.logs_dir,
             cluster,
         };

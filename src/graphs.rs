@@ -72,6 +72,26 @@ impl Engine {
                 )));
             }
         }
+        // An asset has one producer across the adopted graphs (swale's
+        // rule): a second graph producing it is refused, naming the first.
+        for node in graph.nodes() {
+            for asset in &node.produces {
+                for other in self.assets()? {
+                    if other.asset != asset.as_str() {
+                        continue;
+                    }
+                    if let Some(p) = other.producers.iter().find(|p| p.graph != name) {
+                        return Err(EngineError::BadGraph(format!(
+                            "graph {name:?}: node {:?}: produces: asset {:?} is produced by graph {:?} (node {:?}): an asset has one producer",
+                            node.name.as_str(),
+                            asset.as_str(),
+                            p.graph,
+                            p.node
+                        )));
+                    }
+                }
+            }
+        }
         // A keyed graph whose inventory does not load is refused here, so
         // nothing is adopted that could not schedule.
         let keys = self.check_inventory(&graph).await?;
@@ -118,6 +138,14 @@ impl Engine {
             tracing::info!(graph = %name, definition = %hash, "definition adopted");
         }
         self.ensure_trigger(&graph, keys).await?;
+        if changed && !graph.def().trigger_assets.is_empty() {
+            // A consumer adopted now starts on what is pending.
+            if let Some(a) =
+                ActorRef::<weir_actors::assets::AssetsMsg>::where_is(self.names.assets())
+            {
+                let _ = a.cast(weir_actors::assets::AssetsMsg::Deliver);
+            }
+        }
         Ok(AdoptOutcome {
             graph: name,
             hash,

@@ -8,6 +8,7 @@
 pub use weir_actors as actors;
 pub use weir_core as core;
 
+mod assets;
 pub mod bench;
 pub mod cli;
 pub mod definition;
@@ -24,6 +25,8 @@ pub mod worker;
 pub use engine::{ClusterConfig, Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
 pub use graphs::AdoptOutcome;
 pub use ops::{MarkAs, MarkOutcome, RequeueOutcome, TriggerNowOutcome};
+pub use weir_actors::assets::records::AssetRecord;
+pub use weir_actors::assets::view::{AssetView, Producer};
 pub use weir_actors::breaker::BreakerView;
 pub use weir_actors::cluster::{ClusterSettings, WorkerState, WorkerView};
 pub use weir_actors::done::{DeadLetter, DeadLetterPage};

@@ -24,7 +24,7 @@ use weir_actors::breaker::{self, BreakerMsg, BreakerView};
 use weir_actors::done::{self, DeadLetterPage, DeadPageError};
 use weir_actors::events::EngineEvent;
 use weir_actors::queue::{Enqueued, QueueMsg};
-use weir_actors::scheduler::records::{def_key, graph_key, parse_run_id, GraphRecord};
+use weir_actors::scheduler::records::{def_key, graph_key, parse_node_key, GraphRecord};
 use weir_actors::scheduler::{MarkResult, RerunOutcome, SchedulerMsg};
 use weir_actors::supervisor::{Role, SupervisorMsg};
 use weir_actors::trigger::keyed::KeyScheduleView;
@@ -362,7 +362,9 @@ impl Engine {
             .map_err(|e| EngineError::Settings(format!("dead letter read panicked: {e}")))??
             .ok_or_else(|| EngineError::NotFound(format!("no dead letter has the key {key:?}")))?;
         if record.is_graph_node() {
-            let id = parse_run_id(key).ok_or_else(|| {
+            // A mapped node's member is requeued as a rerun of its node,
+            // which runs the members that did not succeed.
+            let (id, _member) = parse_node_key(key).ok_or_else(|| {
                 EngineError::Graph(format!("dead letter {key:?} is not a graph node's run id"))
             })?;
             let partition: Partition = id

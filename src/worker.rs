@@ -215,6 +215,11 @@ impl WorkerBuilder {
                     .and_then(|w| w.work.clone())
                     .map(PathBuf::from)
             });
+            let sensor_place: crate::task::command::PlaceCwd = place.clone();
+            let sensor = crate::task::sensor::SensorTask::placed(Some(sensor_place))
+                .map_err(WorkerError::Settings)?;
+            self.tasks
+                .register(crate::task::sensor::SENSOR_TASK, Arc::new(sensor));
             let command = CommandTask {
                 scratch: data.join("scratch"),
                 work: data.join("work"),

@@ -70,6 +70,16 @@ fn api_quick_prints_its_result_line() {
 }
 
 #[test]
+fn mapped_quick_prints_its_result_line() {
+    let line = last_line("mapped");
+    assert_keys(
+        &line,
+        "mapped",
+        &["items", "mapped_ms", "fanout_ms", "ratio"],
+    );
+}
+
+#[test]
 fn cluster_quick_prints_its_result_line() {
     let line = last_line("cluster");
     assert_keys(

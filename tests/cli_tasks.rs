@@ -232,3 +232,124 @@ http = { url = "https://h/{upstream.a.output.id}", body = "{upstream.a.outptu}" 
     }
     assert_eq!(err.lines().count(), 6, "one line a fault:\n{err}");
 }
+
+/// Copies `examples/NAME` into `dir` (its commands write beside their
+/// definitions, which must not be the source tree's folder).
+fn example_copy(name: &str, dir: &std::path::Path) -> std::path::PathBuf {
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    let to = dir.join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    to
+}
+
+/// The output of `weir ARGS --data DATA`, which must exit 0.
+fn stored(args: &[&str], data: &std::path::Path) -> String {
+    let o = weir().args(args).arg("--data").arg(data).output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// examples/orders as the README runs it: `weir run --until-idle` waits
+/// for the sensor, the mapped node and the asset's summary, then `weir
+/// status` lists the mapped node's members, `weir logs --member` shows a
+/// member's lines and `weir assets` the lineage with its materialization.
+#[test]
+fn the_orders_example_runs_and_status_logs_and_assets_show_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = example_copy("orders", tmp.path());
+    let data = tmp.path().join("data");
+    let o = weir()
+        .args([
+            "run",
+            "--until-idle",
+            "--durability",
+            "flush",
+            "--partition",
+            "2026-11-02",
+            "--data",
+        ])
+        .arg(&data)
+        .arg(&defs)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    let run: Value = serde_json::from_str(&stored(
+        &["status", "orders", "2026-11-02", "--json"],
+        &data,
+    ))
+    .unwrap();
+    assert_eq!(run["state"], "complete");
+    let count = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "count")
+        .unwrap();
+    assert_eq!(count["kind"], "mapped");
+    assert_eq!(count["members"]["total"], 3);
+    assert_eq!(count["members"]["succeeded"], 3);
+    let landed = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "landed")
+        .unwrap();
+    assert_eq!(landed["kind"], "sensor");
+    assert!(
+        landed["pokes"].as_u64().unwrap() >= 1,
+        "the export lands 1.5 s after the first check: {landed}"
+    );
+
+    let text = stored(&["status", "orders", "2026-11-02"], &data);
+    assert!(
+        text.contains("count (mapped, rerun 0): 3 members: 3 succeeded, 0 failed"),
+        "{text}"
+    );
+    assert!(text.contains("landed (sensor): "), "{text}");
+
+    let log = stored(
+        &["logs", "orders", "2026-11-02", "count", "--member", "1"],
+        &data,
+    );
+    assert!(log.contains("eu: "), "member 1 counts eu: {log}");
+    assert!(!log.contains("us: "), "only member 1's lines: {log}");
+
+    let assets: Value = serde_json::from_str(&stored(&["assets", "--json"], &data)).unwrap();
+    let daily = assets
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["asset"] == "orders.daily")
+        .unwrap_or_else(|| panic!("{assets}"));
+    assert_eq!(daily["consumers"], json!(["summary"]), "{daily}");
+    let text = stored(&["assets"], &data);
+    assert!(text.contains("orders.daily"), "{text}");
+    assert!(text.contains("orders/publish"), "{text}");
+
+    let week: Value =
+        serde_json::from_str(&stored(&["status", "summary", "2026-W45", "--json"], &data)).unwrap();
+    assert_eq!(
+        week["state"], "complete",
+        "the asset started the week's summary"
+    );
+}

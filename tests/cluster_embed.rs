@@ -14,6 +14,12 @@ const JOIN_VAR: &str = "WEIR_TEST_CLUSTER_JOIN";
 const NAME_VAR: &str = "WEIR_TEST_CLUSTER_NAME";
 const COOKIE: &str = "embedded-cluster-cookie";
 
+/// The clustered engines of this binary run one at a time: ractor's
+/// process groups (which an engine's gateway and its workers' links find
+/// each other by) are global to a process, so two clustered engines in
+/// one process would see each other's workers.
+static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// The worker: runs only when the parent sets `WEIR_TEST_CLUSTER_JOIN`.
 /// Its task `whoami` answers with the worker's name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,6 +35,15 @@ async fn cluster_worker_child() {
         .task_fn("whoami", move |_ctx| {
             let me = me.clone();
             async move { Ok(me.into_bytes()) }
+        })
+        // A sensor's check: not met twice, then met.
+        .task_fn("notyet", |_ctx| async {
+            static CHECKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            if CHECKS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+                Err(weir::TaskError::NotMet("not yet".into()))
+            } else {
+                Ok(b"{\"seen\": true}".to_vec())
+            }
         })
         .start()
         .await
@@ -61,6 +76,7 @@ fn spawn_worker(join: &str, name: &str) -> Kill {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_embedded_workers_drain_ten_thousand_jobs_with_no_local_slots() {
+    let _one = ONE_CLUSTER.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -146,5 +162,99 @@ async fn two_embedded_workers_drain_ten_thousand_jobs_with_no_local_slots() {
         "every job ran on a worker, and both took a share: {by_worker:?}"
     );
     let engine = Arc::try_unwrap(engine).ok().unwrap();
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+}
+
+/// A mapped node's members and a sensor's checks are tickets like any:
+/// with no local slot, a worker in another process runs every member
+/// (its item in its payload) and every check, and a check that is not
+/// met crosses the wire as such (no attempt spent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_and_sensor_checks_run_on_a_worker() {
+    let _one = ONE_CLUSTER.lock().await;
+    use weir::core::mapped::{MapSource, MapSpec};
+    use weir::core::names::Name;
+    use weir::core::sensor::SensorPolicy;
+    use weir::{GraphDef, NodeDef, Partition, RunState, TaskSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let engine = Engine::builder(dir.path())
+        .durability(Durability::Flush)
+        .pool_workers("default", 8, 0)
+        .cluster(ClusterConfig::new(addr, COOKIE))
+        // Tasks the engine itself never runs (no local slots): adopting a
+        // graph needs them registered.
+        .task_fn("whoami", |_ctx| async { Ok(b"engine".to_vec()) })
+        .task_fn("notyet", |_ctx| async { Ok(Vec::new()) })
+        .open()
+        .await
+        .unwrap();
+    let _w1 = spawn_worker(&addr.to_string(), "w1");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !engine
+        .workers()
+        .await
+        .unwrap()
+        .iter()
+        .any(|w| w.state == weir::WorkerState::Joined)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker did not join"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let task = |t: &str| TaskSpec {
+        task: Name::new(t).unwrap(),
+        config: serde_json::Value::Null,
+    };
+    let mut each = NodeDef::new(Name::new("each").unwrap(), vec![], task("whoami"));
+    let mut spec = MapSpec::new(MapSource::Items(
+        (0..20).map(|i| serde_json::json!(i)).collect(),
+    ));
+    spec.max_active_members = 4;
+    each.map = Some(spec);
+    let mut wait = NodeDef::new(Name::new("wait").unwrap(), vec![], task("notyet"));
+    wait.sensor = Some(SensorPolicy {
+        every_ms: 100,
+        timeout_ms: 60_000,
+        ..SensorPolicy::default()
+    });
+    engine
+        .adopt(GraphDef::new(
+            Name::new("remote").unwrap(),
+            vec![each, wait],
+        ))
+        .await
+        .unwrap();
+    engine.start_run("remote", Partition::NONE).await.unwrap();
+    let state = engine
+        .wait_settled("remote", &[Partition::NONE], Duration::from_secs(120))
+        .await
+        .unwrap()[0];
+    assert_eq!(state, RunState::Complete);
+    let rec = |n: &str| {
+        let id = weir::actors::scheduler::records::run_id("remote", &Partition::NONE, n, 0);
+        engine
+            .store()
+            .get::<weir::DoneRecord>(&weir::actors::done::done_key(&id))
+            .unwrap()
+            .unwrap()
+    };
+    let out: serde_json::Value =
+        serde_json::from_slice(&rec("each").load_output(engine.store()).unwrap()).unwrap();
+    assert_eq!(
+        out,
+        serde_json::json!(vec!["w1"; 20]),
+        "every member ran on the worker"
+    );
+    let wait = rec("wait");
+    assert_eq!((wait.attempts, wait.pokes), (1, 2), "{wait:?}");
+    assert_eq!(wait.output, b"{\"seen\": true}");
     engine.shutdown(Duration::from_secs(10)).await.unwrap();
 }

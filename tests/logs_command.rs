@@ -332,6 +332,7 @@ async fn expiry_removes_the_logs_of_runs_and_jobs() {
         config: config("echo from a job", &[]),
         upstreams: Default::default(),
         params: Default::default(),
+        member: None,
     };
     let mut job = Job::new("job-1", COMMAND_TASK, "default");
     job.payload = weir::core::codec::encode(&input).unwrap();

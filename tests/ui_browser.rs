@@ -857,3 +857,98 @@ async fn a_dropped_stream_reconnects_and_the_page_follows_again() {
     );
     b.close().await;
 }
+
+/// Copies `examples/NAME` into `dir` (its commands write beside their
+/// definitions, which must not be the source tree's folder).
+fn example_copy(name: &str, dir: &Path) -> std::path::PathBuf {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    let to = dir.join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    for entry in std::fs::read_dir(&from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+    to
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapped_nodes_members_and_the_asset_lineage_show() {
+    let Some(b) = browser("mapped").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = example_copy("orders", tmp.path());
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    let a = engine.http().post(
+        "/api/v1/graphs/orders/runs",
+        &json!({"partitions": ["2026-11-02"]}),
+    );
+    assert_eq!(a.status, 200, "{}", a.body);
+    engine.wait_run("orders", "2026-11-02", "complete");
+    // The asset started the summary of the week holding the day.
+    engine.wait_run("summary", "2026-W45", "complete");
+    b.login(&engine.url, &engine.token).await;
+    b.goto(&format!(
+        "{}/{}",
+        engine.url,
+        route(&["run", "orders", "2026-11-02", "count"])
+    ))
+    .await;
+    let members = b
+        .wait_js(
+            "the members of count",
+            "const r = [...document.querySelectorAll('#members tbody tr')]; return r.length === 3 ? r.map(x => [x.dataset.member, x.dataset.state, x.querySelector('code').textContent]) : null;",
+        )
+        .await;
+    assert_eq!(
+        members,
+        json!([
+            ["0", "succeeded", "{\"name\":\"apac\"}"],
+            ["1", "succeeded", "{\"name\":\"eu\"}"],
+            ["2", "succeeded", "{\"name\":\"us\"}"]
+        ])
+    );
+    // A member's logs.
+    b.click("#members tbody tr[data-member='1'] td a").await;
+    let log = b
+        .wait_js(
+            "member 1's log",
+            "const l = document.querySelector('#member-log-lines'); return l && l.textContent.includes('orders') ? l.textContent : null;",
+        )
+        .await;
+    assert!(log.as_str().unwrap().contains("eu: "), "{log}");
+    b.shot("mapped-run").await;
+    // The sensor's node shows its kind.
+    let kinds = b
+        .js(
+            "return [...document.querySelectorAll('table.nodes tbody tr')].filter(r => r.querySelector('small.kind')).map(r => [r.dataset.node, r.querySelector('small.kind').textContent.trim()]);",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        kinds,
+        json!([
+            ["landed", "sensor"],
+            ["receiver_up", "sensor"],
+            ["count", "mapped"]
+        ])
+    );
+    b.goto(&format!("{}/", engine.url)).await;
+    let lineage = b
+        .wait_js(
+            "the asset lineage",
+            "const r = document.querySelector(\"#assets tr[data-asset='orders.daily']\"); return r ? [...r.children].map(c => c.textContent.trim()) : null;",
+        )
+        .await;
+    let cells: Vec<String> = serde_json::from_value(lineage).unwrap();
+    assert_eq!(cells[0], "orders/publish");
+    assert_eq!(cells[1], "→ orders.daily →");
+    assert_eq!(cells[2], "summary");
+    assert!(cells[3].starts_with("orders 2026-11-02"), "{cells:?}");
+    b.shot("assets-lineage").await;
+    b.close().await;
+}

@@ -97,6 +97,18 @@ pub struct DoneRecord {
     pub started_ms: Option<u64>,
     /// When it ended.
     pub finished_ms: u64,
+    /// A sensor's checks that found its condition not met (no attempts).
+    /// Left out of the encoding at 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pokes: u32,
+    /// A mapped node's member counts (its record is written by its
+    /// scheduler once every member ended). Left out when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<Box<weir_core::mapped::MemberCounts>>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl DoneRecord {

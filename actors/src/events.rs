@@ -53,6 +53,18 @@ pub enum EngineEvent {
         /// When it may run.
         until_ms: u64,
     },
+    /// A sensor's check found its condition not met: the ticket waits
+    /// for its next check without a slot, no attempt spent.
+    Poked {
+        /// The ticket's key.
+        key: Arc<str>,
+        /// The ticket.
+        id: TicketId,
+        /// When it checks again.
+        due_ms: u64,
+        /// What the check saw.
+        seen: String,
+    },
     /// A ticket ended.
     Completed {
         /// Its key.
@@ -106,6 +118,44 @@ pub enum EngineEvent {
         rerun: u32,
         /// Its new state (ready, succeeded, failed, skipped, upstream_failed, cancelled).
         state: String,
+    },
+    /// A member of a mapped node ended.
+    MemberEnded {
+        /// The graph.
+        graph: String,
+        /// The partition.
+        partition: String,
+        /// The mapped node.
+        node: String,
+        /// The generation (the node's rerun count).
+        rerun: u32,
+        /// The member's index (its item's place).
+        member: u32,
+        /// How it ended.
+        state: String,
+    },
+    /// A node's success materialized an asset (durably), and graphs that
+    /// start on it are told.
+    AssetMaterialized {
+        /// The asset.
+        asset: String,
+        /// The producing graph.
+        graph: String,
+        /// The producing node.
+        node: String,
+        /// The partition.
+        partition: String,
+    },
+    /// A materialization started (or found) a run of a consuming graph.
+    AssetTriggered {
+        /// The asset.
+        asset: String,
+        /// The consuming graph.
+        graph: String,
+        /// Its partition started.
+        partition: String,
+        /// Whether the run is new (false: it existed).
+        started: bool,
     },
     /// A reconciler pass ended.
     Reconciled {

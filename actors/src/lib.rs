@@ -22,6 +22,7 @@
 //! | supervisor | queue | WorkerGone | a pool died: requeue its attempts |
 //! | supervisor | pool | QueueRestarted | re-grant credit, resend reports |
 
+pub mod assets;
 pub mod breaker;
 pub mod clock;
 pub mod cluster;

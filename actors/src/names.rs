@@ -61,13 +61,59 @@ impl Names {
         format!("{}.scheduler.{graph}", self.prefix)
     }
 
+    /// `name` (a scheduler's, as a journaled ticket's `notify` holds it)
+    /// among these names: a scheduler's name of another prefix (an earlier
+    /// engine on the same data directory) becomes this prefix's; anything
+    /// else stays as it is.
+    pub fn rebase<'n>(&self, name: &'n str) -> std::borrow::Cow<'n, str> {
+        if name
+            .strip_prefix(&*self.prefix)
+            .is_some_and(|rest| rest.starts_with('.'))
+        {
+            return std::borrow::Cow::Borrowed(name);
+        }
+        match name.find(".scheduler.") {
+            Some(at) => std::borrow::Cow::Owned(format!("{}{}", self.prefix, &name[at..])),
+            None => std::borrow::Cow::Borrowed(name),
+        }
+    }
+
     /// The cluster gateway.
     pub fn gateway(&self) -> String {
         format!("{}.gateway", self.prefix)
     }
 
+    /// The assets actor.
+    pub fn assets(&self) -> String {
+        format!("{}.assets", self.prefix)
+    }
+
     /// The trigger of `graph`.
     pub fn trigger(&self, graph: &str) -> String {
         format!("{}.trigger.{graph}", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedulers_of_another_prefix_are_rebased() {
+        let n = Names::with_prefix("weir3");
+        let cases = [
+            ("weir3.scheduler.etl", "weir3.scheduler.etl"),
+            ("weir0.scheduler.etl", "weir3.scheduler.etl"),
+            (
+                "weir0.scheduler.a.scheduler.b",
+                "weir3.scheduler.a.scheduler.b",
+            ),
+            ("other", "other"),
+            ("weir30.queue", "weir30.queue"),
+            ("weir30.scheduler.g", "weir3.scheduler.g"),
+        ];
+        for (i, (from, want)) in cases.iter().enumerate() {
+            assert_eq!(n.rebase(from), *want, "#{i}: {from}");
+        }
     }
 }

@@ -603,6 +603,7 @@ impl PoolState {
                             Some(Ok(Ok(out))) => (AttemptOutcome::Success, out, None),
                             Some(Ok(Err(TaskError::Retryable(e)))) => (AttemptOutcome::Retryable, Vec::new(), Some(e)),
                             Some(Ok(Err(TaskError::Permanent(e)))) => (AttemptOutcome::Permanent, Vec::new(), Some(e)),
+                            Some(Ok(Err(TaskError::NotMet(e)))) => (AttemptOutcome::NotMet, Vec::new(), Some(e)),
                             Some(Ok(Err(TaskError::RetryAfter { message, after_ms }))) => {
                                 retry_after_ms = Some(after_ms);
                                 (AttemptOutcome::Retryable, Vec::new(), Some(message))
@@ -790,7 +791,8 @@ impl Breakers {
     }
 
     /// Tells `target`'s breaker how an attempt ended. A permanent failure
-    /// is the input's fault, not the target's.
+    /// is the input's fault, not the target's; a sensor's check that was
+    /// not met found the target answering.
     pub fn record(&self, target: &Arc<str>, outcome: AttemptOutcome) {
         if let Some(b) = self.cache.get(target) {
             let failed = matches!(outcome, AttemptOutcome::Retryable | AttemptOutcome::Timeout);

@@ -30,7 +30,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use weir_core::queue::{Applied, Job, Op, Orphan, Place, QueueState, Terminal, TicketId};
-use weir_core::retry::{AttemptOutcome, Plan};
+use weir_core::retry::{AttemptOutcome, Plan, Stop};
 
 use crate::clock::Clock;
 use crate::done::{dead_key, done_key, DeadRecord, DoneRecord, DoneStatus};
@@ -281,6 +281,9 @@ pub enum QueueMsg {
     Enqueue(Vec<Job>, RpcReplyPort<Vec<Result<Enqueued, String>>>),
     /// Cancels the live ticket of a key; answers when durable.
     Cancel(String, RpcReplyPort<Cancelled>),
+    /// Cancels the live tickets of keys (a mapped node's members); one
+    /// answer per key, in order, when durable.
+    CancelMany(Vec<String>, RpcReplyPort<Vec<Cancelled>>),
     /// Requeues the dead letter of a plain job (a fresh ticket, tries
     /// starting over); answers when durable. `Live` when the key is live
     /// again already; an error names a key without a letter.
@@ -367,6 +370,7 @@ enum Effect {
         Vec<Result<Enqueued, String>>,
     ),
     Cancelled(RpcReplyPort<Cancelled>, Cancelled),
+    CancelledMany(RpcReplyPort<Vec<Cancelled>>, Vec<Cancelled>),
     RequeuedDead(
         RpcReplyPort<Result<Enqueued, String>>,
         Result<Enqueued, String>,
@@ -460,6 +464,8 @@ pub struct QueueActor;
 
 /// What the queue needs to start.
 pub struct QueueArgs {
+    /// The engine's names: a ticket's `notify` is resolved among them.
+    pub names: crate::names::Names,
     /// The store.
     pub store: Store,
     /// The recovered state at engine open; `None` on a restart (it replays
@@ -485,6 +491,7 @@ type TimerHandle = tokio::task::JoinHandle<Result<(), ractor::MessagingErr<Queue
 
 /// The queue actor's state.
 pub struct QueueState_ {
+    names: crate::names::Names,
     store: Store,
     clock: Clock,
     settings: QueueSettings,
@@ -546,7 +553,7 @@ impl Actor for QueueActor {
                             let _ = args.events.send(e);
                         }
                         for (name, c) in u.notices {
-                            crate::notify::completion(&name, c);
+                            crate::notify::completion(&args.names, &name, c);
                         }
                     }
                 }
@@ -562,6 +569,7 @@ impl Actor for QueueActor {
         let args_store_changed: HashSet<TicketId> =
             args.store.changed_since_snapshot().into_iter().collect();
         let mut state = QueueState_ {
+            names: args.names,
             store: args.store,
             clock: args.clock,
             settings: args.settings,
@@ -676,6 +684,7 @@ impl Actor for QueueActor {
         match msg {
             QueueMsg::Enqueue(jobs, reply) => state.enqueue(jobs, reply),
             QueueMsg::Cancel(key, reply) => state.cancel(&key, reply),
+            QueueMsg::CancelMany(keys, reply) => state.cancel_many(keys, reply),
             QueueMsg::RequeueDead(key, reply) => state.requeue_dead(&key, reply),
             QueueMsg::Credit {
                 worker,
@@ -827,7 +836,19 @@ impl QueueState_ {
     }
 
     fn cancel(&mut self, key: &str, reply: RpcReplyPort<Cancelled>) {
-        let answer = match self
+        let answer = self.cancel_one(key);
+        self.open.effects.push(Effect::Cancelled(reply, answer));
+    }
+
+    fn cancel_many(&mut self, keys: Vec<String>, reply: RpcReplyPort<Vec<Cancelled>>) {
+        let answers = keys.iter().map(|k| self.cancel_one(k)).collect();
+        self.open
+            .effects
+            .push(Effect::CancelledMany(reply, answers));
+    }
+
+    fn cancel_one(&mut self, key: &str) -> Cancelled {
+        match self
             .q
             .by_key(key)
             .map(|t| (t.id, t.place.clone(), t.attempts(), t.tries, t.job.clone()))
@@ -855,6 +876,8 @@ impl QueueState_ {
                     first_due_ms: tries.first_due_ms,
                     started_ms: self.started.remove(&id),
                     finished_ms: now,
+                    pokes: tries.pokes,
+                    members: None,
                 };
                 self.record_done(&job, record);
                 tracing::info!(key, id, "ticket cancelled");
@@ -869,8 +892,7 @@ impl QueueState_ {
                     Cancelled::Unknown
                 }
             }
-        };
-        self.open.effects.push(Effect::Cancelled(reply, answer));
+        }
     }
 
     /// Adds the done record of `job` to the open batch, with its expiry
@@ -1197,6 +1219,7 @@ impl QueueState_ {
                 let status = match terminal {
                     Terminal::Succeeded => DoneStatus::Succeeded,
                     Terminal::Failed => DoneStatus::Failed,
+                    Terminal::Skipped => DoneStatus::Skipped,
                 };
                 let failures = tries.failures + u32::from(status == DoneStatus::Failed);
                 let (output, output_blob) = match output {
@@ -1216,20 +1239,48 @@ impl QueueState_ {
                     attempts,
                     deferrals: tries.deferrals,
                     failures,
-                    error: if status == DoneStatus::Failed {
-                        Some(error)
-                    } else {
-                        None
+                    error: match (status, plan) {
+                        (DoneStatus::Failed, Plan::Stop(Stop::SensorTimedOut)) => Some(format!(
+                            "sensor not met within {}: {error}",
+                            human_ms(job.sensor.as_ref().map_or(0, |s| s.timeout_ms))
+                        )),
+                        (DoneStatus::Failed, _) => Some(error),
+                        (DoneStatus::Skipped, _) => Some(format!(
+                            "sensor not met within {}, skipped: {error}",
+                            human_ms(job.sensor.as_ref().map_or(0, |s| s.timeout_ms))
+                        )),
+                        _ => None,
                     },
                     output,
                     output_blob,
                     first_due_ms: tries.first_due_ms,
                     started_ms: started_ms.or_else(|| self.started.get(&id).copied()),
                     finished_ms: now,
+                    pokes: tries.pokes,
+                    members: None,
                 };
                 self.started.remove(&id);
                 if status == DoneStatus::Failed {
                     self.record_dead(&job, &record);
+                }
+                if status == DoneStatus::Succeeded && !job.produces.is_empty() {
+                    // The materializations go in the same atomic batch as
+                    // the record: a success is never without its events.
+                    for asset in &job.produces {
+                        let event = crate::assets::records::AssetEvent {
+                            asset: asset.to_string(),
+                            key: job.key.to_string(),
+                            at_ms: now,
+                        };
+                        match self.store.encode("asset event", &event) {
+                            Ok(bytes) => self.open.commit.puts.push((
+                                crate::assets::records::asset_event_key(asset, &job.key),
+                                bytes,
+                            )),
+                            Err(e) => panic!("asset event of {:?} does not encode: {e}", job.key),
+                        }
+                    }
+                    tracing::info!(key = %job.key, assets = ?job.produces, "assets materialized");
                 }
                 if let Some(blob) = &record.output_blob {
                     // The blob is durable already (the worker wrote it
@@ -1255,7 +1306,18 @@ impl QueueState_ {
                     error,
                 }));
             }
-            other => unreachable!("an attempt ends in Complete or Requeue, not {other:?}"),
+            Op::Poke { due_ms, .. } => {
+                let _ = self.step(op);
+                self.started.remove(&id);
+                tracing::info!(key = %job.key, id, due_ms, seen = %error, "sensor not met; checks again without a slot");
+                self.open.effects.push(Effect::Event(EngineEvent::Poked {
+                    key: job.key.clone(),
+                    id,
+                    due_ms,
+                    seen: error,
+                }));
+            }
+            other => unreachable!("an attempt ends in Complete, Requeue or Poke, not {other:?}"),
         }
     }
 
@@ -1495,6 +1557,9 @@ impl QueueState_ {
                 Effect::Cancelled(reply, answer) => {
                     let _ = reply.send(answer);
                 }
+                Effect::CancelledMany(reply, answers) => {
+                    let _ = reply.send(answers);
+                }
                 Effect::RequeuedDead(reply, answer) => {
                     let _ = reply.send(answer);
                 }
@@ -1523,7 +1588,9 @@ impl QueueState_ {
                         let _ = w.actor.cast(PoolMsg::Cancel(id));
                     }
                 }
-                Effect::Notify(name, completion) => crate::notify::completion(&name, completion),
+                Effect::Notify(name, completion) => {
+                    crate::notify::completion(&self.names, &name, completion)
+                }
                 Effect::Event(e) => {
                     let _ = self.events.send(e);
                 }
@@ -1669,12 +1736,29 @@ impl QueueState_ {
     }
 }
 
+/// A wait in words: `6h`, `90s`, `250ms`.
+fn human_ms(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "m"),
+        (1_000, "s"),
+    ];
+    for (unit, name) in UNITS {
+        if ms >= unit && ms.is_multiple_of(unit) {
+            return format!("{}{name}", ms / unit);
+        }
+    }
+    format!("{ms}ms")
+}
+
 fn op_id(op: &Op) -> TicketId {
     match op {
         Op::Complete { id, .. }
         | Op::Cancel { id }
         | Op::Requeue { id, .. }
         | Op::Defer { id, .. }
+        | Op::Poke { id, .. }
         | Op::Extend { id, .. }
         | Op::Start { id, .. }
         | Op::Orphaned { id, .. } => *id,

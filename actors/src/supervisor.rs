@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use weir_core::breaker::BreakerSettings;
 
+use crate::assets::{AssetsActor, AssetsArgs, AssetsSettings};
 use crate::breaker::{BreakerActor, BreakerArgs, BreakerMsg};
 use crate::clock::Clock;
 use crate::cluster::gateway::{GatewayActor, GatewayArgs, GatewayMsg, GatewayShared, LogIntake};
@@ -93,6 +94,9 @@ pub enum Role {
     Trigger(Name),
     /// The cluster gateway (worker processes).
     Gateway,
+    /// The assets actor (materializations to the graphs that start on
+    /// them).
+    Assets,
 }
 
 impl std::fmt::Display for Role {
@@ -104,6 +108,7 @@ impl std::fmt::Display for Role {
             Role::Scheduler(g) => write!(f, "scheduler {g}"),
             Role::Trigger(g) => write!(f, "trigger {g}"),
             Role::Gateway => write!(f, "cluster gateway"),
+            Role::Assets => write!(f, "assets"),
         }
     }
 }
@@ -166,6 +171,8 @@ pub struct SupervisorArgs {
     pub expiry_interval_ms: u64,
     /// Trigger settings.
     pub trigger: TriggerSettings,
+    /// Settings of the assets actor.
+    pub assets: AssetsSettings,
     /// Where command tasks keep attempt logs (`DATA/logs`): the expiry pass
     /// removes a run's `<graph>/<partition>/` and a job's attempt files.
     pub logs_dir: Option<PathBuf>,
@@ -265,6 +272,8 @@ impl Actor for SupervisorActor {
                 state.spawn(&myself, Role::Trigger(graph)).await?;
             }
         }
+        // After the schedulers it starts runs on.
+        state.spawn(&myself, Role::Assets).await?;
         let every = Duration::from_millis(state.args.expiry_interval_ms.max(1));
         myself.send_interval(every, || SupervisorMsg::Expire);
         Ok(state)
@@ -482,6 +491,7 @@ impl SupervisorState {
         let cell: ActorCell = match &role {
             Role::Queue => {
                 let args = QueueArgs {
+                    names: names.clone(),
                     store: self.args.store.clone(),
                     recovered: self.recovered.take(),
                     clock: self.args.clock.clone(),
@@ -577,6 +587,17 @@ impl SupervisorState {
                 .await?;
                 actor.get_cell()
             }
+            Role::Assets => {
+                let args = AssetsArgs {
+                    names: names.clone(),
+                    store: self.args.store.clone(),
+                    events: self.args.events.clone(),
+                    settings: self.args.assets.clone(),
+                };
+                let (actor, _) =
+                    Actor::spawn_linked(Some(names.assets()), AssetsActor, args, sup).await?;
+                actor.get_cell()
+            }
             Role::Gateway => {
                 let cluster = self
                     .args
@@ -645,6 +666,10 @@ pub fn expire(
             if let Some(rest) = key.strip_prefix("run/") {
                 deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DONE_PREFIX))?;
                 deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DEAD_PREFIX))?;
+                deleted += store.delete_prefix(&format!(
+                    "{}{rest}/",
+                    crate::scheduler::records::LEDGER_PREFIX
+                ))?;
             }
             if let Some(dir) = logs_dir {
                 remove_logs(dir, key);

@@ -41,6 +41,11 @@ pub enum TaskError {
     /// Will fail again: do not retry.
     #[error("permanent: {0}")]
     Permanent(String),
+    /// A sensor's check found its condition not met (what it saw): not a
+    /// failure; a sensor ticket checks again later without an attempt
+    /// spent, any other ticket retries it as a retryable failure.
+    #[error("not met: {0}")]
+    NotMet(String),
     /// May succeed if tried again, but not before `after_ms` (a server's
     /// `Retry-After`): the retry waits the longer of this and the policy's
     /// delay.

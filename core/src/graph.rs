@@ -27,9 +27,11 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use crate::mapped::{MapSource, MapSpec};
 use crate::names::Name;
 use crate::partition::Partitioning;
 use crate::retry::{RetryPolicy, RetryPolicyError};
+use crate::sensor::SensorPolicy;
 use crate::trigger::TriggerRule;
 
 /// The most nodes a graph may have.
@@ -123,6 +125,11 @@ pub struct GraphDef {
     /// when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_success: Option<TaskSpec>,
+    /// Assets whose materializations start runs of this graph (see
+    /// `asset`): `[trigger] assets = [...]`. Absent from the encoding
+    /// when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trigger_assets: Vec<Name>,
 }
 
 impl GraphDef {
@@ -143,6 +150,7 @@ impl GraphDef {
             params: BTreeMap::new(),
             on_failure: None,
             on_success: None,
+            trigger_assets: Vec::new(),
         }
     }
 
@@ -183,6 +191,19 @@ pub struct NodeDef {
     /// absent from the encoding at 0, so older definitions keep their hash.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: i32,
+    /// A mapped node's items (see `mapped`): the node runs its task once
+    /// per item. Absent from the encoding when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<MapSpec>,
+    /// A sensor's waiting (see `sensor`): a check that is not met waits
+    /// `every` without an attempt spent. Absent from the encoding when
+    /// unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensor: Option<SensorPolicy>,
+    /// The assets a success of this node materializes (see `asset`).
+    /// Absent from the encoding when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub produces: Vec<Name>,
 }
 
 fn is_zero(v: &i32) -> bool {
@@ -203,6 +224,9 @@ impl NodeDef {
             timeout_ms: None,
             task,
             priority: 0,
+            map: None,
+            sensor: None,
+            produces: Vec::new(),
         }
     }
 }
@@ -347,6 +371,18 @@ pub enum GraphError {
     ZeroMaxActiveRuns {
         /// The graph.
         graph: Name,
+    },
+    /// A node's field is not valid (its mapping, its sensor, its assets).
+    #[error("graph {graph:?}: node {node:?}: {field}: {what}")]
+    BadNodeField {
+        /// The graph.
+        graph: Name,
+        /// The node.
+        node: Name,
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        what: String,
     },
     /// A graph-level setting is not valid.
     #[error("graph {graph:?}: {field}: {what}")]
@@ -528,6 +564,8 @@ impl Graph {
         }
 
         // Kahn's algorithm, FIFO, seeded in declaration order: deterministic.
+        check_assets(&def)?;
+
         let mut pending: Vec<usize> = upstreams.iter().map(Vec::len).collect();
         let roots: Vec<usize> = (0..n).filter(|&i| pending[i] == 0).collect();
         let mut queue: VecDeque<usize> = roots.iter().copied().collect();
@@ -722,6 +760,106 @@ fn check_node(def: &GraphDef, node: &NodeDef) -> Result<(), GraphError> {
             graph: graph(),
             node: node.name.clone(),
         });
+    }
+    let bad = |field: &'static str, what: String| GraphError::BadNodeField {
+        graph: graph(),
+        node: node.name.clone(),
+        field,
+        what,
+    };
+    if let Some(map) = &node.map {
+        if map.max_active_members == 0 {
+            return Err(bad("max_active_members", "must be at least 1".into()));
+        }
+        match &map.over {
+            MapSource::Upstream(u) if !node.upstreams.contains(u) => {
+                return Err(bad(
+                    "map_over",
+                    format!(
+                        "{:?} is not an upstream of the node: a node maps over the output of one of its upstreams",
+                        u.as_str()
+                    ),
+                ));
+            }
+            MapSource::Upstream(_) => {}
+            MapSource::Items(items) => {
+                crate::mapped::check_items(items).map_err(|e| bad("items", e.to_string()))?;
+            }
+        }
+    }
+    if let Some(sensor) = &node.sensor {
+        sensor.validate().map_err(|e| bad("sensor", e))?;
+    }
+    if node.produces.len() > crate::asset::ASSETS_MAX {
+        return Err(bad(
+            "produces",
+            format!(
+                "{} assets, over the limit of {}",
+                node.produces.len(),
+                crate::asset::ASSETS_MAX
+            ),
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &node.produces {
+        if !seen.insert(a) {
+            return Err(bad(
+                "produces",
+                format!("asset {:?} is listed more than once", a.as_str()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Assets across the graph: each produced by one node, and none both
+/// produced and triggered on (a run would start itself).
+fn check_assets(def: &GraphDef) -> Result<(), GraphError> {
+    let bad = |what: String| GraphError::BadSetting {
+        graph: def.name.clone(),
+        field: "produces",
+        what,
+    };
+    let mut producer: BTreeMap<&Name, &Name> = BTreeMap::new();
+    for node in &def.nodes {
+        for a in &node.produces {
+            if let Some(other) = producer.insert(a, &node.name) {
+                return Err(bad(format!(
+                    "asset {:?} is produced by nodes {:?} and {:?}: an asset has one producer",
+                    a.as_str(),
+                    other.as_str(),
+                    node.name.as_str()
+                )));
+            }
+        }
+    }
+    let trigger = |what: String| GraphError::BadSetting {
+        graph: def.name.clone(),
+        field: "trigger.assets",
+        what,
+    };
+    if def.trigger_assets.len() > crate::asset::ASSETS_MAX {
+        return Err(trigger(format!(
+            "{} assets, over the limit of {}",
+            def.trigger_assets.len(),
+            crate::asset::ASSETS_MAX
+        )));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for a in &def.trigger_assets {
+        if !seen.insert(a) {
+            return Err(trigger(format!(
+                "asset {:?} is listed more than once",
+                a.as_str()
+            )));
+        }
+        if let Some(node) = producer.get(a) {
+            return Err(trigger(format!(
+                "asset {:?} is produced by this graph's node {:?}: a graph does not start on its own assets",
+                a.as_str(),
+                node.as_str()
+            )));
+        }
     }
     Ok(())
 }
@@ -921,6 +1059,69 @@ pub(crate) mod tests {
                 with(vec![node("a", &[])], |d| d.max_active_runs = 0),
                 r#"graph "etl": max_active_runs: must be above 0"#,
             ),
+            (
+                def(vec![node("a", &[]), node("x", &[]), {
+                    let mut n = node("b", &["a"]);
+                    n.map = Some(MapSpec::new(MapSource::Upstream(name("x"))));
+                    n
+                }]),
+                r#"graph "etl": node "b": map_over: "x" is not an upstream of the node: a node maps over the output of one of its upstreams"#,
+            ),
+            (
+                def(vec![{
+                    let mut n = node("a", &[]);
+                    let mut m = MapSpec::new(MapSource::Items(vec![]));
+                    m.max_active_members = 0;
+                    n.map = Some(m);
+                    n
+                }]),
+                r#"graph "etl": node "a": max_active_members: must be at least 1"#,
+            ),
+            (
+                def(vec![{
+                    let mut n = node("a", &[]);
+                    n.sensor = Some(SensorPolicy {
+                        every_ms: 0,
+                        ..SensorPolicy::default()
+                    });
+                    n
+                }]),
+                r#"graph "etl": node "a": sensor: every: must be above 0"#,
+            ),
+            (
+                def(vec![{
+                    let mut n = node("a", &[]);
+                    n.produces = vec![name("s"), name("s")];
+                    n
+                }]),
+                r#"graph "etl": node "a": produces: asset "s" is listed more than once"#,
+            ),
+            (
+                def(vec![
+                    {
+                        let mut n = node("a", &[]);
+                        n.produces = vec![name("s")];
+                        n
+                    },
+                    {
+                        let mut n = node("b", &[]);
+                        n.produces = vec![name("s")];
+                        n
+                    },
+                ]),
+                r#"graph "etl": produces: asset "s" is produced by nodes "a" and "b": an asset has one producer"#,
+            ),
+            (
+                with(
+                    vec![{
+                        let mut n = node("a", &[]);
+                        n.produces = vec![name("s")];
+                        n
+                    }],
+                    |d| d.trigger_assets = vec![name("s")],
+                ),
+                r#"graph "etl": trigger.assets: asset "s" is produced by this graph's node "a": a graph does not start on its own assets"#,
+            ),
         ];
         for (i, (d, want)) in cases.into_iter().enumerate() {
             let got = d
@@ -1099,6 +1300,39 @@ pub(crate) mod tests {
                 }),
             ),
             ("catchup", Box::new(|d| d.catchup = true)),
+            (
+                "map_over",
+                Box::new(|d| {
+                    d.nodes[1].map = Some(MapSpec::new(MapSource::Upstream(name("a"))));
+                }),
+            ),
+            (
+                "items",
+                Box::new(|d| {
+                    d.nodes[1].map =
+                        Some(MapSpec::new(MapSource::Items(vec![serde_json::json!(1)])));
+                }),
+            ),
+            (
+                "max active members",
+                Box::new(|d| {
+                    let mut m = MapSpec::new(MapSource::Upstream(name("a")));
+                    m.max_active_members = 3;
+                    d.nodes[1].map = Some(m);
+                }),
+            ),
+            (
+                "sensor",
+                Box::new(|d| d.nodes[1].sensor = Some(SensorPolicy::default())),
+            ),
+            (
+                "produces",
+                Box::new(|d| d.nodes[1].produces = vec![name("sales.daily")]),
+            ),
+            (
+                "trigger assets",
+                Box::new(|d| d.trigger_assets = vec![name("sales.daily")]),
+            ),
             (
                 "start",
                 Box::new(|d| {

@@ -14,15 +14,19 @@
 //! waiting tickets: priority, due instant, id), `retry`, `breaker`, `pool`,
 //! `schedule` (keyed schedules and debounced signals), `params` (a run's
 //! named values), `template` (references to the partition, upstream
-//! outputs and params in task configs) and `codec` (the versioned envelope
-//! of everything stored).
+//! outputs and params in task configs), `mapped` (a node run once per
+//! item), `sensor` (waiting for a condition without holding a slot),
+//! `asset` (materializations across graphs) and `codec` (the versioned
+//! envelope of everything stored).
 
+pub mod asset;
 pub mod breaker;
 pub mod codec;
 pub mod cron;
 pub mod graph;
 pub mod http;
 pub mod keyed;
+pub mod mapped;
 pub mod names;
 pub mod params;
 pub mod partition;
@@ -32,5 +36,6 @@ pub mod queue;
 pub mod readiness;
 pub mod retry;
 pub mod schedule;
+pub mod sensor;
 pub mod template;
 pub mod trigger;

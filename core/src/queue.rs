@@ -72,6 +72,18 @@ pub struct Job {
     /// the engine's default, `Some(0)` = until its owner deletes it.
     #[serde(default)]
     pub retention_ms: Option<u64>,
+    /// A sensor's waiting: a check that reports its condition not met
+    /// puts the ticket back, due later, with no attempt spent, until the
+    /// sensor's timeout (see `sensor`). Left out of the encoding when
+    /// unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensor: Option<Box<crate::sensor::SensorPolicy>>,
+    /// Assets its success materializes: the queue writes one
+    /// materialization record per asset in the same atomic batch as the
+    /// ticket's done record (see `asset`). Left out of the encoding when
+    /// empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub produces: Vec<Arc<str>>,
 }
 
 impl Job {
@@ -94,6 +106,8 @@ impl Job {
             notify: None,
             retention_ms: None,
             priority: 0,
+            sensor: None,
+            produces: Vec::new(),
         }
     }
 
@@ -153,9 +167,12 @@ pub struct Ticket {
 }
 
 impl Ticket {
-    /// Attempts that started their task: hand-outs less deferrals.
+    /// Attempts that started their task: hand-outs less deferrals and
+    /// less a sensor's checks that were not met.
     pub fn attempts(&self) -> u32 {
-        self.attempt.saturating_sub(self.tries.deferrals)
+        self.attempt
+            .saturating_sub(self.tries.deferrals)
+            .saturating_sub(self.tries.pokes)
     }
 
     /// Hand-outs deferred before their task started.
@@ -173,9 +190,16 @@ pub enum Terminal {
     /// Retrying is over: a permanent failure, no attempt left, or past the
     /// deadline.
     Failed,
+    /// A sensor's condition was still not met at its timeout, and it
+    /// skips rather than fails (`on_timeout = "skip"`).
+    Skipped,
 }
 
 /// One change to the queue. Journaled before it takes effect.
+// Enqueue is the most frequent op and carries the largest value; boxing it
+// would add an allocation to every enqueue and replay to shrink the rare
+// ones.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Op {
     /// A new pending ticket; a live key is a no-op.
@@ -217,6 +241,14 @@ pub enum Op {
         /// The ticket.
         id: TicketId,
         /// When the breaker may admit it.
+        due_ms: u64,
+    },
+    /// A sensor's check found its condition not met: no failure counted,
+    /// pending again until `due_ms`.
+    Poke {
+        /// The ticket.
+        id: TicketId,
+        /// When it checks again.
         due_ms: u64,
     },
     /// A running ticket's lease is extended (a long attempt is alive).
@@ -289,6 +321,17 @@ pub enum Orphan {
     Ran(Op, Plan),
     /// Its attempt had not said it started: given back.
     Unstarted(Op),
+}
+
+/// Why a running ticket goes back to pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Back {
+    /// Its attempt failed.
+    Failed,
+    /// A breaker held it back.
+    Deferred,
+    /// A sensor's check was not met.
+    Poked,
 }
 
 /// The queue's state. Build it with [`QueueState::new`] or
@@ -452,10 +495,11 @@ impl QueueState {
                     Applied::Ignored(Ignored::Unknown(*id))
                 }
             }
-            Op::Requeue { id, due_ms } => self.back_to_pending(*id, *due_ms, true),
-            Op::Defer { id, due_ms } => self.back_to_pending(*id, *due_ms, false),
+            Op::Requeue { id, due_ms } => self.back_to_pending(*id, *due_ms, Back::Failed),
+            Op::Defer { id, due_ms } => self.back_to_pending(*id, *due_ms, Back::Deferred),
+            Op::Poke { id, due_ms } => self.back_to_pending(*id, *due_ms, Back::Poked),
             Op::Orphaned { id, due_ms } => {
-                let applied = self.back_to_pending(*id, *due_ms, false);
+                let applied = self.back_to_pending(*id, *due_ms, Back::Deferred);
                 if let (Applied::Requeued(_), Some(t)) = (&applied, self.tickets.get_mut(id)) {
                     t.tries.unstarted_orphans = t.tries.unstarted_orphans.saturating_add(1);
                 }
@@ -532,6 +576,26 @@ impl QueueState {
         if ticket.attempt != attempt || !matches!(ticket.place, Place::Running { .. }) {
             return None;
         }
+        if let (AttemptOutcome::NotMet, Some(sensor)) = (outcome, &ticket.job.sensor) {
+            return Some(
+                match crate::sensor::after_not_met(sensor, ticket.tries.first_due_ms, now_ms) {
+                    crate::sensor::Poke::Again { due_ms } => (
+                        Op::Poke { id, due_ms },
+                        Plan::Wait(due_ms.saturating_sub(now_ms)),
+                    ),
+                    crate::sensor::Poke::TimedOut(on_timeout) => (
+                        Op::Complete {
+                            id,
+                            terminal: match on_timeout {
+                                crate::sensor::OnTimeout::Fail => Terminal::Failed,
+                                crate::sensor::OnTimeout::Skip => Terminal::Skipped,
+                            },
+                        },
+                        Plan::Stop(Stop::SensorTimedOut),
+                    ),
+                },
+            );
+        }
         let plan = crate::retry::plan_waiting(
             outcome,
             &ticket.job.policy,
@@ -599,6 +663,7 @@ impl QueueState {
             tries: Tries {
                 failures: 0,
                 deferrals: 0,
+                pokes: 0,
                 unstarted_orphans: 0,
                 first_due_ms: job.due_ms,
             },
@@ -654,7 +719,7 @@ impl QueueState {
         }
     }
 
-    fn back_to_pending(&mut self, id: TicketId, due_ms: u64, failed: bool) -> Applied {
+    fn back_to_pending(&mut self, id: TicketId, due_ms: u64, why: Back) -> Applied {
         if let Err(ignored) = self.running(id) {
             return Applied::Ignored(ignored);
         }
@@ -662,10 +727,10 @@ impl QueueState {
         if let Place::Running { lease_until_ms, .. } = ticket.place {
             self.leases.remove(&(lease_until_ms, id));
         }
-        if failed {
-            ticket.tries.failures = ticket.tries.failures.saturating_add(1);
-        } else {
-            ticket.tries.deferrals = ticket.tries.deferrals.saturating_add(1);
+        match why {
+            Back::Failed => ticket.tries.failures = ticket.tries.failures.saturating_add(1),
+            Back::Deferred => ticket.tries.deferrals = ticket.tries.deferrals.saturating_add(1),
+            Back::Poked => ticket.tries.pokes = ticket.tries.pokes.saturating_add(1),
         }
         ticket.place = Place::Pending { due_ms };
         let (pool, priority) = (ticket.job.pool.clone(), ticket.job.priority);
@@ -815,6 +880,8 @@ mod tests {
             notify: None,
             retention_ms: None,
             priority: 0,
+            sensor: None,
+            produces: Vec::new(),
         }
     }
 
@@ -944,6 +1011,68 @@ mod tests {
             }
         );
         assert_eq!(plan, Plan::Stop(Stop::AttemptsSpent));
+    }
+
+    /// A sensor's check that is not met goes back due `every` later with
+    /// no attempt or failure counted; at its timeout it ends as its policy
+    /// says; a ticket without a sensor policy retries a not-met as a
+    /// failure.
+    #[test]
+    fn sensors_poke_then_time_out() {
+        use crate::sensor::{OnTimeout, SensorPolicy};
+        for (on_timeout, terminal) in [
+            (OnTimeout::Fail, Terminal::Failed),
+            (OnTimeout::Skip, Terminal::Skipped),
+        ] {
+            let mut q = QueueState::new();
+            let mut j = job("s", "p", 100);
+            j.sensor = Some(Box::new(SensorPolicy {
+                every_ms: 30,
+                timeout_ms: 100,
+                on_timeout,
+            }));
+            let _ = q.step(&Op::Enqueue(j));
+            let mut now = 100;
+            let mut checks = 0;
+            loop {
+                assert_eq!(q.step(&select("p", now)), Applied::Selected(0));
+                checks += 1;
+                let attempt = q.ticket(0).unwrap().attempt;
+                let (op, plan) = q
+                    .after_attempt(0, attempt, AttemptOutcome::NotMet, now, 0)
+                    .unwrap();
+                if let Op::Poke { due_ms, .. } = op {
+                    assert_eq!(due_ms, (now + 30).min(200), "capped at the deadline");
+                    assert_eq!(plan, Plan::Wait(due_ms - now));
+                    assert_eq!(q.step(&op), Applied::Requeued(0));
+                    let t = q.ticket(0).unwrap();
+                    assert_eq!((t.attempts(), t.tries.failures), (0, 0));
+                    assert_eq!(t.tries.pokes, checks);
+                    assert_eq!(q.running_len(), 0, "nothing runs between checks");
+                    assert_eq!(q.peek_pending("p", due_ms - 1).map(|t| t.id), None);
+                    now = due_ms;
+                    continue;
+                }
+                assert_eq!(op, Op::Complete { id: 0, terminal });
+                assert_eq!(plan, Plan::Stop(Stop::SensorTimedOut));
+                assert_eq!(now, 200, "the last check is at the deadline");
+                assert_eq!(checks, 5, "checks at 100, 130, 160, 190, 200");
+                break;
+            }
+        }
+        let mut q = QueueState::new();
+        let _ = q.step(&Op::Enqueue(job("plain", "p", 0)));
+        let _ = q.step(&select("p", 0));
+        let (op, _) = q
+            .after_attempt(0, 1, AttemptOutcome::NotMet, 10, 0)
+            .unwrap();
+        assert_eq!(
+            op,
+            Op::Requeue {
+                id: 0,
+                due_ms: 1_010
+            }
+        );
     }
 
     #[test]
@@ -1088,6 +1217,7 @@ mod tests {
             1 => id.clone().prop_map(|id| Op::Cancel { id }),
             2 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Requeue { id, due_ms }),
             1 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Defer { id, due_ms }),
+            1 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Poke { id, due_ms }),
             1 => (id.clone(), 0u64..300).prop_map(|(id, l)| Op::Extend { id, lease_until_ms: l }),
             1 => (id.clone(), 0u32..4).prop_map(|(id, attempt)| Op::Start { id, attempt }),
             1 => (id, 0u64..150).prop_map(|(id, due_ms)| Op::Orphaned { id, due_ms }),

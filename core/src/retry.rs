@@ -23,6 +23,10 @@ pub enum AttemptOutcome {
     Permanent,
     /// The attempt ran past its timeout; retried like a retryable failure.
     Timeout,
+    /// A sensor's check found its condition not met: not a failure. A
+    /// ticket with a sensor policy checks again later without an attempt
+    /// spent (see `sensor`); any other is retried as a retryable failure.
+    NotMet,
 }
 
 /// A retry policy.
@@ -97,6 +101,8 @@ pub enum Stop {
     AttemptsSpent,
     /// The next attempt would start after the deadline.
     DeadlinePassed,
+    /// A sensor's condition was still not met at its timeout.
+    SensorTimedOut,
 }
 
 impl RetryPolicy {
@@ -178,16 +184,20 @@ pub struct Tries {
     /// this count existed read as 0.
     #[serde(default)]
     pub deferrals: u32,
+    /// Checks of a sensor that found its condition not met (pokes): not
+    /// attempts either. Left out of the encoding at 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pokes: u32,
     /// Crash orphans in a row whose attempt had not said it started (see
     /// the queue's `orphans`); 0 once an attempt starts. Older records read
     /// 0.
-    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub unstarted_orphans: u32,
     /// The ticket's first due instant, in ms since the epoch.
     pub first_due_ms: u64,
 }
 
-fn is_zero_u32(v: &u32) -> bool {
+fn is_zero(v: &u32) -> bool {
     *v == 0
 }
 
@@ -217,7 +227,7 @@ pub fn plan_waiting(
     match outcome {
         AttemptOutcome::Success => Plan::Stop(Stop::Succeeded),
         AttemptOutcome::Permanent => Plan::Stop(Stop::Permanent),
-        AttemptOutcome::Retryable | AttemptOutcome::Timeout => {
+        AttemptOutcome::Retryable | AttemptOutcome::Timeout | AttemptOutcome::NotMet => {
             let attempt = tries.failures.saturating_add(1);
             let Some(wait_ms) = policy.jittered_delay_ms(attempt, draw) else {
                 return Plan::Stop(Stop::AttemptsSpent);
@@ -257,6 +267,7 @@ mod tests {
         let tries = Tries {
             failures: 0,
             deferrals: 0,
+            pokes: 0,
             unstarted_orphans: 0,
             first_due_ms: 0,
         };
@@ -334,6 +345,7 @@ mod tests {
         let t = |failures| Tries {
             failures,
             deferrals: 0,
+            pokes: 0,
             unstarted_orphans: 0,
             first_due_ms: 1_000,
         };

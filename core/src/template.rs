@@ -39,8 +39,10 @@
 //! else as compact JSON), `{params.NAME}`; an HTTP call also has
 //! `${env:NAME}`, read from the engine's environment at each attempt. A
 //! node whose name holds a dot is written `{upstream["etl.v2"].output}`.
-//! The grammar leaves room for more roots (a mapped node's `{item}`,
-//! `{item.field}`): an unknown root is literal text today.
+//! A mapped node's member also has `{item}` (its item: a string without
+//! quotes, anything else as compact JSON) and `{item.field}`,
+//! `{item[0]}` (a JSON path into it), which only a mapped node may write.
+//! An unknown root is literal text.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -132,6 +134,11 @@ pub enum Ref {
     Param(String),
     /// `${env:NAME}` (HTTP calls only).
     Env(String),
+    /// `{item…}`: a mapped node's member's item, whole or at a JSON path.
+    Item {
+        /// The path into the item; empty: the item itself.
+        path: Vec<Step>,
+    },
 }
 
 /// A piece of a template.
@@ -231,6 +238,8 @@ pub struct Scope<'a> {
     pub params: &'a BTreeMap<String, String>,
     /// The environment `${env:NAME}` reads; `None`: every name is unset.
     pub env: Option<&'a EnvLookup>,
+    /// A mapped node's member's item; `None` for any other attempt.
+    pub item: Option<&'a serde_json::Value>,
     /// Upstream outputs parsed as JSON, once per scope.
     json: RefCell<BTreeMap<String, Rc<Result<serde_json::Value, String>>>>,
 }
@@ -254,6 +263,7 @@ impl<'a> Scope<'a> {
             upstreams: BTreeMap::new(),
             params,
             env: None,
+            item: None,
             json: RefCell::new(BTreeMap::new()),
         }
     }
@@ -282,10 +292,13 @@ pub struct Context<'a> {
     pub params: &'a BTreeMap<String, String>,
     /// The graph's partitioning.
     pub partitioning: Partitioning,
+    /// Whether the node is mapped (`map_over` or `items`): only its
+    /// members have an `{item}`.
+    pub mapped: bool,
 }
 
 /// The roots a `{` may open; any other name after `{` is literal text.
-const ROOTS: [&str; 7] = [
+const ROOTS: [&str; 8] = [
     "graph",
     "partition",
     "node",
@@ -293,6 +306,7 @@ const ROOTS: [&str; 7] = [
     "run_id",
     "upstream",
     "params",
+    "item",
 ];
 
 fn is_plain_key(k: &str) -> bool {
@@ -484,7 +498,7 @@ impl Template {
                     partitioning_word(ctx.partitioning)
                 )),
                 Ref::PartitionKey => {}
-                Ref::Node | Ref::Attempt | Ref::RunId | Ref::Output { .. }
+                Ref::Node | Ref::Attempt | Ref::RunId | Ref::Output { .. } | Ref::Item { .. }
                     if ctx.node.is_none() =>
                 {
                     fault(
@@ -492,6 +506,11 @@ impl Template {
                     )
                 }
                 Ref::Node | Ref::Attempt | Ref::RunId => {}
+                Ref::Item { .. } if !ctx.mapped => fault(format!(
+                    "{{item}} is a mapped node's item, and node {:?} is not mapped (give it map_over or items)",
+                    ctx.node.unwrap_or_default()
+                )),
+                Ref::Item { .. } => {}
                 Ref::Output { node, .. } => {
                     let this = ctx.node.unwrap_or_default();
                     if ctx.upstreams.contains(&node.as_str()) {
@@ -612,6 +631,9 @@ fn parse_ref(c: &mut Cursor<'_>) -> Result<Ref, String> {
     let r = match root {
         "graph" => Ref::Graph,
         "node" => Ref::Node,
+        "item" => Ref::Item {
+            path: parse_path(c)?,
+        },
         "attempt" => Ref::Attempt,
         "run_id" => Ref::RunId,
         "partition" => {
@@ -750,6 +772,22 @@ fn value_of(r: &Ref, scope: &Scope<'_>) -> Result<String, String> {
             .env
             .and_then(|env| env(name))
             .ok_or_else(|| format!("${{env:{name}}} is not set in the engine's environment"))?,
+        Ref::Item { path } => {
+            let item = scope
+                .item
+                .ok_or("this attempt is not a mapped node's member: it has no item")?;
+            let v = walk(item, path).map_err(|(at, what)| {
+                let seen = path_text(&path[..at]);
+                format!(
+                    "path {} is missing from the item: item{seen} {what}",
+                    path_text(path)
+                )
+            })?;
+            match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }
+        }
         Ref::Output { node, path } => {
             let up = scope.upstreams.get(node.as_str()).ok_or_else(|| {
                 format!(
@@ -1068,6 +1106,7 @@ mod tests {
             nodes: &nodes,
             params: &p,
             partitioning: Partitioning::Daily,
+            mapped: false,
         };
         let check =
             |t: &str, ctx: &Context<'_>| Template::parse(t, Place::Command).unwrap().check(ctx);
@@ -1115,12 +1154,79 @@ mod tests {
         assert!(check("{graph} {partition} {params.limit}", &graph_level).is_empty());
         assert_eq!(
             check(
-                "{node} {attempt} {run_id} {upstream.extract.output}",
+                "{node} {attempt} {run_id} {upstream.extract.output} {item}",
                 &graph_level
             )
             .len(),
-            4
+            5
         );
+        // `{item}` belongs to mapped nodes.
+        let f = check("{item.path}", &ctx);
+        assert!(
+            f.len() == 1 && f[0].contains("node \"load\" is not mapped"),
+            "{f:?}"
+        );
+        let mapped = Context {
+            mapped: true,
+            ..ctx
+        };
+        assert!(check("{item} {item.path} {item[0].a}", &mapped).is_empty());
+    }
+
+    /// A member's item, one row a case: the template, what it gives (or
+    /// the error it names).
+    #[test]
+    fn items_render_table() {
+        let p = params();
+        let item =
+            serde_json::json!({"path": "a b.csv", "rows": [1, 2], "n": null, "odd key": "v"});
+        let text = serde_json::json!("plain {node}");
+        let cases: &[(&serde_json::Value, &str, Result<&str, &str>)] = &[
+            (&item, "{item.path}", Ok("a b.csv")),
+            (&item, "{item.rows}", Ok("[1,2]")),
+            (&item, "{item.rows[1]}", Ok("2")),
+            (&item, "{item.n}", Ok("null")),
+            (&item, "{item[\"odd key\"]}", Ok("v")),
+            (&item, "--in={item.path}!", Ok("--in=a b.csv!")),
+            (&text, "{item}", Ok("plain {node}")),
+            (
+                &item,
+                "{item.nope}",
+                Err("path .nope is missing from the item: item has no key \"nope\""),
+            ),
+            (
+                &item,
+                "{item.rows[5]}",
+                Err("item.rows has 2 elements, no [5]"),
+            ),
+            (
+                &text,
+                "{item.a}",
+                Err("item is a string, not an object with key \"a\""),
+            ),
+        ];
+        for (i, (item, t, want)) in cases.iter().enumerate() {
+            let mut s = scope(&p);
+            s.item = Some(item);
+            let got = Template::parse(t, Place::Command)
+                .unwrap()
+                .render(&s, Escape::None, ARG_BYTES_MAX)
+                .map_err(|e| e.to_string());
+            match want {
+                Ok(w) => assert_eq!(got.as_deref(), Ok(*w), "#{i}: {t}"),
+                Err(w) => assert!(
+                    got.as_ref().is_err_and(|e| e.contains(w)),
+                    "#{i}: {t}: got {got:?}, want {w:?}"
+                ),
+            }
+        }
+        // Outside a member there is no item.
+        let s = scope(&p);
+        let e = Template::parse("{item}", Place::Command)
+            .unwrap()
+            .render(&s, Escape::None, ARG_BYTES_MAX)
+            .unwrap_err();
+        assert!(e.to_string().contains("not a mapped node's member"), "{e}");
     }
 
     #[test]
@@ -1148,7 +1254,7 @@ mod tests {
                 "{graph}", "{partition}", "{partition.start}", "{partition.key}", "{node}",
                 "{attempt}", "{run_id}", "{params.p}", "{params.q}", "{upstream.u.output}",
                 "{upstream.u.output.a}", "{upstream.u.output.a[0]}", "{upstream[\"u\"].output[\"a\"]}",
-                "{upstream.v.output}", "upstream", "params", "partition", ".output", "[0]", "[\"",
+                "{upstream.v.output}", "{item}", "{item.a}", "upstream", "params", "partition", ".output", "[0]", "[\"",
                 "\"]", ".", "[", "]", "\\", " ", "\"", ";", "'", "\n", "$", "é", "\u{0}",
             ])
             .prop_map(str::to_string),

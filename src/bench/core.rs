@@ -63,6 +63,8 @@ fn queue_throughput(tickets: u64) -> Result<(f64, f64), BenchError> {
                 notify: None,
                 retention_ms: None,
                 priority: 0,
+                sensor: None,
+                produces: Vec::new(),
             })
         })
         .collect();

@@ -35,15 +35,15 @@ use super::drain::{drain, tempfile_dir};
 use super::{result_line, BenchError};
 use crate::Engine;
 
-fn failed<E: std::fmt::Display>(e: E) -> BenchError {
+pub(super) fn failed<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Failed(e.to_string())
 }
 
-fn name(s: &str) -> Result<Name, BenchError> {
+pub(super) fn name(s: &str) -> Result<Name, BenchError> {
     Name::new(s).map_err(failed)
 }
 
-fn noop_node(n: &str, ups: &[String]) -> Result<NodeDef, BenchError> {
+pub(super) fn noop_node(n: &str, ups: &[String]) -> Result<NodeDef, BenchError> {
     let ups = ups.iter().map(|u| name(u)).collect::<Result<Vec<_>, _>>()?;
     let mut node = NodeDef::new(
         name(n)?,
@@ -69,16 +69,16 @@ async fn engine(dir: &std::path::Path, capacity: u32) -> Result<Engine, BenchErr
 
 /// What the collector saw, stamped on receipt.
 #[derive(Default)]
-struct Stamps {
+pub(super) struct Stamps {
     completed: HashMap<Arc<str>, Instant>,
     started: HashMap<Arc<str>, Instant>,
-    settled: Option<(Instant, String)>,
+    pub(super) settled: Option<(Instant, String)>,
     lagged: u64,
 }
 
 /// Drains `rx` until the run of `graph` settles (or the channel closes),
 /// stamping completions, starts and the settle.
-fn collect(
+pub(super) fn collect(
     mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
     graph: String,
 ) -> tokio::task::JoinHandle<Stamps> {

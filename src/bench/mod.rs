@@ -12,6 +12,7 @@ pub mod graphs;
 mod growth;
 pub mod keys;
 mod latency;
+mod mapped;
 pub mod readiness;
 mod recovery;
 mod store;
@@ -43,7 +44,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster", "growth",
+    "validate", "api", "cluster", "growth", "mapped",
 ];
 
 /// Runs a scenario.
@@ -57,6 +58,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "keys" => keys::run(quick),
         "chain" => graphs::run_chain(quick),
         "fanout" => graphs::run_fanout(quick),
+        "mapped" => mapped::run(quick),
         "latency" => latency::run_latency(quick),
         "sweep" => latency::run_sweep(quick),
         "recovery" => recovery::run(quick),

@@ -133,6 +133,8 @@ pub async fn open_engine_with(
     );
     let http = crate::task::http::HttpTask::new().map_err(Failure::store)?;
     builder = builder.task(crate::task::http::HTTP_TASK, Arc::new(http));
+    let sensor = crate::task::sensor::SensorTask::new().map_err(Failure::store)?;
+    builder = builder.task(crate::task::sensor::SENSOR_TASK, Arc::new(sensor));
     builder = builder.task(
         crate::task::notify::NOTIFY_TASK,
         Arc::new(crate::task::notify::NotifyTask),

@@ -96,6 +96,9 @@ enum Command {
     Dead(control::DeadArgs),
     /// Breakers and their states; resets one.
     Breakers(control::BreakersArgs),
+    /// Assets: who produces each, which graphs start on it, its last
+    /// materialization.
+    Assets(show::AssetsArgs),
     /// Re-reads the engine's definition files (as SIGHUP does).
     Reload(control::ReloadArgs),
     /// Runs a worker process: joins an engine's cluster and serves its pools.
@@ -221,6 +224,7 @@ pub fn main() -> ExitCode {
         Command::Signal(a) => control::signal(a),
         Command::Dead(a) => control::dead(a),
         Command::Breakers(a) => control::breakers(a),
+        Command::Assets(a) => show::assets(a),
         Command::Reload(a) => control::reload(a),
         Command::Worker(a) => workers::worker(a),
         Command::Workers(a) => workers::workers(a),

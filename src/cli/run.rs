@@ -277,7 +277,20 @@ async fn run_async(
                     bar.update(&snap.line(&counters, &nodes_of, running, queued));
                 }
                 if args.until_idle && snap.runs_done == snap.rows.len() {
-                    break;
+                    // A materialization not yet delivered starts runs still:
+                    // wait for it, then take the runs it started (their
+                    // RunStarted is sent before the event is deleted).
+                    if assets_pending(&engine) {
+                        continue;
+                    }
+                    let mut more = false;
+                    while let Ok(ev) = events.try_recv() {
+                        counters.see(&ev, bar.shown());
+                        more |= watch_started(&ev, &mut watched);
+                    }
+                    if !more {
+                        break;
+                    }
                 }
                 if let Some(e) = engine.error() {
                     bar.finish();
@@ -288,13 +301,7 @@ async fn run_async(
                 if let Ok(ev) = ev {
                     counters.see(&ev, bar.shown());
                     // Runs the triggers start are watched too.
-                    if let EngineEvent::RunStarted { graph, partition } = &ev {
-                        if let Ok(p) = partition.parse::<Partition>() {
-                            if !watched.iter().any(|(g, q)| g == graph && *q == p) {
-                                watched.push((graph.clone(), p));
-                            }
-                        }
-                    }
+                    watch_started(&ev, &mut watched);
                 }
             }
             () = interrupts.next() => {
@@ -386,6 +393,27 @@ async fn wait_for_notifications(engine: &Engine, bar: &Progress) {
     }
 }
 
+/// Adds the run a `RunStarted` names to `watched`; `true` when it is new.
+fn watch_started(ev: &EngineEvent, watched: &mut Vec<(String, Partition)>) -> bool {
+    if let EngineEvent::RunStarted { graph, partition } = ev {
+        if let Ok(p) = partition.parse::<Partition>() {
+            if !watched.iter().any(|(g, q)| g == graph && *q == p) {
+                watched.push((graph.clone(), p));
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Whether a materialization waits to be delivered (it may start runs).
+fn assets_pending(engine: &Engine) -> bool {
+    engine
+        .store()
+        .scan_keys(weir_actors::assets::records::ASSET_EVENT_PREFIX)
+        .is_ok_and(|k| !k.is_empty())
+}
+
 /// Why a graph was given no run, and what it waits for.
 struct Idle {
     /// Why nothing of it started (for `--until-idle`).
@@ -463,6 +491,20 @@ async fn idle_reasons(
             "graph {name} is partitioned {}: pass --partition or --backfill",
             partitioning_name(d.partitioning)
         );
+        if !d.trigger_assets.is_empty() {
+            let assets: Vec<&str> = d.trigger_assets.iter().map(|a| a.as_str()).collect();
+            out.push(Idle {
+                why: format!(
+                    "{why} (it also starts when {} is materialized)",
+                    assets.join(" or ")
+                ),
+                waiting: format!(
+                    "graph {name} starts when {} is materialized",
+                    assets.join(" or ")
+                ),
+            });
+            continue;
+        }
         match cron {
             Some(c) => out.push(Idle {
                 why: format!("{why} ({c})"),

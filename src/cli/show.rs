@@ -1,6 +1,6 @@
-//! Read-only commands: `weir status`, `weir runs`, `weir logs`. They ask
-//! the running engine's API, or read the store (and the log files) when no
-//! engine runs; both paths give the same views.
+//! Read-only commands: `weir status`, `weir runs`, `weir logs`, `weir
+//! assets`. They ask the running engine's API, or read the store (and the
+//! log files) when no engine runs; both paths give the same views.
 
 use std::path::PathBuf;
 
@@ -121,6 +121,22 @@ impl Reader {
 fn node_state(n: &views::NodeDetail, live: Option<&NodeLive>) -> (String, u32) {
     if n.state != "ready" {
         return (n.state.clone(), n.attempts);
+    }
+    // A mapped node has no ticket of its own: its members do.
+    if let Some(m) = &n.members {
+        let ended = m.succeeded + m.failed + m.skipped;
+        return (
+            format!("running ({ended} of {} members ended)", m.total),
+            n.attempts,
+        );
+    }
+    // A sensor between checks waits in the queue, holding no slot.
+    if n.kind == "sensor" && !live.is_some_and(|l| l.running) {
+        let attempts = live.map_or(n.attempts, |l| l.attempts);
+        return (
+            format!("waiting (sensor, {} checks not met)", n.pokes),
+            attempts,
+        );
     }
     match live {
         Some(l) if l.running => ("running".into(), l.attempts),
@@ -246,6 +262,10 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
     })?
 }
 
+/// Members a status lists one by one: all of a small node, else those
+/// that did not succeed (up to this many).
+const MEMBER_ROWS_SHOWN: usize = 20;
+
 fn print_run(with_live: &RunWithLive) {
     let run = &with_live.run;
     let (shown, at) = views::partition_parts(&run.partition);
@@ -308,6 +328,54 @@ fn print_run(with_live: &RunWithLive) {
         t.add_row(row);
     }
     table::print(&t);
+    for n in &run.nodes {
+        if n.pokes > 0 {
+            out(&format!(
+                "\n{} (sensor): {} checks found its condition not met",
+                n.node, n.pokes
+            ));
+        }
+        let Some(m) = &n.members else { continue };
+        let kept = if m.kept > 0 {
+            format!(", {} kept from an earlier rerun", m.kept)
+        } else {
+            String::new()
+        };
+        out(&format!(
+            "\n{} (mapped, rerun {}): {} members: {} succeeded, {} failed, {} skipped, {} pending{kept}",
+            n.node, m.rerun, m.total, m.succeeded, m.failed, m.skipped, m.pending
+        ));
+        let mut mt = table::new(&["member", "state", "rerun", "attempts", "item", "error"]);
+        let shown = MEMBER_ROWS_SHOWN;
+        let interesting: Vec<_> = m.list.iter().filter(|x| x.state != "succeeded").collect();
+        let rows: Vec<_> = if m.list.len() <= shown {
+            m.list.iter().collect()
+        } else {
+            interesting.into_iter().take(shown).collect()
+        };
+        for x in &rows {
+            mt.add_row(vec![
+                x.index.to_string(),
+                x.state.clone(),
+                x.rerun.to_string(),
+                x.attempts.to_string(),
+                table::first_line(x.item.as_deref(), 40),
+                table::first_line(x.error.as_deref(), 60),
+            ]);
+        }
+        if !rows.is_empty() {
+            table::print(&mt);
+        }
+        if m.total > rows.len() {
+            out(&format!(
+                "  ({} more; all of them: --json; a member's logs: weir logs {} {} {} --member N)",
+                m.total - rows.len(),
+                run.graph,
+                run.partition,
+                n.node
+            ));
+        }
+    }
     let failed: Vec<_> = run
         .nodes
         .iter()
@@ -426,6 +494,9 @@ pub struct LogsArgs {
     /// The rerun (default: the node's current instance).
     #[arg(long)]
     pub rerun: Option<u32>,
+    /// A mapped node's member (its index, from 0): its logs.
+    #[arg(long)]
+    pub member: Option<u32>,
     /// Keep printing a running attempt's lines until it ends.
     #[arg(long, short = 'f')]
     pub follow: bool,
@@ -465,6 +536,9 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
                 }
                 if let Some(r) = a.rerun {
                     q.push(("rerun", r.to_string()));
+                }
+                if let Some(m) = a.member {
+                    q.push(("member", m.to_string()));
                 }
                 let segs = [
                     "api", "v1", "graphs", &a.graph, "runs", &ps, "nodes", &a.node, "logs",
@@ -507,9 +581,20 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
                 let node = run.nodes.iter().find(|n| n.node == a.node).ok_or_else(|| {
                     Failure::input(format!("graph {:?} has no node {:?}", a.graph, a.node))
                 })?;
-                let run_id = match a.rerun {
-                    Some(r) => weir_actors::scheduler::records::run_id(&a.graph, &part, &a.node, r),
-                    None => node.run_id.clone(),
+                let run_id = match (a.member, a.rerun) {
+                    (Some(m), Some(r)) => {
+                        weir_actors::scheduler::records::member_id(&a.graph, &part, &a.node, r, m)
+                    }
+                    (Some(m), None) => node.member_run_id(&a.graph, &part, m).ok_or_else(|| {
+                        Failure::input(format!(
+                            "node {:?} of graph {:?} has no member {m} (it is not mapped, or its items are fewer)",
+                            a.node, a.graph
+                        ))
+                    })?,
+                    (None, Some(r)) => {
+                        weir_actors::scheduler::records::run_id(&a.graph, &part, &a.node, r)
+                    }
+                    (None, None) => node.run_id.clone(),
                 };
                 drop(store);
                 let paths = LogPaths::new(&dir);
@@ -578,4 +663,141 @@ async fn follow_sse(resp: reqwest::Response, json: bool) -> Result<u8, Failure> 
         }
     }
     Ok(0)
+}
+
+/// `weir assets`.
+#[derive(Debug, Args)]
+pub struct AssetsArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// Runs `weir assets`: every asset with its producers, the graphs that
+/// start on it, its last materialization and what waits to be delivered.
+pub fn assets(a: AssetsArgs) -> Result<u8, Failure> {
+    let reader = Reader::open(&a.conn)?;
+    let json = a.conn.json;
+    client::block_on(async move {
+        let list: Vec<crate::AssetView> = match reader {
+            Reader::Api(c) => c.get(&["api", "v1", "assets"], &[]).await??,
+            Reader::Store(store, _) => {
+                weir_actors::assets::view::assets(&store).map_err(store_err)?
+            }
+        };
+        if json {
+            return print_json(&list);
+        }
+        if list.is_empty() {
+            out("no asset: no adopted definition produces or starts on one");
+            return Ok(0);
+        }
+        let mut t = table::new(&[
+            "asset",
+            "produced by",
+            "starts",
+            "last materialization",
+            "at",
+            "count",
+            "pending",
+        ]);
+        for a in &list {
+            let producers: Vec<String> = a
+                .producers
+                .iter()
+                .map(|p| format!("{}/{}", p.graph, p.node))
+                .collect();
+            let (last, at, count) = match &a.last {
+                Some(l) => (
+                    format!("{} {}", l.graph, l.partition),
+                    table::time(Some(l.at_ms)),
+                    l.count.to_string(),
+                ),
+                None => ("-".into(), "-".into(), "0".into()),
+            };
+            t.add_row(vec![
+                a.asset.clone(),
+                if producers.is_empty() {
+                    "-".into()
+                } else {
+                    producers.join(", ")
+                },
+                if a.consumers.is_empty() {
+                    "-".into()
+                } else {
+                    a.consumers.join(", ")
+                },
+                last,
+                at,
+                count,
+                a.pending.to_string(),
+            ]);
+        }
+        table::print(&t);
+        Ok(0)
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(kind: &str, pokes: u32, members: Option<serde_json::Value>) -> views::NodeDetail {
+        let mut v = serde_json::json!({
+            "node": "n", "state": "ready", "rerun": 0, "run_id": "g/none/n/0",
+            "attempts": 0, "upstreams": [], "trigger_rule": "all_success",
+            "output_bytes": 0, "output_truncated": false, "kind": kind, "pokes": pokes,
+        });
+        if let Some(m) = members {
+            v["members"] = m;
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn live(running: bool, attempts: u32, failures: u32) -> NodeLive {
+        NodeLive {
+            running,
+            attempts,
+            failures,
+            deferrals: 0,
+            at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn a_ready_node_shows_what_its_ticket_or_members_do() {
+        let task = node("task", 0, None);
+        assert_eq!(node_state(&task, None), ("queued".into(), 0));
+        assert_eq!(
+            node_state(&task, Some(&live(true, 2, 1))),
+            ("running".into(), 2)
+        );
+        assert_eq!(
+            node_state(&task, Some(&live(false, 1, 1))),
+            ("retrying (1 failed)".into(), 1)
+        );
+        // A mapped node has no ticket: its members say how far it is.
+        let members = serde_json::json!({
+            "rerun": 0, "total": 5, "succeeded": 2, "failed": 1, "skipped": 0,
+            "pending": 2, "kept": 0, "list": [],
+        });
+        assert_eq!(
+            node_state(&node("mapped", 0, Some(members)), None),
+            ("running (3 of 5 members ended)".into(), 0)
+        );
+        // A sensor between checks waits; during one it runs.
+        let sensor = node("sensor", 4, None);
+        assert_eq!(
+            node_state(&sensor, Some(&live(false, 0, 0))),
+            ("waiting (sensor, 4 checks not met)".into(), 0)
+        );
+        assert_eq!(
+            node_state(&sensor, Some(&live(true, 1, 0))),
+            ("running".into(), 1)
+        );
+        // Not ready: its record's state.
+        let mut done = node("sensor", 4, None);
+        done.state = "succeeded".into();
+        done.attempts = 1;
+        assert_eq!(node_state(&done, None), ("succeeded".into(), 1));
+    }
 }

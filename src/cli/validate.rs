@@ -38,6 +38,10 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
             "{line}, max_active_runs {}, retention {} ms",
             d.max_active_runs, d.retention_ms
         ));
+        if !d.trigger_assets.is_empty() {
+            let assets: Vec<&str> = d.trigger_assets.iter().map(|a| a.as_str()).collect();
+            super::out(&format!("  starts on assets {}", assets.join(", ")));
+        }
         if !d.params.is_empty() {
             let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
             super::out(&format!("  params {}", params.join(", ")));
@@ -50,11 +54,32 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
         for &i in g.topological_order() {
             let n = g.node_at(i);
             let ups: Vec<&str> = n.upstreams.iter().map(|u| u.as_str()).collect();
-            let priority = if n.priority == 0 {
+            let mut priority = if n.priority == 0 {
                 String::new()
             } else {
                 format!(" priority {}", n.priority)
             };
+            match n.map.as_ref().map(|m| (&m.over, m.max_active_members)) {
+                Some((weir_core::mapped::MapSource::Upstream(u), k)) => {
+                    priority.push_str(&format!(" mapped over {u} ({k} at once)"))
+                }
+                Some((weir_core::mapped::MapSource::Items(items), k)) => {
+                    priority.push_str(&format!(" mapped over {} items ({k} at once)", items.len()))
+                }
+                None => {}
+            }
+            if let Some(s) = &n.sensor {
+                priority.push_str(&format!(
+                    " sensor every {} ms for {} ms, then {}",
+                    s.every_ms,
+                    s.timeout_ms,
+                    format!("{:?}", s.on_timeout).to_lowercase()
+                ));
+            }
+            if !n.produces.is_empty() {
+                let assets: Vec<&str> = n.produces.iter().map(|a| a.as_str()).collect();
+                priority.push_str(&format!(" produces {}", assets.join(", ")));
+            }
             super::out(&format!(
                 "  {:<24} rule {:<28} pool {:<10} target {:<12} task {:<10} upstreams [{}]{priority}",
                 n.name.as_str(),

@@ -11,10 +11,12 @@ use toml::Spanned;
 use weir_core::breaker::BreakerSettings;
 use weir_core::graph::{GraphDef, NodeDef, TaskSpec, POOL_DEFAULT};
 use weir_core::keyed::{InventorySource, KeyedSpec};
+use weir_core::mapped::{MapSource, MapSpec};
 use weir_core::names::Name;
 use weir_core::partition::Partitioning;
 use weir_core::retry::RetryPolicy;
 use weir_core::schedule::{Debounce, ScheduleSettings};
+use weir_core::sensor::{OnTimeout, SensorPolicy};
 use weir_core::trigger::TriggerRule;
 
 use super::{parse_duration_ms, Lines};
@@ -64,9 +66,22 @@ pub struct GraphFile {
     /// A keyed graph's inventory and schedule.
     #[serde(default)]
     pub keyed: Option<Spanned<KeyedFile>>,
+    /// What else starts runs: materializations of assets.
+    #[serde(default)]
+    pub trigger: Option<Spanned<TriggerFile>>,
     /// The nodes.
     #[serde(default)]
     pub nodes: Vec<Spanned<NodeFile>>,
+}
+
+/// What else starts runs of a graph.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerFile {
+    /// Assets whose materializations start the run of the partition they
+    /// fall in.
+    #[serde(default)]
+    pub assets: Vec<String>,
 }
 
 /// A target's breaker.
@@ -168,6 +183,39 @@ pub struct NodeFile {
     pub http: Option<HttpFile>,
     /// Its place in its pool's queue (higher first; default 0).
     pub priority: Option<i64>,
+    /// A mapped node: one member per item of this upstream's output (a
+    /// JSON array).
+    pub map_over: Option<String>,
+    /// A mapped node: one member per item of this list.
+    pub items: Option<Vec<toml::Value>>,
+    /// A mapped node's members live at once at most.
+    pub max_active_members: Option<u32>,
+    /// A sensor instead of a command: waits for a file, a command's exit 0
+    /// or an HTTP status without holding a slot between checks.
+    pub sensor: Option<SensorFile>,
+    /// Assets a success of the node materializes.
+    #[serde(default)]
+    pub produces: Vec<String>,
+}
+
+/// A sensor's check and waiting.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SensorFile {
+    /// Met when this file exists (relative to the definition's folder).
+    pub file: Option<String>,
+    /// Met when this command exits 0.
+    pub command: Option<Vec<String>>,
+    /// Met when a GET of this URL answers `status`.
+    pub http: Option<String>,
+    /// The status an `http` check waits for (default 200).
+    pub status: Option<u16>,
+    /// The wait between checks (default 30s).
+    pub every: Option<String>,
+    /// How long it waits in all (default 6h).
+    pub timeout: Option<String>,
+    /// `fail` (default) or `skip`, when still not met at the timeout.
+    pub on_timeout: Option<String>,
 }
 
 /// An HTTP node's call.
@@ -267,6 +315,9 @@ impl GraphFile {
         }
         if let Some(v) = &self.params {
             put("params", v.span());
+        }
+        if let Some(v) = &self.trigger {
+            put("trigger", v.span());
         }
         out
     }
@@ -421,6 +472,19 @@ impl GraphFile {
                 Err(e) => faults.push(g(at, e)),
             }
         }
+        if let Some(t) = &self.trigger {
+            let at = line(t.span());
+            for a in &t.get_ref().assets {
+                match Name::new(a.as_str()) {
+                    Ok(n) if def.trigger_assets.contains(&n) => faults.push(g(
+                        at,
+                        format!("field trigger.assets: asset {a:?} is listed more than once"),
+                    )),
+                    Ok(n) => def.trigger_assets.push(n),
+                    Err(e) => faults.push(g(at, format!("field trigger.assets: {e}"))),
+                }
+            }
+        }
         if let Some(k) = &self.keyed {
             match keyed_spec(k.get_ref(), dir) {
                 Ok(spec) => def.keyed = Some(spec),
@@ -435,6 +499,7 @@ impl GraphFile {
             .map(|n| n.get_ref().name.as_str())
             .collect();
         let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut producers: BTreeMap<&str, &str> = BTreeMap::new();
         for spanned in &self.nodes {
             let n = spanned.get_ref();
             let at = line(spanned.span());
@@ -442,6 +507,31 @@ impl GraphFile {
             let mut fault = |what: String| faults.push((at, format!("{}{what}", node.1)));
             if !seen.insert(n.name.as_str()) {
                 fault("name is declared more than once".into());
+            }
+            for a in &n.produces {
+                if let Some(other) = producers.insert(a.as_str(), n.name.as_str()) {
+                    if other != n.name {
+                        fault(format!(
+                            "field produces: asset {a:?} is produced by node {other:?} too: an asset has one producer"
+                        ));
+                    }
+                }
+                if self
+                    .trigger
+                    .as_ref()
+                    .is_some_and(|t| t.get_ref().assets.contains(a))
+                {
+                    fault(format!(
+                        "field produces: asset {a:?} is in this graph's [trigger] assets: a graph does not start on its own assets"
+                    ));
+                }
+            }
+            if let Some(m) = &n.map_over {
+                if !n.upstreams.contains(m) {
+                    fault(format!(
+                        "field map_over: {m:?} is not an upstream of the node: add it to upstreams (a node maps over an upstream's output)"
+                    ));
+                }
             }
             let mut ups: BTreeSet<&str> = BTreeSet::new();
             for u in &n.upstreams {
@@ -482,6 +572,7 @@ impl GraphFile {
                 nodes: &is_node,
                 params: &def.params,
                 partitioning: def.partitioning,
+                mapped: n.map_over.is_some() || n.items.is_some(),
             };
             for (field, text, place) in n.templates() {
                 for what in check_template(&text, place, &ctx) {
@@ -541,6 +632,7 @@ fn notify_spec(
         nodes: &nodes,
         params: &def.params,
         partitioning: def.partitioning,
+        mapped: false,
     };
     for (i, a) in argv.iter().enumerate() {
         for what in check_template(a, Place::Command, &ctx) {
@@ -677,6 +769,17 @@ impl NodeFile {
                 out.push(("http.body".into(), b.clone(), Place::Http));
             }
         }
+        if let Some(sn) = &self.sensor {
+            if let Some(f) = &sn.file {
+                out.push(("sensor.file".into(), f.clone(), Place::Command));
+            }
+            for (i, a) in sn.command.iter().flatten().enumerate() {
+                out.push((format!("sensor.command[{i}]"), a.clone(), Place::Command));
+            }
+            if let Some(u) = &sn.http {
+                out.push(("sensor.http".into(), u.clone(), Place::Http));
+            }
+        }
         out
     }
 
@@ -693,14 +796,22 @@ impl NodeFile {
                 Err(e) => faults.push(f("upstreams", e.to_string())),
             }
         }
-        let task = match (&self.command, &self.task, &self.http) {
-            (None, None, Some(h)) => self.http_task(h, &mut faults),
-            (_, _, Some(_)) => {
+        let task = match (&self.command, &self.task, &self.http, &self.sensor) {
+            (None, None, None, Some(sn)) => self.sensor_task(sn, dir, &mut faults),
+            (_, _, _, Some(_)) => {
+                faults.push(f(
+                    "sensor",
+                    "a sensor node checks its condition itself: give sensor without command, task or http".into(),
+                ));
+                None
+            }
+            (None, None, Some(h), None) => self.http_task(h, &mut faults),
+            (_, _, Some(_), None) => {
                 faults.push(f("http", "give one of command, task or http".into()));
                 None
             }
-            (Some(argv), None, None) => self.command_task(argv, dir, &mut faults),
-            (None, Some(t), None) => {
+            (Some(argv), None, None, None) => self.command_task(argv, dir, &mut faults),
+            (None, Some(t), None, None) => {
                 if !self.permanent_exit_codes.is_empty()
                     || !self.env.is_empty()
                     || self.cwd.is_some()
@@ -722,14 +833,14 @@ impl NodeFile {
                 task.zip(config)
                     .map(|(task, config)| TaskSpec { task, config })
             }
-            (Some(_), Some(_), None) => {
+            (Some(_), Some(_), None, None) => {
                 faults.push(f("task", "give command or task, not both".into()));
                 None
             }
-            (None, None, None) => {
+            (None, None, None, None) => {
                 faults.push(f(
                     "command",
-                    "a node needs a command (argv), an http call or a task".into(),
+                    "a node needs a command (argv), an http call, a sensor or a task".into(),
                 ));
                 None
             }
@@ -765,6 +876,67 @@ impl NodeFile {
                 0
             }),
         };
+        let map = match (&self.map_over, &self.items) {
+            (Some(_), Some(_)) => {
+                faults.push(f("items", "give map_over or items, not both".into()));
+                None
+            }
+            (Some(u), None) => Name::new(u.as_str())
+                .map_err(|e| faults.push(f("map_over", e.to_string())))
+                .ok()
+                .map(|n| MapSpec::new(MapSource::Upstream(n))),
+            (None, Some(items)) => {
+                let values: Result<Vec<serde_json::Value>, _> =
+                    items.iter().map(serde_json::to_value).collect();
+                match values {
+                    Ok(v) => match weir_core::mapped::check_items(&v) {
+                        Ok(()) => Some(MapSpec::new(MapSource::Items(v))),
+                        Err(e) => {
+                            faults.push(f("items", e.to_string()));
+                            None
+                        }
+                    },
+                    Err(e) => {
+                        faults.push(f("items", e.to_string()));
+                        None
+                    }
+                }
+            }
+            (None, None) => None,
+        };
+        let map = match (map, self.max_active_members) {
+            (Some(mut m), Some(n)) => {
+                if n == 0 {
+                    faults.push(f("max_active_members", "must be at least 1".into()));
+                }
+                m.max_active_members = n;
+                Some(m)
+            }
+            (None, Some(_)) => {
+                faults.push(f(
+                    "max_active_members",
+                    "belongs to a mapped node (one with map_over or items)".into(),
+                ));
+                None
+            }
+            (m, None) => m,
+        };
+        let mut produces = Vec::new();
+        for a in &self.produces {
+            match Name::new(a.as_str()) {
+                Ok(n) if produces.contains(&n) => faults.push(f(
+                    "produces",
+                    format!("asset {a:?} is listed more than once"),
+                )),
+                Ok(n) => produces.push(n),
+                Err(e) => faults.push(f("produces", e.to_string())),
+            }
+        }
+        let sensor = self.sensor.as_ref().and_then(|sn| {
+            sensor_policy(sn)
+                .map_err(|e| faults.extend(e.into_iter().map(|e| f("sensor", e))))
+                .ok()
+        });
         let retry = self.retry.as_ref().map(|r| {
             retry_policy(r).unwrap_or_else(|e| {
                 faults.extend(e.into_iter().map(|e| format!("node {node:?}: {e}")));
@@ -780,7 +952,14 @@ impl NodeFile {
                 }
                 def.target = target;
                 def.timeout_ms = timeout_ms;
+                if sensor.is_some() && timeout_ms.is_none() {
+                    // A check that hangs must not wait out the sensor.
+                    def.timeout_ms = Some(crate::task::sensor::CHECK_TIMEOUT_MS_DEFAULT);
+                }
                 def.priority = priority;
+                def.map = map;
+                def.sensor = sensor;
+                def.produces = produces;
                 if let Some(r) = retry {
                     def.retry = r;
                 }
@@ -907,6 +1086,150 @@ impl NodeFile {
             }),
             Err(e) => {
                 faults.push(field_msg(node, "command", e));
+                None
+            }
+        }
+    }
+}
+
+/// A sensor's waiting from its fields, over the defaults.
+fn sensor_policy(sn: &SensorFile) -> Result<SensorPolicy, Vec<String>> {
+    let mut faults = Vec::new();
+    let mut p = SensorPolicy::default();
+    match dur("every", &sn.every) {
+        Ok(Some(v)) => p.every_ms = v,
+        Ok(None) => {}
+        Err(e) => faults.push(e),
+    }
+    match dur("timeout", &sn.timeout) {
+        Ok(Some(v)) => p.timeout_ms = v,
+        Ok(None) => {}
+        Err(e) => faults.push(e),
+    }
+    match sn.on_timeout.as_deref() {
+        None | Some("fail") => {}
+        Some("skip") => p.on_timeout = OnTimeout::Skip,
+        Some(other) => faults.push(format!(
+            "field on_timeout: {other:?} is not one of fail, skip"
+        )),
+    }
+    if faults.is_empty() {
+        if let Err(e) = p.validate() {
+            faults.push(e);
+        }
+    }
+    if faults.is_empty() {
+        Ok(p)
+    } else {
+        Err(faults)
+    }
+}
+
+impl NodeFile {
+    /// A sensor node's task: its check, checked.
+    fn sensor_task(
+        &self,
+        sn: &SensorFile,
+        dir: &Path,
+        faults: &mut Vec<String>,
+    ) -> Option<TaskSpec> {
+        use crate::task::sensor::{SensorCheck, SensorConfig, SENSOR_TASK};
+        let node = self.name.as_str();
+        let before = faults.len();
+        if !self.permanent_exit_codes.is_empty() || !self.env.is_empty() || self.config.is_some() {
+            faults.push(field_msg(
+                node,
+                "sensor",
+                "permanent_exit_codes, env and config belong to command and task nodes",
+            ));
+        }
+        let check = match (&sn.file, &sn.command, &sn.http) {
+            (Some(f), None, None) => {
+                if sn.status.is_some() {
+                    faults.push(field_msg(node, "sensor.status", "belongs to an http check"));
+                }
+                if f.is_empty() {
+                    faults.push(field_msg(node, "sensor.file", "the path is empty"));
+                }
+                Some(SensorCheck::File { path: f.clone() })
+            }
+            (None, Some(argv), None) => {
+                if sn.status.is_some() {
+                    faults.push(field_msg(node, "sensor.status", "belongs to an http check"));
+                }
+                if argv.is_empty() {
+                    faults.push(field_msg(
+                        node,
+                        "sensor.command",
+                        "the argv is empty: give at least the program",
+                    ));
+                }
+                if argv.iter().any(|a| a.contains('\0')) {
+                    faults.push(field_msg(
+                        node,
+                        "sensor.command",
+                        "an argument holds a NUL byte",
+                    ));
+                }
+                Some(SensorCheck::Command { argv: argv.clone() })
+            }
+            (None, None, Some(url)) => {
+                let status = sn.status.unwrap_or(200);
+                if !(100..=599).contains(&status) {
+                    faults.push(field_msg(
+                        node,
+                        "sensor.status",
+                        format!("{status} is not an HTTP status (100..=599)"),
+                    ));
+                }
+                for fault in crate::task::sensor::check_url(url) {
+                    faults.push(field_msg(node, "sensor.http", fault));
+                }
+                Some(SensorCheck::Http {
+                    url: url.clone(),
+                    status,
+                })
+            }
+            _ => {
+                faults.push(field_msg(
+                    node,
+                    "sensor",
+                    "give exactly one check: file = \"path\", command = [\"program\", …] or http = \"url\"",
+                ));
+                None
+            }
+        };
+        let cwd = match &self.cwd {
+            Some(c) => {
+                let p = dir.join(c);
+                if !p.is_dir() {
+                    faults.push(field_msg(
+                        node,
+                        "cwd",
+                        format!(
+                            "{} is not a directory (a relative cwd is relative to the definition's folder)",
+                            p.display()
+                        ),
+                    ));
+                }
+                p
+            }
+            None => dir.to_path_buf(),
+        };
+        if faults.len() > before {
+            return None;
+        }
+        let config = SensorConfig {
+            check: check?,
+            cwd: cwd.to_string_lossy().into_owned(),
+        };
+        match serde_json::to_value(&config) {
+            Ok(config) => Some(TaskSpec {
+                task: Name::new(SENSOR_TASK).expect("valid"),
+                config,
+            }),
+            Err(e) => {
+                faults.push(field_msg(node, "sensor", e));
                 None
             }
         }

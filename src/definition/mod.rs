@@ -117,13 +117,14 @@ impl Registered {
         Registered::default()
     }
 
-    /// What the `weir` command's engine has: the `command` and `http`
-    /// tasks, the pool `default` and the pools the definition files declare.
+    /// What the `weir` command's engine has: the `command`, `http` and
+    /// `sensor` tasks, the pool `default` and the pools the definition files declare.
     pub fn command_line() -> Registered {
         Registered {
             tasks: Some(BTreeSet::from([
                 COMMAND_TASK.to_string(),
                 crate::task::http::HTTP_TASK.to_string(),
+                crate::task::sensor::SENSOR_TASK.to_string(),
             ])),
             pools: Some(BTreeSet::from([POOL_DEFAULT.to_string()])),
         }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use weir_actors::scheduler::records::{parse_run_id, run_key, GraphRunRecord};
+use weir_actors::scheduler::records::{parse_node_key, run_key, GraphRunRecord};
 use weir_core::partition::Partition;
 
 use crate::{DoneStatus, Engine, EngineEvent};
@@ -125,6 +125,14 @@ fn describe() {
         "hand-outs a breaker held back (no attempt spent)"
     );
     describe_counter!("weir_dead_letters_total", "tickets whose tries are spent");
+    describe_counter!(
+        "weir_sensor_pokes_total",
+        "sensor checks that found their condition not met (no attempt spent)"
+    );
+    describe_counter!(
+        "weir_asset_materializations_total",
+        "materializations delivered, by asset"
+    );
     describe_histogram!(
         "weir_attempt_duration_seconds",
         Unit::Seconds,
@@ -173,8 +181,8 @@ fn describe() {
 /// The (graph, node) labels of a ticket key: a run id's, or ("", "") for a
 /// plain job.
 fn labels(key: &str) -> (String, String) {
-    match parse_run_id(key) {
-        Some(id) => (id.graph, id.node),
+    match parse_node_key(key) {
+        Some((id, _)) => (id.graph, id.node),
         None => (String::new(), String::new()),
     }
 }
@@ -203,6 +211,17 @@ impl EventMetrics {
                 metrics::counter!("weir_retries_total", "graph" => g.clone(), "node" => n.clone())
                     .increment(1);
                 metrics::counter!("weir_attempt_failures_total", "graph" => g, "node" => n)
+                    .increment(1);
+            }
+            EngineEvent::Poked { key, id, .. } => {
+                let (g, n) = labels(key);
+                // A check that was not met ends its attempt without one.
+                self.starts_ms.remove(id);
+                metrics::counter!("weir_sensor_pokes_total", "graph" => g, "node" => n)
+                    .increment(1);
+            }
+            EngineEvent::AssetMaterialized { asset, .. } => {
+                metrics::counter!("weir_asset_materializations_total", "asset" => asset.clone())
                     .increment(1);
             }
             EngineEvent::Deferred { key, id, .. } => {

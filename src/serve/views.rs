@@ -156,6 +156,36 @@ pub struct NodeDetail {
     pub output_bytes: usize,
     /// Whether the output shown was cut at [`OUTPUT_INLINE_BYTES_MAX`].
     pub output_truncated: bool,
+    /// What it is: `task`, `mapped` (one member per item) or `sensor`.
+    #[serde(default)]
+    pub kind: String,
+    /// A sensor's checks that found its condition not met (no attempts).
+    #[serde(default)]
+    pub pokes: u32,
+    /// The assets its success materializes.
+    #[serde(default)]
+    pub produces: Vec<String>,
+    /// A mapped node's members, with their states.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<weir_actors::scheduler::view::MembersView>,
+}
+
+impl NodeDetail {
+    /// The run id of member `member` of this mapped node: of the
+    /// generation whose record holds it, else of the node's current one.
+    pub fn member_run_id(&self, graph: &str, partition: &Partition, member: u32) -> Option<String> {
+        let members = self.members.as_ref()?;
+        if member as usize >= members.total {
+            return None;
+        }
+        let rerun = members
+            .list
+            .get(member as usize)
+            .map_or(members.rerun, |m| m.rerun);
+        Some(weir_actors::scheduler::records::member_id(
+            graph, partition, &self.node, rerun, member,
+        ))
+    }
 }
 
 /// A run with its nodes.
@@ -489,6 +519,17 @@ pub fn run_detail(
             output_text,
             output_bytes,
             output_truncated,
+            kind: match decl {
+                Some(d) if d.map.is_some() => "mapped",
+                Some(d) if d.sensor.is_some() => "sensor",
+                _ => "task",
+            }
+            .to_string(),
+            pokes: n.pokes,
+            produces: decl.map_or_else(Vec::new, |d| {
+                d.produces.iter().map(|a| a.to_string()).collect()
+            }),
+            members: n.members,
         });
     }
     Ok(Some(RunDetail {

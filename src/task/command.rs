@@ -8,7 +8,8 @@
 //! or an upstream's output can never inject a command; a reference that
 //! cannot be rendered (a JSON path missing from an output) fails the
 //! attempt without retry, naming the template. The environment carries WEIR_GRAPH, WEIR_PARTITION, WEIR_NODE,
-//! WEIR_ATTEMPT, WEIR_RUN_ID, WEIR_UPSTREAMS (the path of a JSON file with
+//! WEIR_ATTEMPT, WEIR_RUN_ID (a mapped node's member also WEIR_MEMBER, its
+//! index, and WEIR_ITEM, its item as JSON), WEIR_UPSTREAMS (the path of a JSON file with
 //! the upstream records and outputs), WEIR_OUTPUT (a path whose content,
 //! at most `OUTPUT_BYTES_MAX`, becomes the node's output) and WEIR_DATA (a
 //! folder under the data directory for the commands' own files). The process runs
@@ -320,6 +321,19 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         .env(
             "WEIR_WORKER",
             remote.as_ref().map_or("engine", |r| r.worker_id.as_str()),
+        )
+        .envs(
+            input
+                .member
+                .as_ref()
+                .map(|m| {
+                    [
+                        ("WEIR_MEMBER", m.index.to_string()),
+                        ("WEIR_ITEM", m.item.to_string()),
+                    ]
+                })
+                .into_iter()
+                .flatten(),
         )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

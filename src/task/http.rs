@@ -82,21 +82,7 @@ pub fn check(config: &HttpConfig) -> Vec<String> {
     // A template's own faults (syntax, references) are found with the
     // graph around it, where definitions are read: here only what it
     // renders to.
-    match parse("url", &config.url) {
-        Err(_) => {}
-        Ok(t) => match reqwest::Url::parse(&t.sample()) {
-            Err(e) => faults.push(format!("url {:?}: {e}", config.url)),
-            Ok(u) if !matches!(u.scheme(), "http" | "https") => faults.push(format!(
-                "url {:?}: the scheme is {}, not http or https",
-                config.url,
-                u.scheme()
-            )),
-            Ok(u) if u.host_str().is_none_or(str::is_empty) => {
-                faults.push(format!("url {:?}: no host", config.url))
-            }
-            Ok(_) => {}
-        },
-    }
+    faults.extend(check_url(&config.url));
     for k in config.headers.keys() {
         if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
             faults.push(format!("headers: {k:?} is not a header name"));
@@ -106,6 +92,48 @@ pub fn check(config: &HttpConfig) -> Vec<String> {
         faults.push(e);
     }
     faults
+}
+
+/// The faults of a URL template, as `weir validate` gives them: what it
+/// renders to must be an http(s) URL with a host. Where a reference
+/// stands in the scheme, the host or the port (`{upstream.srv.output.url}/x`,
+/// `http://h:{params.port}/`), what it renders to is known only at the
+/// attempt, so only the literal part before it is checked (its scheme).
+/// A template's own faults are found with the graph around it, where
+/// definitions are read.
+pub fn check_url(url: &str) -> Vec<String> {
+    let Ok(t) = parse("url", url) else {
+        return Vec::new();
+    };
+    let literal_head: String = t
+        .segments()
+        .iter()
+        .map_while(|s| match s {
+            weir_core::template::Segment::Text(x) => Some(x.as_str()),
+            weir_core::template::Segment::Ref(..) => None,
+        })
+        .collect();
+    let authority_is_literal = t.is_literal()
+        || literal_head
+            .split_once("://")
+            .is_some_and(|(_, rest)| rest.contains(['/', '?', '#']));
+    if !authority_is_literal {
+        return match literal_head.split_once("://") {
+            Some((scheme, _)) if !matches!(scheme, "http" | "https") => vec![format!(
+                "url {url:?}: the scheme is {scheme}, not http or https"
+            )],
+            _ => Vec::new(),
+        };
+    }
+    match reqwest::Url::parse(&t.sample()) {
+        Err(e) => vec![format!("url {url:?}: {e}")],
+        Ok(u) if !matches!(u.scheme(), "http" | "https") => vec![format!(
+            "url {url:?}: the scheme is {}, not http or https",
+            u.scheme()
+        )],
+        Ok(u) if u.host_str().is_none_or(str::is_empty) => vec![format!("url {url:?}: no host")],
+        Ok(_) => Vec::new(),
+    }
 }
 
 /// The HTTP task.
@@ -292,5 +320,32 @@ mod tests {
         c.headers = [("Authorization".to_string(), "Bearer ${env:T}".to_string())].into();
         c.expect = (200, 299);
         assert!(check(&c).is_empty(), "{:?}", check(&c));
+    }
+
+    /// URL templates, one row a case: the template, the words of its
+    /// fault (empty: none). A reference in the authority leaves only the
+    /// scheme to check.
+    #[test]
+    fn url_templates_table() {
+        let cases: &[(&str, &str)] = &[
+            ("https://h/{params.region}?t=${env:T}", ""),
+            ("http://127.0.0.1:{upstream.srv.output.port}/health", ""),
+            ("{upstream.srv.output.url}/health", ""),
+            ("http://{params.host}/x", ""),
+            ("ftp://{params.host}/x", "the scheme is ftp"),
+            ("ftp://h/x", "the scheme is ftp"),
+            ("not a url", "relative URL without a base"),
+        ];
+        for (i, (url, want)) in cases.iter().enumerate() {
+            let got = check_url(url);
+            if want.is_empty() {
+                assert!(got.is_empty(), "#{i}: {url}: {got:?}");
+            } else {
+                assert!(
+                    got.len() == 1 && got[0].contains(want),
+                    "#{i}: {url}: {got:?}"
+                );
+            }
+        }
     }
 }

@@ -3,3 +3,4 @@
 pub mod command;
 pub mod http;
 pub mod notify;
+pub mod sensor;

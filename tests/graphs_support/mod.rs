@@ -45,6 +45,10 @@ pub fn command_engine(data: &Path, slots: u32) -> EngineBuilder {
             }),
         )
         .task(NOTIFY_TASK, Arc::new(NotifyTask))
+        .task(
+            weir::task::sensor::SENSOR_TASK,
+            Arc::new(weir::task::sensor::SensorTask::new().unwrap()),
+        )
 }
 
 /// The graph of definition `text`, as `weir run` reads it from a file in

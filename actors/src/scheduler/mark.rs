@@ -69,6 +69,18 @@ impl SchedulerState {
         // runs.
         let (count, cancelled) = match recorded {
             Some(r) => (r + 1, None),
+            None if graph.node_at(idx).map.is_some() => {
+                // A mapped node: its live members are cancelled, and the
+                // mark goes past their generation.
+                let run = self.runs.get(p).expect("loaded");
+                if self.has_members(run, idx)? {
+                    let n = self.cancel_members(run, idx).await?;
+                    let id = run_id(&graph_name, &partition, node, expected);
+                    (expected + 1, (n > 0).then_some(id))
+                } else {
+                    (expected, None)
+                }
+            }
             None => {
                 let id = run_id(&graph_name, &partition, node, expected);
                 let queue = ActorRef::<QueueMsg>::where_is(self.names.queue())
@@ -147,6 +159,8 @@ impl SchedulerState {
             first_due_ms: now,
             started_ms: None,
             finished_ms: now,
+            pokes: 0,
+            members: None,
         };
         let done_bytes = self.store.encode("node record", &done)?;
         let run_bytes = self.store.encode("run record", &record)?;
@@ -170,6 +184,7 @@ impl SchedulerState {
         run.tracker = tracker;
         run.recorded[idx] = Some(count);
         run.submitted.remove(&idx);
+        run.maps.remove(&idx);
         for &s in scope.iter().filter(|&&s| s != idx) {
             if run.recorded[s].is_some() {
                 run.recorded[s] = None;

@@ -18,6 +18,7 @@
 //! (the queue ignores a run id that is live or done) — so no node runs twice
 //! and no run wedges.
 
+mod mapped;
 mod mark;
 pub mod notice;
 pub mod records;
@@ -48,8 +49,8 @@ use crate::names::Names;
 use crate::queue::{Cancelled, Completion, Enqueued, QueueMsg};
 use crate::store::{Expiring, Store};
 use records::{
-    def_key, done_status, graph_key, parse_run_id, run_id, run_key, runs_prefix, GraphRecord,
-    GraphRunRecord, NodeRecord, RunState, TaskInput, UpstreamRecord,
+    def_key, done_status, graph_key, run_id, run_key, runs_prefix, GraphRecord, GraphRunRecord,
+    NodeRecord, RunState, TaskInput, UpstreamRecord,
 };
 
 /// How long the scheduler waits for the queue.
@@ -193,6 +194,11 @@ pub enum SchedulerMsg {
     /// Make the settled runs written since the last one durable, then
     /// announce them (one sync for a burst of settles).
     SyncSettled,
+    /// Submit the members of a mapped node (run, node index) that its
+    /// bound lets run now, and settle it once every member ended. Cast by
+    /// the scheduler to itself, so a burst of member ends costs one
+    /// enqueue.
+    MapTopUp(String, usize),
 }
 
 impl ractor::Message for SchedulerMsg {}
@@ -226,6 +232,8 @@ struct ActiveRun {
     recorded: Vec<Option<u32>>,
     /// Nodes submitted at their expected count since loaded.
     submitted: HashSet<usize>,
+    /// Mapped nodes whose members run, by node index.
+    maps: HashMap<usize, mapped::MapRun>,
 }
 
 impl ActiveRun {
@@ -385,6 +393,7 @@ impl Actor for SchedulerActor {
             }
             SchedulerMsg::DropNotices(n) => state.drop_notices = n,
             SchedulerMsg::SyncSettled => state.sync_settled().await?,
+            SchedulerMsg::MapTopUp(p, idx) => state.map_top_up(&p, idx).await?,
         }
         Ok(())
     }
@@ -394,6 +403,57 @@ type Res<T> = Result<T, ActorProcessingErr>;
 
 /// Jobs of one run's nodes, with (node index, run id) for each, in order.
 type JobsOf = (Vec<Job>, Vec<(usize, String)>);
+
+/// The run's params, over the definition's defaults: a record that lacks
+/// some (written by an older weir) still renders every declared one.
+fn run_params(run: &ActiveRun) -> BTreeMap<String, String> {
+    if run.record.params.len() == run.graph.def().params.len() {
+        run.record.params.clone()
+    } else {
+        let mut p = run.graph.def().params.clone();
+        p.extend(run.record.params.clone());
+        p
+    }
+}
+
+/// The ticket of node `node` (or of one of its members) under `key`: its
+/// task, pool, target, retry policy, timeout, priority and sensor, and
+/// (for the node itself, not a member) the assets its success
+/// materializes.
+fn node_job(
+    node: &weir_core::graph::NodeDef,
+    key: &str,
+    input: &TaskInput,
+    now: u64,
+    notify: &Arc<str>,
+) -> Res<Job> {
+    let payload =
+        weir_core::codec::encode(input).map_err(|e| format!("task input of {key}: {e}"))?;
+    Ok(Job {
+        key: Arc::from(key),
+        task: Arc::from(node.task.task.as_str()),
+        pool: Arc::from(node.pool.as_str()),
+        target: node.target.as_ref().map(|t| Arc::from(t.as_str())),
+        due_ms: now,
+        payload,
+        policy: node.retry.clone(),
+        timeout_ms: node.timeout_ms,
+        notify: Some(notify.clone()),
+        // Node records live as long as their run: the run's expiry
+        // deletes them.
+        retention_ms: Some(0),
+        priority: node.priority,
+        sensor: node.sensor.map(Box::new),
+        produces: if input.member.is_some() {
+            Vec::new()
+        } else {
+            node.produces
+                .iter()
+                .map(|a| Arc::from(a.as_str()))
+                .collect()
+        },
+    })
+}
 
 impl SchedulerState {
     fn graph_def(&mut self, hash: &str) -> Res<Arc<Graph>> {
@@ -440,6 +500,7 @@ impl SchedulerState {
             tracker,
             recorded,
             submitted: HashSet::new(),
+            maps: HashMap::new(),
         }))
     }
 
@@ -521,6 +582,7 @@ impl SchedulerState {
                     tracker,
                     recorded: vec![None; graph.len()],
                     submitted: HashSet::new(),
+                    maps: HashMap::new(),
                 },
             );
             groups.push((p, ready));
@@ -586,6 +648,18 @@ impl SchedulerState {
             }
             out.push(got);
         }
+        // Mapped nodes: their members go to the queue from a top-up.
+        for ((p, nodes), got) in groups.iter().zip(out.iter_mut()) {
+            for &idx in nodes {
+                let mapped = self
+                    .runs
+                    .get(p)
+                    .is_some_and(|r| r.graph.node_at(idx).map.is_some());
+                if mapped {
+                    got.push(self.kick_mapped(p, idx)?);
+                }
+            }
+        }
         Ok(out)
     }
 
@@ -621,7 +695,9 @@ impl SchedulerState {
         Ok(out.pop().unwrap_or_default())
     }
 
-    /// The jobs of `nodes` of run `p`, with the ids they answer for.
+    /// The jobs of `nodes` of run `p`, with the ids they answer for. A
+    /// mapped node has no job of its own (its members are submitted by
+    /// [`SchedulerMsg::MapTopUp`]), so it is left out here.
     fn build_jobs(&self, p: &str, nodes: &[usize]) -> Res<JobsOf> {
         let notify: Arc<str> = Arc::from(self.names.scheduler(self.graph.as_str()));
         let now = self.clock.now_ms();
@@ -635,17 +711,11 @@ impl SchedulerState {
         // one node, submitted together, share it (a fan-out of 10,000 reads
         // its root once, not 10,000 times).
         let mut read: HashMap<usize, Option<UpstreamRecord>> = HashMap::new();
-        // The run's params, over the definition's defaults: a record that
-        // lacks some (written by an older weir) still renders every
-        // declared one.
-        let params = if run.record.params.len() == run.graph.def().params.len() {
-            run.record.params.clone()
-        } else {
-            let mut p = run.graph.def().params.clone();
-            p.extend(run.record.params.clone());
-            p
-        };
+        let params = run_params(run);
         for &idx in nodes {
+            if run.graph.node_at(idx).map.is_some() {
+                continue;
+            }
             let node = run.graph.node_at(idx);
             let rerun = run.expected(idx);
             let id = run_id(
@@ -654,64 +724,67 @@ impl SchedulerState {
                 node.name.as_str(),
                 rerun,
             );
-            let mut upstreams = BTreeMap::new();
-            for &u in run.graph.upstreams(idx) {
-                let un = run.graph.node_at(u).name.as_str();
-                let Some(ur) = run.recorded[u] else { continue };
-                let record = match read.get(&u) {
-                    Some(r) => r.clone(),
-                    None => {
-                        let key = done_key(&run_id(self.graph.as_str(), &run.partition, un, ur));
-                        let r = self.store.get::<DoneRecord>(&key)?.map(|d| UpstreamRecord {
-                            status: d.status,
-                            output: d.output,
-                            output_blob: d.output_blob,
-                            rerun: ur,
-                        });
-                        read.insert(u, r.clone());
-                        r
-                    }
-                };
-                if let Some(r) = record {
-                    upstreams.insert(un.to_string(), r);
-                }
-            }
-            let input = TaskInput {
-                graph: self.graph.to_string(),
-                partition: run.partition.to_string(),
-                node: node.name.to_string(),
-                rerun,
-                definition: run.record.definition.clone(),
-                config: node.task.config.clone(),
-                upstreams,
-                params: params.clone(),
-            };
-            let payload =
-                weir_core::codec::encode(&input).map_err(|e| format!("task input of {id}: {e}"))?;
-            jobs.push(Job {
-                key: Arc::from(id.as_str()),
-                task: Arc::from(node.task.task.as_str()),
-                pool: Arc::from(node.pool.as_str()),
-                target: node.target.as_ref().map(|t| Arc::from(t.as_str())),
-                due_ms: now,
-                payload,
-                policy: node.retry.clone(),
-                timeout_ms: node.timeout_ms,
-                notify: Some(notify.clone()),
-                // Node records live as long as their run: the run's expiry
-                // deletes them.
-                retention_ms: Some(0),
-                priority: node.priority,
-            });
+            let input = self.input_of(run, idx, &mut read, &params, None)?;
+            jobs.push(node_job(node, &id, &input, now, &notify)?);
             ids.push((idx, id));
         }
         Ok((jobs, ids))
     }
 
+    /// The task input of node `idx` of `run` (of one of its members, with
+    /// `member`), with the records of its upstreams (each read once per
+    /// `read`).
+    fn input_of(
+        &self,
+        run: &ActiveRun,
+        idx: usize,
+        read: &mut HashMap<usize, Option<UpstreamRecord>>,
+        params: &BTreeMap<String, String>,
+        member: Option<records::MemberInput>,
+    ) -> Res<TaskInput> {
+        let node = run.graph.node_at(idx);
+        let mut upstreams = BTreeMap::new();
+        for &u in run.graph.upstreams(idx) {
+            let un = run.graph.node_at(u).name.as_str();
+            let Some(ur) = run.recorded[u] else { continue };
+            let record = match read.get(&u) {
+                Some(r) => r.clone(),
+                None => {
+                    let key = done_key(&run_id(self.graph.as_str(), &run.partition, un, ur));
+                    let r = self.store.get::<DoneRecord>(&key)?.map(|d| UpstreamRecord {
+                        status: d.status,
+                        output: d.output,
+                        output_blob: d.output_blob,
+                        rerun: ur,
+                    });
+                    read.insert(u, r.clone());
+                    r
+                }
+            };
+            if let Some(r) = record {
+                upstreams.insert(un.to_string(), r);
+            }
+        }
+        Ok(TaskInput {
+            graph: self.graph.to_string(),
+            partition: run.partition.to_string(),
+            node: node.name.to_string(),
+            rerun: run.expected(idx),
+            definition: run.record.definition.clone(),
+            config: node.task.config.clone(),
+            upstreams,
+            params: params.clone(),
+            member,
+        })
+    }
+
     async fn completed(&mut self, c: Completion) -> Res<()> {
-        let Some(id) = parse_run_id(&c.key) else {
+        let Some((id, member)) = records::parse_node_key(&c.key) else {
             return Ok(());
         };
+        if let Some(m) = member {
+            return self.member_ended(id, m, c.status).await;
+        }
         let Some(run) = self.runs.get_mut(&id.partition) else {
             return Ok(());
         };
@@ -723,19 +796,46 @@ impl SchedulerState {
             return Ok(());
         }
         let status = records::node_status(c.status);
-        run.recorded[idx] = Some(id.rerun);
+        self.record_node(&id.partition, idx, id.rerun, status).await
+    }
+
+    /// Node `idx` of run `p` has a durable record at `rerun`: its
+    /// downstreams are decided or submitted, the run settles when done, and
+    /// a success that materializes assets has them delivered.
+    async fn record_node(
+        &mut self,
+        p: &str,
+        idx: usize,
+        rerun: u32,
+        status: NodeStatus,
+    ) -> Res<()> {
+        let Some(run) = self.runs.get_mut(p) else {
+            return Ok(());
+        };
+        run.recorded[idx] = Some(rerun);
+        run.maps.remove(&idx);
         let graph = run.graph.clone();
         let changes = run.tracker.record(&graph, idx, status);
+        let node = graph.node_at(idx);
         let _ = self.events.send(EngineEvent::NodeChanged {
             graph: self.graph.to_string(),
-            partition: id.partition.clone(),
-            node: id.node.clone(),
-            rerun: id.rerun,
+            partition: p.to_string(),
+            node: node.name.to_string(),
+            rerun,
             state: done_status(status).to_string(),
         });
-        let p = id.partition;
-        self.apply_changes(&p, changes).await?;
-        self.settle_if_done(&p).await?;
+        if status == NodeStatus::Succeeded && !node.produces.is_empty() {
+            // The materializations are durable with the record; the assets
+            // actor delivers them (and finds them at its next pass if this
+            // cast is lost).
+            if let Some(assets) =
+                ActorRef::<crate::assets::AssetsMsg>::where_is(self.names.assets())
+            {
+                let _ = assets.cast(crate::assets::AssetsMsg::Deliver);
+            }
+        }
+        self.apply_changes(p, changes).await?;
+        self.settle_if_done(p).await?;
         Ok(())
     }
 
@@ -789,6 +889,8 @@ impl SchedulerState {
                     first_due_ms: now,
                     started_ms: None,
                     finished_ms: now,
+                    pokes: 0,
+                    members: None,
                 };
                 puts.push((done_key(&id), self.store.encode("node record", &record)?));
                 run.recorded[ch.node] = Some(rerun);
@@ -1105,14 +1207,24 @@ impl SchedulerState {
         run.record = record;
         run.bytes = bytes;
         run.tracker = tracker;
+        let mut superseded_members = Vec::new();
         for &s in &scope {
             if s == idx || run.recorded[s].is_some() {
+                if let (Some(r), true) = (run.recorded[s], graph.node_at(s).map.is_some()) {
+                    superseded_members.push((graph.node_at(s).name.to_string(), r));
+                }
                 run.recorded[s] = None;
                 run.submitted.remove(&s);
+                run.maps.remove(&s);
             }
         }
         tracing::info!(graph = %self.graph, partition = p, node, rerun = next, scope = scope.len(), downstream, "node rerun");
         self.drop_dead_letters(superseded).await?;
+        if let Some(run) = self.runs.get(p) {
+            for (name, r) in &superseded_members {
+                self.drop_member_letters(run, name, *r).await?;
+            }
+        }
         // Decided nodes in the scope are recorded again at their new
         // counts; the node itself is submitted on its own, for its answer.
         let others: Vec<Change> = changes.into_iter().filter(|c| c.node != idx).collect();
@@ -1152,6 +1264,10 @@ impl SchedulerState {
         let mut n = 0;
         for idx in 0..run.graph.len() {
             if run.recorded[idx].is_some() {
+                continue;
+            }
+            if run.graph.node_at(idx).map.is_some() {
+                n += self.cancel_members(run, idx).await?;
                 continue;
             }
             let id = run_id(

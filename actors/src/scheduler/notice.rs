@@ -265,6 +265,8 @@ impl SchedulerState {
             notify: None,
             retention_ms: None,
             priority: 0,
+            sensor: None,
+            produces: Vec::new(),
         };
         let answer = self
             .enqueue(vec![job])

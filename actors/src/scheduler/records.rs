@@ -11,6 +11,19 @@
 //!   same string (without `done/`) is the task instance's run id and its
 //!   queue key, so a repeated submit is a no-op. User job keys cannot hold
 //!   `/`, so they never collide with run ids.
+//! - `done/<graph>/<partition>/<node>/<rerun>/<member>`: the record of one
+//!   member of a mapped node, of the generation `<rerun>`, written by the
+//!   queue; the same string is the member's run id. A run id of four parts
+//!   is a task instance's, of five a member's ([`parse_run_id`] reads only
+//!   the first, [`parse_node_key`] both), so the scans of a run's node
+//!   records pass over members, and a run's expiry (which deletes
+//!   `done/<graph>/<partition>/`) takes them with it.
+//! - `map/<graph>/<partition>/<node>/<rerun>`: the [`weir_core::mapped::Ledger`]
+//!   of a mapped node's generation, written before its first member is
+//!   submitted; deleted with its run.
+//! - `asset/<asset>`: an asset's last materialization
+//!   ([`crate::assets::AssetRecord`]); `assetev/<asset>/<graph>/<partition>/<node>/<rerun>`:
+//!   a materialization not yet delivered to the graphs that start on it.
 
 use std::collections::BTreeMap;
 
@@ -130,6 +143,26 @@ pub fn run_id(graph: &str, partition: &Partition, node: &str, rerun: u32) -> Str
     format!("{graph}/{partition}/{node}/{rerun}")
 }
 
+/// The run id (queue key) of member `member` of generation `rerun` of a
+/// mapped node.
+pub fn member_id(
+    graph: &str,
+    partition: &Partition,
+    node: &str,
+    rerun: u32,
+    member: u32,
+) -> String {
+    format!("{graph}/{partition}/{node}/{rerun}/{member}")
+}
+
+/// The key of a mapped node's ledger of generation `rerun`.
+pub fn ledger_key(graph: &str, partition: &Partition, node: &str, rerun: u32) -> String {
+    format!("{LEDGER_PREFIX}{graph}/{partition}/{node}/{rerun}")
+}
+
+/// The prefix of mapped nodes' ledgers.
+pub const LEDGER_PREFIX: &str = "map/";
+
 /// The prefix of a run's node records.
 pub fn node_records_prefix(graph: &str, partition: &Partition) -> String {
     format!("{DONE_PREFIX}{graph}/{partition}/")
@@ -164,6 +197,21 @@ pub fn parse_run_id(key: &str) -> Option<RunId> {
         node: node.to_string(),
         rerun,
     })
+}
+
+/// Parses the run id of a task instance (four parts) or of a mapped
+/// node's member (five: the member's index last); `None` for any other
+/// key.
+pub fn parse_node_key(key: &str) -> Option<(RunId, Option<u32>)> {
+    if let Some(id) = parse_run_id(key) {
+        return Some((id, None));
+    }
+    let (head, member) = key.rsplit_once('/')?;
+    if member.is_empty() || !member.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let id = parse_run_id(head)?;
+    Some((id, Some(member.parse().ok()?)))
 }
 
 /// A node record: the done record of a task instance, and its rerun count.
@@ -228,6 +276,19 @@ pub struct TaskInput {
     /// as none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
+    /// A mapped node's member: its index and its item (`{item}` in
+    /// templates). Absent from the encoding for any other attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<MemberInput>,
+}
+
+/// What a member of a mapped node carries in its payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberInput {
+    /// Its index: its item's place in the node's items.
+    pub index: u32,
+    /// The item.
+    pub item: serde_json::Value,
 }
 
 impl TaskInput {
@@ -245,6 +306,7 @@ impl TaskInput {
             run_id,
             &self.params,
         );
+        scope.item = self.member.as_ref().map(|m| &m.item);
         for (name, up) in &self.upstreams {
             scope.upstreams.insert(
                 name.as_str(),
@@ -304,5 +366,14 @@ mod tests {
         assert_eq!(parse_run_id("no-slashes"), None);
         assert_eq!(parse_run_id("a/b/c/x"), None);
         assert_eq!(parse_run_id("a/b/c/1/extra"), None);
+        let m = member_id("etl", &p, "load", 2, 17);
+        assert_eq!(m, "etl/2026-11-29/load/2/17");
+        assert_eq!(parse_run_id(&m), None, "a member is no task instance");
+        let (id, member) = parse_node_key(&m).unwrap();
+        assert_eq!((id.node.as_str(), id.rerun, member), ("load", 2, Some(17)));
+        assert_eq!(parse_node_key("etl/2026-11-29/load/2").unwrap().1, None);
+        for bad in ["a/b/c/1/x", "a/b/c/1/", "a/b/c/x/1", "a/b/c/1/2/3", "plain"] {
+            assert_eq!(parse_node_key(bad), None, "{bad}");
+        }
     }
 }

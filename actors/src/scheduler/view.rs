@@ -11,8 +11,8 @@ use weir_core::partition::Partition;
 use weir_core::readiness::{current_records, node_states, NodeState};
 
 use super::records::{
-    def_key, node_records_prefix, parse_run_id, run_key, runs_prefix, GraphRunRecord, NodeRecord,
-    RunState,
+    def_key, ledger_key, member_id, node_records_prefix, parse_run_id, run_key, runs_prefix,
+    GraphRunRecord, NodeRecord, RunState,
 };
 use crate::done::{DoneRecord, DONE_PREFIX};
 use crate::store::{Store, StoreError};
@@ -37,6 +37,56 @@ pub struct NodeView {
     pub finished_ms: Option<u64>,
     /// Its output (of a succeeded record).
     pub output_bytes: usize,
+    /// A sensor's checks that found its condition not met.
+    #[serde(default)]
+    pub pokes: u32,
+    /// A mapped node's members (of its current generation), once it has a
+    /// ledger.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub members: Option<MembersView>,
+}
+
+/// The most members a view lists one by one (the counts cover all).
+pub const MEMBER_VIEWS_MAX: usize = 1_000;
+/// The longest item a member's view shows (its head).
+pub const MEMBER_ITEM_BYTES_SHOWN: usize = 200;
+
+/// A mapped node's members, as shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembersView {
+    /// The generation shown (the node's rerun count).
+    pub rerun: u32,
+    /// Members in all.
+    pub total: usize,
+    /// Succeeded (kept ones included).
+    pub succeeded: usize,
+    /// Failed or cancelled.
+    pub failed: usize,
+    /// Skipped.
+    pub skipped: usize,
+    /// Not ended yet (waiting or running).
+    pub pending: usize,
+    /// Kept from an earlier generation (not run again).
+    pub kept: usize,
+    /// The first [`MEMBER_VIEWS_MAX`] members, in item order.
+    pub list: Vec<MemberView>,
+}
+
+/// One member, as shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberView {
+    /// Its index.
+    pub index: usize,
+    /// pending (not ended), succeeded, failed, cancelled, skipped.
+    pub state: String,
+    /// The generation whose record it is (its run id's rerun part).
+    pub rerun: u32,
+    /// Attempts of its record.
+    pub attempts: u32,
+    /// Its error.
+    pub error: Option<String>,
+    /// Its item, as compact JSON (its head).
+    pub item: Option<String>,
 }
 
 /// A graph run, as shown.
@@ -135,6 +185,85 @@ pub fn latest_node_records(
     Ok(latest)
 }
 
+/// The members of generation `rerun` of mapped node `idx`, from its
+/// ledger and its members' records; `None` before it has a ledger.
+fn members_view(
+    store: &Store,
+    g: &Graph,
+    partition: &Partition,
+    idx: usize,
+    rerun: u32,
+    current: &BTreeMap<Name, NodeRecord>,
+) -> Result<Option<MembersView>, StoreError> {
+    let graph = g.name().as_str();
+    let node = g.node_at(idx);
+    let name = node.name.as_str();
+    let Some(ledger) =
+        store.get::<weir_core::mapped::Ledger>(&ledger_key(graph, partition, name, rerun))?
+    else {
+        return Ok(None);
+    };
+    let items: Vec<serde_json::Value> = match node.map.as_ref().map(|m| &m.over) {
+        Some(weir_core::mapped::MapSource::Items(items)) => items.clone(),
+        Some(weir_core::mapped::MapSource::Upstream(u)) => current
+            .get(u)
+            .and_then(|r| r.done.load_output(store).ok())
+            .and_then(|o| serde_json::from_slice::<Vec<serde_json::Value>>(&o).ok())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let mut v = MembersView {
+        rerun,
+        total: ledger.len(),
+        succeeded: 0,
+        failed: 0,
+        skipped: 0,
+        pending: 0,
+        kept: ledger.kept(),
+        list: Vec::new(),
+    };
+    for (i, &src) in ledger.sources.iter().enumerate() {
+        let key = member_id(graph, partition, name, src, i as u32);
+        let done = store.get::<DoneRecord>(&crate::done::done_key(&key))?;
+        let state = match &done {
+            None => {
+                v.pending += 1;
+                "pending".to_string()
+            }
+            Some(d) => {
+                match d.status {
+                    crate::done::DoneStatus::Succeeded => v.succeeded += 1,
+                    crate::done::DoneStatus::Skipped => v.skipped += 1,
+                    _ => v.failed += 1,
+                }
+                d.status.to_string()
+            }
+        };
+        if v.list.len() < MEMBER_VIEWS_MAX {
+            v.list.push(MemberView {
+                index: i,
+                state,
+                rerun: src,
+                attempts: done.as_ref().map_or(0, |d| d.attempts),
+                error: done.and_then(|d| d.error),
+                item: items.get(i).map(|it| {
+                    let mut t = it.to_string();
+                    if t.len() > MEMBER_ITEM_BYTES_SHOWN {
+                        let mut cut = MEMBER_ITEM_BYTES_SHOWN;
+                        while !t.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        t.truncate(cut);
+                        t.push('…');
+                    }
+                    t
+                }),
+            });
+        }
+    }
+    Ok(Some(v))
+}
+
 /// The run of `graph` for `partition` with its nodes' states.
 pub fn graph_run(
     store: &Store,
@@ -179,6 +308,8 @@ pub fn graph_run(
                     started_ms: r.done.started_ms,
                     finished_ms: Some(r.done.finished_ms),
                     output_bytes: r.done.output_len() as usize,
+                    pokes: r.done.pokes,
+                    members: None,
                 },
                 None => NodeView {
                     node: name.to_string(),
@@ -189,10 +320,21 @@ pub fn graph_run(
                     started_ms: None,
                     finished_ms: None,
                     output_bytes: 0,
+                    pokes: 0,
+                    members: None,
                 },
             }
         })
-        .collect();
+        .collect::<Vec<NodeView>>();
+    let mut nodes = nodes;
+    for view in &mut nodes {
+        let Some(i) = g.index_of(&view.node) else {
+            continue;
+        };
+        if g.node_at(i).map.is_some() {
+            view.members = members_view(store, &g, partition, i, view.rerun, &current)?;
+        }
+    }
     Ok(Some(GraphRunView {
         graph: graph.to_string(),
         partition: partition.to_string(),

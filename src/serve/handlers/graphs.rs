@@ -88,3 +88,10 @@ pub async fn grid(
     })
     .await
 }
+
+/// Every asset: its producers, the graphs that start on it, its last
+/// materialization and the materializations waiting to be delivered.
+pub async fn assets(State(s): State<AppState>) -> ApiResult<Json<Vec<crate::AssetView>>> {
+    let engine = s.engine.clone();
+    super::blocking(move || Ok(Json(engine.assets()?))).await
+}

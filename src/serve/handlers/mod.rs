@@ -74,6 +74,7 @@ pub fn routes() -> Routes {
         .post("/api/v1/queue/dead/{key}/requeue", queue::requeue)
         .get("/api/v1/breakers", queue::breakers)
         .get("/api/v1/workers", queue::workers)
+        .get("/api/v1/assets", graphs::assets)
         .post("/api/v1/breakers/{target}/reset", queue::reset_breaker)
 }
 

@@ -167,6 +167,8 @@ pub struct LogParams {
     follow: Option<bool>,
     /// The rerun (default: the node's current instance).
     rerun: Option<u32>,
+    /// A mapped node's member (its index): that member's logs.
+    member: Option<u32>,
 }
 
 /// Lines a log page returns at most.
@@ -187,11 +189,19 @@ pub async fn logs(
             .into_iter()
             .find(|n| n.node == nd)
             .ok_or_else(|| ApiError::not_found(format!("graph {g:?} has no node {nd:?}")))?;
+        let p = super::run_partition(&st, &g, &pt)?;
+        if let Some(m) = q.member {
+            return match q.rerun {
+                Some(r) => Ok(weir_actors::scheduler::records::member_id(&g, &p, &nd, r, m)),
+                None => n.member_run_id(&g, &p, m).ok_or_else(|| {
+                    ApiError::not_found(format!(
+                        "node {nd:?} of graph {g:?} has no member {m} (it is not mapped, or its items are fewer)"
+                    ))
+                }),
+            };
+        }
         Ok(match q.rerun {
-            Some(r) => {
-                let p = super::run_partition(&st, &g, &pt)?;
-                weir_actors::scheduler::records::run_id(&g, &p, &nd, r)
-            }
+            Some(r) => weir_actors::scheduler::records::run_id(&g, &p, &nd, r),
             None => n.run_id,
         })
     })

@@ -1,6 +1,8 @@
 // One run: its nodes (state, rerun, attempts, times, exit codes, errors),
 // a Gantt of attempts over time, and a node panel with the node's output
-// and its logs per attempt, following a running attempt live.
+// and its logs per attempt, following a running attempt live. A mapped
+// node's panel lists its members with their states, and a member's logs;
+// a sensor's shows its checks that were not met.
 
 import { get, post, p, qs } from "../api.js";
 import {
@@ -13,6 +15,8 @@ const GANTT_LABEL_W = 150;
 const GANTT_W = 760;
 // Log lines fetched per page.
 const LOG_PAGE = 2000;
+// Members listed in a mapped node's panel (the counts cover all).
+const MEMBERS_SHOWN = 200;
 
 export async function render(root, [graph, partition, selectedNode]) {
   const head = h("div", { id: "run-head" });
@@ -79,8 +83,10 @@ export async function render(root, [graph, partition, selectedNode]) {
       const last = d && d.attempt_log && d.attempt_log.length ? d.attempt_log[d.attempt_log.length - 1] : null;
       const live = run.live && run.live[n.node];
       return h("tr", { "data-node": n.node, "data-state": st, class: n.node === selectedNode ? "selected" : null },
-        h("th", { scope: "row" }, h("a", { href: route("run", graph, partition, n.node), "data-focus": `n-${n.node}` }, n.node)),
-        h("td", { class: "state" }, badge(st)),
+        h("th", { scope: "row" }, h("a", { href: route("run", graph, partition, n.node), "data-focus": `n-${n.node}` }, n.node),
+          n.kind && n.kind !== "task" ? h("small", { class: "kind" }, ` ${n.kind}`) : null),
+        h("td", { class: "state" }, badge(st),
+          n.members ? h("small", { class: "member-counts" }, ` ${n.members.succeeded}/${n.members.total}`) : null),
         h("td", { class: "rerun" }, String(n.rerun)),
         h("td", { class: "attempts" }, String(live ? Math.max(live.attempts, n.attempts) : n.attempts),
           n.deferrals ? h("small", {}, ` (${n.deferrals} deferred)`) : null),
@@ -162,6 +168,9 @@ export async function render(root, [graph, partition, selectedNode]) {
         ["Upstreams", n.upstreams.length ? n.upstreams.join(", ") : "—"],
         n.trigger_rule !== "all_success" ? ["Trigger rule", n.trigger_rule] : null,
         ["Duration", fmtDur(n.duration_ms)],
+        n.kind === "sensor" ? ["Checks not met", String(n.pokes || 0)] : null,
+        n.produces && n.produces.length ? ["Produces", n.produces.join(", ")] : null,
+        n.members ? ["Members", `${n.members.total}: ${n.members.succeeded} succeeded, ${n.members.failed} failed, ${n.members.skipped} skipped, ${n.members.pending} pending` + (n.members.kept ? ` (${n.members.kept} kept from an earlier rerun)` : "")] : null,
       ]),
       h("div", { class: "actions" },
         h("button", {
@@ -187,6 +196,7 @@ export async function render(root, [graph, partition, selectedNode]) {
           }).then(refresh),
         }, "Mark failed…")),
       n.error ? [h("h3", {}, "Error"), h("pre", { class: "error", id: "node-error" }, n.error)] : null,
+      n.members ? membersView(n) : null,
       h("h3", {}, "Output"), outputView,
       attempts.length ? [
         h("h3", {}, "Attempts"),
@@ -200,6 +210,41 @@ export async function render(root, [graph, partition, selectedNode]) {
         h("h3", {}, "Logs ", pick), logBox,
       ] : h("p", { class: "muted" }, "No attempt has logs yet."));
     if (attempts.length) await showLogs(Number(pick.value), attempts, logBox);
+  };
+
+  // A mapped node's members: index, state, the rerun whose record it is,
+  // attempts, item and error; a member's name opens its logs.
+  const membersView = (n) => {
+    const m = n.members;
+    const box = h("div", { id: "member-logs" });
+    const rows = m.list.slice(0, MEMBERS_SHOWN).map((x) => h("tr", { "data-member": x.index, "data-state": x.state },
+      h("td", {}, h("a", {
+        href: "#", onclick: (ev) => { ev.preventDefault(); memberLogs(n, x, box); },
+      }, String(x.index))),
+      h("td", { class: "state" }, badge(x.state)),
+      h("td", {}, String(x.rerun)),
+      h("td", {}, String(x.attempts)),
+      h("td", {}, x.item ? h("code", {}, x.item) : "—"),
+      h("td", { class: "error-cell" }, x.error ? h("span", { class: "error", title: x.error }, x.error.split("\n")[0]) : "—")));
+    return [
+      h("h3", {}, `Members (rerun ${m.rerun})`),
+      table(["#", "State", "Rerun", "Attempts", "Item", "Error"], rows, { class: "members", id: "members" }),
+      m.total > rows.length ? h("p", { class: "muted" }, `${m.total - rows.length} more members (the counts above cover all).`) : null,
+      box,
+    ];
+  };
+
+  const memberLogs = async (n, x, box) => {
+    const base = p("graphs", graph, "runs", partition, "nodes", n.node, "logs");
+    const pre = h("pre", { class: "log", id: "member-log-lines", tabindex: "0", "aria-label": `log of member ${x.index}` });
+    replace(box, h("h4", {}, `Member ${x.index}: logs of its last attempt`), pre);
+    try {
+      const chunk = await get(base + qs({ member: x.index, limit: LOG_PAGE }));
+      chunk.lines.forEach((l) => pre.appendChild(h("span", { class: `log-${l.stream}` }, `${fmtTime(l.ts_ms).slice(11)} ${l.text}\n`)));
+      if (!chunk.lines.length) pre.textContent = "No lines.";
+    } catch (e) {
+      pre.textContent = e.message;
+    }
   };
 
   const showLogs = async (attempt, attempts, box) => {
