@@ -1,4 +1,4 @@
-//! `weir bench drain --quick` and `weir bench chain --quick` run and end
+//! `weir bench drain|chain|api|validate --quick` run and end
 //! with their `RESULT` lines (benches/compare.sh reads them). The peers
 //! comparison itself is not run here: it is slow and installs packages.
 
@@ -66,5 +66,18 @@ fn api_quick_prints_its_result_line() {
             "list_per_s",
             "http_overhead",
         ],
+    );
+}
+
+/// The validation bench ran its file through `weir validate`'s checks after
+/// they began refusing unregistered tasks, and failed on every node without
+/// a test noticing: its quick form runs here.
+#[test]
+fn validate_quick_prints_its_result_line() {
+    let line = last_line("validate");
+    assert_keys(
+        &line,
+        "validate",
+        &["nodes", "validate_ms", "goal_ms", "bytes"],
     );
 }
