@@ -171,10 +171,7 @@ impl Store {
         }
         let meta_bytes = self.encode("snapshot meta", &meta)?;
         batch.insert(META_KEY, meta_bytes);
-        if let Err(e) = inner.snapshot.apply_batch(batch) {
-            self.fail();
-            return Err(self.sled_err(e));
-        }
+        self.write_sled("snapshot", || inner.snapshot.apply_batch(batch))?;
         // The snapshot must be durable before the entries it covers go.
         self.sync()?;
         inner.snapshot_seq.store(seq, Ordering::Release);
@@ -202,10 +199,7 @@ impl Store {
             removed += 1;
         }
         if removed > 0 {
-            if let Err(e) = inner.journal.apply_batch(batch) {
-                self.fail();
-                return Err(self.sled_err(e));
-            }
+            self.write_sled("journal compaction", || inner.journal.apply_batch(batch))?;
         }
         Ok(removed)
     }
