@@ -15,6 +15,7 @@
 //! versioned envelope of everything stored).
 
 pub mod breaker;
+pub mod canonical;
 pub mod codec;
 pub mod cron;
 pub mod graph;
