@@ -4,6 +4,7 @@
 //! bytes).
 
 mod api;
+mod child;
 mod core;
 mod crash;
 pub mod drain;
@@ -13,6 +14,7 @@ mod latency;
 pub mod readiness;
 mod recovery;
 mod store;
+pub mod torture;
 pub mod validate;
 
 use std::fmt::Write as _;
@@ -41,7 +43,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api",
+    "validate", "api", "torture",
 ];
 
 /// Runs a scenario.
@@ -59,6 +61,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "recovery" => recovery::run(quick),
         "crash" => crash::run(quick),
         "validate" => validate::run(quick),
+        "torture" => torture::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }
