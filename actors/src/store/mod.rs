@@ -62,8 +62,8 @@ pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use faults::{FaultErrno, FaultInjector, FaultPoint, ENV_FAULT_INJECT};
 pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use records::Expiring;
-pub use replay::Recovered;
-pub use snapshot::SnapshotMeta;
+pub use replay::{apply_journal_value, Recovered};
+pub use snapshot::{decode_ticket_chunk, SnapshotMeta};
 
 /// How durable a returned commit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
