@@ -8,6 +8,7 @@
 //! after the ticket's journal entry is flushed as the durability mode says.
 
 use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,8 +19,11 @@ use weir_core::breaker::{Breaker, BreakerSettings};
 use weir_core::names::{Key, Name};
 use weir_core::queue::Job;
 
+use ractor_cluster::NodeServerMessage;
 use weir_actors::breaker::BreakerMsg;
 use weir_actors::clock::Clock;
+use weir_actors::cluster::gateway::{GatewayMsg, LogIntake};
+use weir_actors::cluster::{ClusterSettings, WorkerView};
 use weir_actors::events::EngineEvent;
 use weir_actors::names::Names;
 use weir_actors::queue::{
@@ -29,7 +33,7 @@ use weir_actors::queue::{
 use weir_actors::scheduler::SchedulerSettings;
 use weir_actors::store::{Durability, Store, StoreError, StoreSettings};
 use weir_actors::supervisor::{
-    PoolSpec, Role, SupervisorActor, SupervisorArgs, SupervisorMsg, SupervisorSettings,
+    ClusterArgs, PoolSpec, Role, SupervisorActor, SupervisorArgs, SupervisorMsg, SupervisorSettings,
 };
 use weir_actors::task::{Resolver, Task, TaskContext, TaskRegistry, TaskResult};
 use weir_actors::trigger::TriggerSettings;
@@ -80,6 +84,10 @@ pub enum EngineError {
     /// a breaker.
     #[error("{0}")]
     NotFound(String),
+    /// A start's params are refused: a name the definition does not
+    /// declare, or a value that is too long or holds a NUL.
+    #[error("{0}")]
+    BadParam(String),
 }
 
 /// Builds an engine.
@@ -98,6 +106,53 @@ pub struct EngineBuilder {
     expiry_interval_ms: u64,
     trigger: TriggerSettings,
     logs_dir: Option<PathBuf>,
+    cluster: Option<ClusterConfig>,
+}
+
+/// Worker processes may join the engine (ractor_cluster): where its node
+/// listens, the cookie every node must share, TLS, and the workers' leases.
+#[derive(Clone)]
+pub struct ClusterConfig {
+    /// Where the cluster node listens (an explicit port: workers are told
+    /// it). Loopback unless the operator says otherwise.
+    pub listen: SocketAddr,
+    /// The shared secret of the cluster (never sent: a challenge proves it).
+    pub cookie: String,
+    /// TLS for every session, when set.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Leases and heartbeats.
+    pub settings: ClusterSettings,
+    /// The folder of the definitions: workers' command working directories
+    /// are taken relative to it (and to their own `--root`).
+    pub root: Option<String>,
+    /// The engine's WEIR_DATA folder, which commands of workers on the
+    /// engine's machine (without a root of their own) share.
+    pub work_dir: Option<String>,
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("listen", &self.listen)
+            .field("tls", &self.tls.is_some())
+            .field("settings", &self.settings)
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterConfig {
+    /// A cluster node on `listen` with `cookie`, no TLS, default leases.
+    pub fn new(listen: SocketAddr, cookie: impl Into<String>) -> Self {
+        ClusterConfig {
+            listen,
+            cookie: cookie.into(),
+            tls: None,
+            settings: ClusterSettings::default(),
+            root: None,
+            work_dir: None,
+        }
+    }
 }
 
 impl EngineBuilder {
@@ -118,7 +173,16 @@ impl EngineBuilder {
             expiry_interval_ms: 60_000,
             trigger: TriggerSettings::default(),
             logs_dir: Some(dir.as_ref().join(crate::logs::LOGS_DIR)),
+            cluster: None,
         }
+    }
+
+    /// Lets worker processes join (see [`ClusterConfig`]); a pool may then
+    /// have no local workers (`pool_workers(name, slots, 0)`): remote
+    /// workers serve it.
+    pub fn cluster(mut self, config: ClusterConfig) -> Self {
+        self.cluster = Some(config);
+        self
     }
 
     /// Where command tasks keep attempt logs, removed with the records they
@@ -239,10 +303,24 @@ impl EngineBuilder {
         for (name, spec) in &self.pools {
             Name::new(name.to_string())
                 .map_err(|e| EngineError::Settings(format!("pool {name:?}: {e}")))?;
-            if spec.capacity == 0 || spec.workers == 0 {
+            if spec.capacity == 0 || (spec.workers == 0 && self.cluster.is_none()) {
                 return Err(EngineError::Settings(format!(
-                    "pool {name:?}: capacity and workers must be at least 1"
+                    "pool {name:?}: capacity and workers must be at least 1 (no local workers only with a cluster, whose workers serve the pool)"
                 )));
+            }
+        }
+        if let Some(c) = &self.cluster {
+            c.settings.validate().map_err(EngineError::Settings)?;
+            if c.listen.port() == 0 {
+                return Err(EngineError::Settings(format!(
+                    "cluster address {}: give a port; workers are told it (--join)",
+                    c.listen
+                )));
+            }
+            if c.cookie.trim().is_empty() {
+                return Err(EngineError::Settings(
+                    "cluster: no cookie; every node of the cluster must share one".into(),
+                ));
             }
         }
         for (name, s) in &self.breakers {
@@ -264,6 +342,39 @@ impl EngineBuilder {
         .map_err(|e| EngineError::Settings(format!("store open panicked: {e}")))??;
         let names = Names::unique();
         let clock = self.clock.unwrap_or_else(Clock::system);
+        let (cluster, node_server) = match &self.cluster {
+            None => (None, None),
+            Some(c) => {
+                let name = format!(
+                    "weir-engine-{}-{}@{}",
+                    weir_actors::cluster::link::hostname(),
+                    std::process::id(),
+                    c.listen
+                );
+                let server = weir_actors::cluster::node::start_server(
+                    c.listen,
+                    c.cookie.clone(),
+                    name,
+                    c.tls.clone(),
+                )
+                .await
+                .map_err(|e| EngineError::Settings(e.to_string()))?;
+                tracing::info!(listen = %c.listen, tls = c.tls.is_some(), "cluster node listening");
+                let logs: Option<Arc<dyn LogIntake>> = self.logs_dir.as_ref().map(|d| {
+                    Arc::new(crate::logs::intake::RemoteLogs::new(d)) as Arc<dyn LogIntake>
+                });
+                (
+                    Some(ClusterArgs {
+                        settings: c.settings.clone(),
+                        root: c.root.clone(),
+                        work: c.work_dir.clone(),
+                        logs,
+                        server: Some(server.clone()),
+                    }),
+                    Some(server),
+                )
+            }
+        };
         let (events, _) = broadcast::channel(EVENTS_BUFFER);
         let (counts_tx, counts) = watch::channel(QueueCounts::default());
         let stopped = Arc::new(Mutex::new(None));
@@ -286,6 +397,7 @@ impl EngineBuilder {
             expiry_interval_ms: self.expiry_interval_ms,
             trigger: self.trigger.clone(),
             logs_dir: self.logs_dir,
+            cluster,
         };
         let spawned = match self.parent {
             Some(parent) => {
@@ -293,8 +405,15 @@ impl EngineBuilder {
             }
             None => Actor::spawn(Some(names.supervisor()), SupervisorActor, args).await,
         };
-        let (supervisor, join) =
-            spawned.map_err(|e| EngineError::Stopped(format!("engine failed to start: {e}")))?;
+        let (supervisor, join) = match spawned {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(server) = &node_server {
+                    server.stop(None);
+                }
+                return Err(EngineError::Stopped(format!("engine failed to start: {e}")));
+            }
+        };
         Ok(Engine {
             names,
             store,
@@ -307,6 +426,8 @@ impl EngineBuilder {
             pools,
             tasks: self.tasks,
             trigger_settings: self.trigger,
+            node_server,
+            cluster_listen: self.cluster.as_ref().map(|c| c.listen),
         })
     }
 }
@@ -324,6 +445,8 @@ pub struct Engine {
     pub(crate) pools: BTreeMap<Arc<str>, PoolSpec>,
     pub(crate) tasks: TaskRegistry,
     pub(crate) trigger_settings: TriggerSettings,
+    pub(crate) node_server: Option<ActorRef<NodeServerMessage>>,
+    pub(crate) cluster_listen: Option<SocketAddr>,
 }
 
 impl Engine {
@@ -363,7 +486,9 @@ impl Engine {
         if let Some(t) = &job.target {
             Name::new(t.to_string()).map_err(|e| bad(format!("target: {e}")))?;
         }
-        if self.tasks.find(&job.task).is_none() {
+        // With a cluster, workers may serve tasks this process has not
+        // registered; a name no worker knows fails its attempt there.
+        if self.tasks.find(&job.task).is_none() && self.node_server.is_none() {
             return Err(bad(format!(
                 "no task is registered under the name {:?}",
                 job.task
@@ -602,6 +727,11 @@ impl Engine {
         if let Some(join) = join {
             let _ = tokio::time::timeout(timeout, join).await;
         }
+        if let Some(server) = &self.node_server {
+            let _ = server
+                .stop_and_wait(Some("engine stopping".into()), Some(timeout))
+                .await;
+        }
         let store = self.store.clone();
         if !store.is_failed() {
             tokio::task::spawn_blocking(move || store.sync())
@@ -610,6 +740,27 @@ impl Engine {
         }
         tracing::info!("engine shut down");
         Ok(())
+    }
+
+    /// Where the cluster node listens, when workers may join.
+    pub fn cluster_address(&self) -> Option<SocketAddr> {
+        self.cluster_listen
+    }
+
+    /// The worker processes that joined: joined ones first, then lost and
+    /// departed ones, newest first. Empty without a cluster.
+    pub async fn workers(&self) -> Result<Vec<WorkerView>, EngineError> {
+        if self.node_server.is_none() {
+            return Ok(Vec::new());
+        }
+        let gateway = ActorRef::<GatewayMsg>::where_is(self.names.gateway())
+            .ok_or_else(|| self.call_err("gateway", "not running"))?;
+        ractor::call_t!(
+            gateway,
+            GatewayMsg::Workers,
+            CALL_TIMEOUT.as_millis() as u64
+        )
+        .map_err(|e| self.call_err("gateway", e))
     }
 
     /// Stops (true) or resumes (false) handing out tickets.

@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 use weir_actors::store::{apply_journal_value, decode_ticket_chunk, BlobRef, SnapshotMeta};
 use weir_core::codec;
 use weir_core::graph::GraphDef;
-use weir_core::queue::{Op, QueueState};
+use weir_core::queue::{Op, Orphan, QueueState};
 
 use crate::definition;
 
@@ -127,9 +127,12 @@ pub fn envelope(data: &[u8]) {
     }
     state.assert_invariants();
     // What the queue does next at a restart: every running ticket is an
-    // orphan, requeued as a failed attempt (or failed, its tries spent).
+    // orphan.
     let now_ms = meta.map_or(0, |m| m.seq);
-    for (op, _plan) in state.orphans(now_ms, || 0) {
+    // One whose attempt had started is requeued as a failed attempt (or
+    // failed, its tries spent); one whose attempt had not is given back.
+    for orphan in state.orphans(now_ms, || 0) {
+        let (Orphan::Ran(op, _) | Orphan::Unstarted(op)) = orphan;
         let _ = state.step(&op);
     }
     state.assert_invariants();

@@ -1,6 +1,7 @@
 //! The engine's graph API: adopt definitions, start, rerun and cancel runs,
 //! and read them.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ractor::ActorRef;
@@ -50,6 +51,24 @@ impl Engine {
                     "graph {name:?}: node {:?}: no task is registered under the name {:?}",
                     node.name.as_str(),
                     node.task.task.as_str()
+                )));
+            }
+        }
+        for (field, spec) in [
+            ("on_failure", &graph.def().on_failure),
+            ("on_success", &graph.def().on_success),
+        ] {
+            let Some(spec) = spec else { continue };
+            if self.tasks.find(spec.task.as_str()).is_none() {
+                return Err(EngineError::BadGraph(format!(
+                    "graph {name:?}: {field}: no task is registered under the name {:?}",
+                    spec.task.as_str()
+                )));
+            }
+            // Notifications run in the pool `default`.
+            if !self.pools.contains_key(weir_core::graph::POOL_DEFAULT) {
+                return Err(EngineError::BadGraph(format!(
+                    "graph {name:?}: {field}: notifications run in the pool \"default\", which this engine does not have"
                 )));
             }
         }
@@ -134,21 +153,45 @@ impl Engine {
         self.scheduler(graph).await
     }
 
-    /// Starts the runs of `graph` for `partitions` (at most once each).
+    /// Starts the runs of `graph` for `partitions` (at most once each),
+    /// with the definition's params.
     pub async fn start_runs(
         &self,
         graph: &str,
         partitions: Vec<Partition>,
+    ) -> Result<Vec<StartOutcome>, EngineError> {
+        self.start_runs_with(graph, partitions, BTreeMap::new())
+            .await
+    }
+
+    /// Starts the runs of `graph` for `partitions` (at most once each),
+    /// with `params` over the definition's defaults. A name the definition
+    /// does not declare refuses the whole start ([`EngineError::BadParam`]);
+    /// a run that exists already keeps the params it started with.
+    pub async fn start_runs_with(
+        &self,
+        graph: &str,
+        partitions: Vec<Partition>,
+        params: BTreeMap<String, String>,
     ) -> Result<Vec<StartOutcome>, EngineError> {
         let s = self.adopted_scheduler(graph).await?;
         ractor::call_t!(
             s,
             SchedulerMsg::StartRuns,
             CALL_TIMEOUT.as_millis() as u64,
-            partitions
+            partitions,
+            params
         )
         .map_err(|e| self.call_err("scheduler", e))?
-        .map_err(EngineError::Graph)
+        .map_err(|e| {
+            // The scheduler words a refused param as weir-core's params
+            // module does.
+            if e.starts_with("param ") {
+                EngineError::BadParam(e)
+            } else {
+                EngineError::Graph(e)
+            }
+        })
     }
 
     /// Starts one run.

@@ -21,11 +21,13 @@ pub mod serve;
 pub mod task;
 mod triggers;
 pub mod ui;
+pub mod worker;
 
-pub use engine::{Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
+pub use engine::{ClusterConfig, Engine, EngineBuilder, EngineError, CALL_TIMEOUT};
 pub use graphs::AdoptOutcome;
 pub use ops::{MarkAs, MarkOutcome, RequeueOutcome, TriggerNowOutcome};
 pub use weir_actors::breaker::BreakerView;
+pub use weir_actors::cluster::{ClusterSettings, WorkerState, WorkerView};
 pub use weir_actors::done::{DeadLetter, DeadLetterPage};
 pub use weir_actors::done::{DoneRecord, DoneStatus};
 pub use weir_actors::events::EngineEvent;

@@ -120,3 +120,13 @@ fn torture_quick_loses_nothing_and_duplicates_nothing() {
     let jobs: u64 = value("jobs").parse().unwrap();
     assert!(jobs > 0, "the workload enqueued jobs: {line}");
 }
+
+#[test]
+fn cluster_quick_prints_its_result_line() {
+    let line = last_line("cluster");
+    assert_keys(
+        &line,
+        "cluster",
+        &["eff_1", "eff_2", "eff_4", "remote_ratio", "requeue_ms"],
+    );
+}

@@ -24,6 +24,7 @@ async fn engine(data: &Path, expiry_interval_ms: u64) -> Engine {
         work: data.join("work"),
         logs: Some(LogPaths::new(data)),
         log_limits: LogLimits::default(),
+        remote: None,
     };
     Engine::builder(data)
         .durability(Durability::Flush)
@@ -330,6 +331,7 @@ async fn expiry_removes_the_logs_of_runs_and_jobs() {
         definition: String::new(),
         config: config("echo from a job", &[]),
         upstreams: Default::default(),
+        params: Default::default(),
     };
     let mut job = Job::new("job-1", COMMAND_TASK, "default");
     job.payload = weir::core::codec::encode(&input).unwrap();

@@ -1,6 +1,8 @@
 //! HTTP nodes against a local server: the body is the output; 5xx retries;
 //! 429 waits for its Retry-After; 404 fails without retry; secrets come
-//! from the engine's environment and never reach the store.
+//! from the engine's environment and never reach the store; templates of
+//! params, windows and upstream outputs fill the URL (percent-encoded),
+//! headers and body.
 
 mod serve_support;
 
@@ -79,6 +81,18 @@ async fn serve() -> (String, Hits) {
                     (StatusCode::UNAUTHORIZED, "who are you").into_response()
                 }
             }),
+        )
+        .route(
+            "/echo/{*rest}",
+            axum::routing::put(
+                |uri: axum::http::Uri, headers: HeaderMap, body: String| async move {
+                    axum::Json(json!({
+                        "uri": uri.to_string(),
+                        "count": headers.get("x-count").and_then(|v| v.to_str().ok()),
+                        "body": body,
+                    }))
+                },
+            ),
         )
         .with_state(hits.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -215,4 +229,69 @@ fn validate_names_each_fault_of_an_http_node() {
         assert!(err.contains(want), "missing {want:?} in:\n{err}");
     }
     assert!(err.contains("bad.toml:"), "names the file and line: {err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn templates_fill_the_url_headers_and_body() {
+    let (base, _) = serve().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    let mut d = String::from(
+        "name = \"hx\"\npartitioning = \"daily\"\n\n[params]\nbucket = \"orders 2026\"\n",
+    );
+    // A command node whose JSON output the call reads.
+    d += "\n[[nodes]]\nname = \"src\"\n";
+    d += r#"command = ["sh", "-c", "echo '{\"name\": \"a b/c\", \"count\": 7}' > \"$WEIR_OUTPUT\""]"#;
+    d += "\n";
+    d += &node(
+        "put",
+        &format!(
+            "{{ method = \"PUT\", url = \"{base}/echo/{{params.bucket}}/{{upstream.src.output.name}}?from={{partition.start}}\", headers = {{ X-Count = \"{{upstream.src.output.count}}\" }}, body = \"{{upstream.src.output}}\" }}"
+        ),
+        "upstreams = [\"src\"]",
+    );
+    let file = write_def(&defs, "hx", &d);
+    let data = tmp.path().join("data");
+    let out = tokio::task::spawn_blocking({
+        let (file, data) = (file.clone(), data.clone());
+        move || {
+            weir()
+                .args(["run", "--until-idle", "--partition", "2026-11-01", "--data"])
+                .arg(&data)
+                .arg(&file)
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = weir()
+        .args(["status", "hx", "2026-11-01", "--json", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let run: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let put = run["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "put")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        put["output"],
+        json!({
+            "uri": "/echo/orders%202026/a%20b%2Fc?from=2026-11-01T00%3A00%3A00Z",
+            "count": "7",
+            "body": "{\"name\": \"a b/c\", \"count\": 7}",
+        }),
+        "{run}"
+    );
 }

@@ -450,7 +450,9 @@ async fn an_active_run_is_cancelled_from_its_page() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let defs = tmp.path().join("defs");
-    let mut d = String::from("name = \"slow\"\npartitioning = \"none\"\n[pools]\ndefault = 2\n");
+    let mut d = String::from(
+        "name = \"slow\"\npartitioning = \"none\"\n[params]\nwho = \"ops\"\n[pools]\ndefault = 2\n",
+    );
     d += &sh_node(
         "wait",
         &[],
@@ -460,9 +462,10 @@ async fn an_active_run_is_cancelled_from_its_page() {
     d += &sh_node("after", &["wait"], "", "true");
     write_def(&defs, "slow", &d);
     let engine = start(&["serve"], &defs, &tmp.path().join("data"));
-    let a = engine
-        .http()
-        .post("/api/v1/graphs/slow/runs", &json!({"partitions": ["none"]}));
+    let a = engine.http().post(
+        "/api/v1/graphs/slow/runs",
+        &json!({"partitions": ["none"], "params": {"who": "<i>dev</i>"}}),
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     b.login(&engine.url, &engine.token).await;
     b.goto(&format!(
@@ -476,6 +479,23 @@ async fn an_active_run_is_cancelled_from_its_page() {
         "const r = document.querySelector(\"tr[data-node='wait']\"); return r && r.dataset.state === 'running';",
     )
     .await;
+    // The run's params, as text.
+    let param = b
+        .wait_js(
+            "the run's params",
+            "const p = document.querySelector(\"#run-head [data-param='who']\"); return p && p.textContent;",
+        )
+        .await;
+    assert_eq!(param, json!("who=<i>dev</i>"));
+    assert_eq!(
+        b.js(
+            "return document.querySelectorAll('#run-head i').length;",
+            vec![]
+        )
+        .await,
+        json!(0),
+        "no markup from a param"
+    );
     // Its panel follows the running attempt's log live.
     b.click("tr[data-node='wait'] th a").await;
     b.wait_js(

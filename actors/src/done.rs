@@ -36,15 +36,22 @@ pub enum DoneStatus {
     UpstreamFailed,
 }
 
-impl std::fmt::Display for DoneStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl DoneStatus {
+    /// Its name, as records and views write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             DoneStatus::Succeeded => "succeeded",
             DoneStatus::Failed => "failed",
             DoneStatus::Cancelled => "cancelled",
             DoneStatus::Skipped => "skipped",
             DoneStatus::UpstreamFailed => "upstream_failed",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for DoneStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

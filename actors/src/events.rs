@@ -182,6 +182,35 @@ pub enum EngineEvent {
         /// The dead ticket's key.
         key: String,
     },
+    /// A worker process joined the engine's cluster (or rejoined as new).
+    WorkerJoined {
+        /// Its id.
+        worker: String,
+        /// Its pools and their slots.
+        pools: Vec<(String, u32)>,
+    },
+    /// A worker was declared lost: its running attempts were requeued.
+    WorkerLost {
+        /// Its id.
+        worker: String,
+        /// Why.
+        reason: String,
+    },
+    /// A worker left (a graceful stop).
+    WorkerLeft {
+        /// Its id.
+        worker: String,
+    },
+    /// A report of an attempt that is no longer its ticket's running one
+    /// (the ticket was requeued, cancelled or completed since) was refused.
+    ReportRefused {
+        /// The reporting pool worker's id in the queue.
+        worker: String,
+        /// The ticket.
+        id: TicketId,
+        /// The attempt reported.
+        attempt: u32,
+    },
     /// The engine stopped because an actor failed too often.
     Stopped {
         /// The error.

@@ -24,12 +24,14 @@
 
 pub mod breaker;
 pub mod clock;
+pub mod cluster;
 pub mod done;
 pub mod events;
 pub mod measure;
 pub mod names;
 pub mod notify;
 pub mod pool;
+pub mod protocol;
 pub mod queue;
 pub mod scheduler;
 pub mod store;

@@ -61,6 +61,11 @@ impl Names {
         format!("{}.scheduler.{graph}", self.prefix)
     }
 
+    /// The cluster gateway.
+    pub fn gateway(&self) -> String {
+        format!("{}.gateway", self.prefix)
+    }
+
     /// The trigger of `graph`.
     pub fn trigger(&self, graph: &str) -> String {
         format!("{}.trigger.{graph}", self.prefix)

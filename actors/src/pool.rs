@@ -32,6 +32,7 @@ use weir_core::retry::AttemptOutcome;
 
 use crate::breaker::BreakerMsg;
 use crate::clock::Clock;
+use crate::cluster::link::LinkMsg;
 use crate::names::Names;
 use crate::queue::{Grant, QueueMsg, Report};
 use crate::scheduler::records::TaskInput;
@@ -39,6 +40,11 @@ use crate::store::{BlobRef, Store, BLOB_INLINE_BYTES_MAX};
 use crate::supervisor::SupervisorMsg;
 use crate::task::{TaskContext, TaskError, TaskRegistry};
 
+/// An attempt running this long is marked started in the queue's journal:
+/// a crash after that costs the attempt, one before it gives the hand-out
+/// back (bounded; see weir-core's `orphans`). Attempts that end sooner are
+/// never marked, so fast tasks journal nothing more.
+pub const START_MARK_AFTER_MS: u64 = 50;
 /// How long a pool waits for its breaker's answer before it defers.
 pub const BREAKER_CALL_MS: u64 = 5_000;
 /// How long a ticket waits when its breaker could not be asked.
@@ -69,10 +75,18 @@ pub enum PoolMsg {
     },
     /// Cancel the running attempt of a ticket.
     Cancel(TicketId),
+    /// Timer: tell the queue of attempts running for
+    /// [`START_MARK_AFTER_MS`] that they started.
+    MarkStarted,
     /// The queue made these reports durable.
     Acked(Vec<(TicketId, u32)>),
     /// The queue restarted: grant credit again and resend reports.
     QueueRestarted,
+    /// The engine requeued what this (remote) pool held: cancel running
+    /// attempts, start credit over (see [`PoolState`]'s `reset`).
+    Reset,
+    /// For the engine's proxy of a remote pool: what the remote pool said.
+    Remote(crate::cluster::proxy::FromWorker),
     /// Change the capacity.
     Resize(u32),
     /// Status of this worker.
@@ -114,19 +128,38 @@ pub struct PoolArgs {
     pub capacity: u32,
     /// The tasks it can run.
     pub tasks: TaskRegistry,
-    /// Engine names (to find the queue and breakers).
-    pub names: Names,
-    /// The supervisor, which spawns breakers on demand.
-    pub supervisor: Option<ActorRef<SupervisorMsg>>,
+    /// Where it reports, and what it asks before an attempt.
+    pub uplink: Uplink,
     /// The clock.
     pub clock: Clock,
-    /// The store: outputs over [`BLOB_INLINE_BYTES_MAX`] are written to
-    /// its blobs before they are reported, and upstream outputs read back
-    /// from them before an attempt starts.
-    pub store: Store,
     /// The largest output kept; longer outputs are cut (the queue's
     /// `output_bytes_max`).
     pub output_bytes_max: usize,
+}
+
+/// Where a pool actor reports, and what it may use of the engine.
+#[derive(Clone)]
+pub enum Uplink {
+    /// In the engine's process: the queue found by name, breakers asked
+    /// before each attempt, outputs over [`BLOB_INLINE_BYTES_MAX`] written
+    /// to the store's blobs before they are reported, and upstream outputs
+    /// read back from them before an attempt starts.
+    Local {
+        /// Engine names (to find the queue and breakers).
+        names: Names,
+        /// The supervisor, which spawns breakers on demand.
+        supervisor: Option<ActorRef<SupervisorMsg>>,
+        /// The store.
+        store: Store,
+    },
+    /// In a worker process: everything goes to the engine through the
+    /// worker's link. The engine's proxy of this pool asked the breaker
+    /// before it handed the ticket over, resolved the upstream outputs into
+    /// it, and keeps the output; this actor only runs attempts.
+    Remote {
+        /// The worker's link.
+        link: ActorRef<LinkMsg>,
+    },
 }
 
 /// A message to the queue kept until the queue acknowledges it.
@@ -145,10 +178,16 @@ struct Running {
     attempt: u32,
     cancel: CancellationToken,
     target: Option<Arc<str>>,
+    started_ms: u64,
+    /// Whether the queue was told the attempt started.
+    marked: bool,
 }
 
 /// Its state.
 pub struct PoolState {
+    me: ActorRef<PoolMsg>,
+    /// Whether a [`PoolMsg::MarkStarted`] timer is armed.
+    mark_armed: bool,
     pool: Arc<str>,
     worker_id: Arc<str>,
     units: PoolUnits,
@@ -158,11 +197,10 @@ pub struct PoolState {
     running: HashMap<TicketId, Running>,
     unacked: BTreeMap<(TicketId, u32), Unacked>,
     tasks: TaskRegistry,
-    names: Names,
-    supervisor: Option<ActorRef<SupervisorMsg>>,
+    uplink: Uplink,
     clock: Clock,
-    breakers: HashMap<Arc<str>, ActorRef<BreakerMsg>>,
-    store: Store,
+    /// The breakers asked before attempts (a local pool's only).
+    breakers: Option<Breakers>,
     output_bytes_max: usize,
     /// Blobs of reports not yet acknowledged: pinned until the queue says
     /// the record naming them is durable (or that it dropped the report).
@@ -176,11 +214,13 @@ impl Actor for PoolActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<PoolMsg>,
+        myself: ActorRef<PoolMsg>,
         args: PoolArgs,
     ) -> Result<PoolState, ActorProcessingErr> {
         tracing::info!(pool = %args.pool, worker = %args.worker_id, capacity = args.capacity, "pool worker started");
         Ok(PoolState {
+            me: myself,
+            mark_armed: false,
             pool: args.pool,
             worker_id: args.worker_id,
             units: PoolUnits::new(args.capacity),
@@ -189,11 +229,14 @@ impl Actor for PoolActor {
             running: HashMap::new(),
             unacked: BTreeMap::new(),
             tasks: args.tasks,
-            names: args.names,
-            supervisor: args.supervisor,
+            breakers: match &args.uplink {
+                Uplink::Local {
+                    names, supervisor, ..
+                } => Some(Breakers::new(names.clone(), supervisor.clone())),
+                Uplink::Remote { .. } => None,
+            },
+            uplink: args.uplink,
             clock: args.clock,
-            breakers: HashMap::new(),
-            store: args.store,
             output_bytes_max: args.output_bytes_max,
             pinned: HashMap::new(),
         })
@@ -256,45 +299,13 @@ impl Actor for PoolActor {
                 for k in ids {
                     state.unacked.remove(&k);
                     if let Some(blob) = state.pinned.remove(&k) {
-                        state.store.unpin_blob(&blob);
+                        state.unpin(&blob);
                     }
                 }
             }
-            PoolMsg::QueueRestarted => {
-                // Register with the new queue before resending, even with
-                // no free slot: the queue acknowledges only workers it
-                // knows, so reports sent before a Credit would stay unacked.
-                // What this worker holds: a running ticket the queue
-                // thinks is here but is not was granted by a batch whose
-                // effects died with the old queue.
-                let mut held: Vec<TicketId> = state.running.keys().copied().collect();
-                held.extend(state.unacked.keys().map(|(id, _)| *id));
-                state.send_queue(QueueMsg::Holding {
-                    worker_id: state.worker_id.clone(),
-                    held,
-                });
-                state.outstanding = state.units.free();
-                state.send_queue(QueueMsg::Credit {
-                    worker: myself.clone(),
-                    worker_id: state.worker_id.clone(),
-                    pool: state.pool.clone(),
-                    slots: state.outstanding,
-                });
-                let resend: Vec<((TicketId, u32), Unacked)> =
-                    state.unacked.iter().map(|(k, u)| (*k, u.clone())).collect();
-                tracing::info!(worker = %state.worker_id, resent = resend.len(), "queue restarted; re-registering");
-                for ((id, attempt), u) in resend {
-                    match u {
-                        Unacked::Report(r) => state.send_queue(QueueMsg::Report(r)),
-                        Unacked::Defer { until_ms } => state.send_queue(QueueMsg::Defer {
-                            worker_id: state.worker_id.clone(),
-                            id,
-                            attempt,
-                            until_ms,
-                        }),
-                    }
-                }
-            }
+            PoolMsg::QueueRestarted => state.reregister(),
+            PoolMsg::MarkStarted => state.mark_started(),
+            PoolMsg::Reset => state.reset(),
             PoolMsg::Resize(capacity) => {
                 let before = state.units.capacity();
                 state.units.resize(capacity);
@@ -303,15 +314,15 @@ impl Actor for PoolActor {
                     if state.outstanding > free {
                         let revoke = state.outstanding - free;
                         state.outstanding = free;
-                        state.send_queue(QueueMsg::Revoke {
-                            worker_id: state.worker_id.clone(),
-                            slots: revoke,
-                        });
+                        state.send_up(PoolUp::Revoke { slots: revoke });
                     }
                 }
                 tracing::info!(pool = %state.pool, worker = %state.worker_id, capacity, "pool resized");
             }
             PoolMsg::Panic => panic!("pool {}: fault injected by a test", state.pool),
+            PoolMsg::Remote(_) => {
+                tracing::warn!(pool = %state.pool, "a remote pool's message reached a pool actor; dropped");
+            }
             PoolMsg::Status(reply) => {
                 let _ = reply.send(PoolView {
                     pool: state.pool.to_string(),
@@ -329,67 +340,160 @@ impl Actor for PoolActor {
 }
 
 impl PoolState {
-    fn send_queue(&self, msg: QueueMsg) {
-        match ActorRef::<QueueMsg>::where_is(self.names.queue()) {
-            Some(q) => {
-                let _ = q.cast(msg);
+    /// Tells the queue (a local pool) or the engine (a remote one).
+    fn send_up(&self, up: PoolUp) {
+        match &self.uplink {
+            Uplink::Local { names, .. } => {
+                let worker_id = self.worker_id.clone();
+                let msg = match up {
+                    PoolUp::Credit { slots } => QueueMsg::Credit {
+                        worker: self.me.clone(),
+                        worker_id,
+                        pool: self.pool.clone(),
+                        slots,
+                    },
+                    PoolUp::Revoke { slots } => QueueMsg::Revoke { worker_id, slots },
+                    PoolUp::Report(r) => QueueMsg::Report(r),
+                    PoolUp::Defer {
+                        id,
+                        attempt,
+                        until_ms,
+                    } => QueueMsg::Defer {
+                        worker_id,
+                        id,
+                        attempt,
+                        until_ms,
+                    },
+                    PoolUp::Holding { held } => QueueMsg::Holding { worker_id, held },
+                    PoolUp::Started { id, attempt } => QueueMsg::Started { id, attempt },
+                };
+                match ActorRef::<QueueMsg>::where_is(names.queue()) {
+                    Some(q) => {
+                        let _ = q.cast(msg);
+                    }
+                    None => {
+                        tracing::debug!(worker = %self.worker_id, "queue not running; message kept for its restart")
+                    }
+                }
             }
-            None => {
-                tracing::debug!(worker = %self.worker_id, "queue not running; message kept for its restart")
+            Uplink::Remote { link } => {
+                let _ = link.cast(LinkMsg::FromPool {
+                    pool: self.pool.clone(),
+                    up,
+                });
             }
         }
     }
 
+    fn unpin(&self, blob: &BlobRef) {
+        if let Uplink::Local { store, .. } = &self.uplink {
+            store.unpin_blob(blob);
+        }
+    }
+
+    /// The queue (or, for a remote pool, the engine) restarted: register
+    /// again before resending, even with no free slot: the queue
+    /// acknowledges only workers it knows, so reports sent before a Credit
+    /// would stay unacked. What this worker holds goes first: a running
+    /// ticket the queue thinks is here but is not was granted by a batch
+    /// whose effects died with the old queue.
+    fn reregister(&mut self) {
+        let mut held: Vec<TicketId> = self.running.keys().copied().collect();
+        held.extend(self.unacked.keys().map(|(id, _)| *id));
+        self.send_up(PoolUp::Holding { held });
+        self.outstanding = self.units.free();
+        self.send_up(PoolUp::Credit {
+            slots: self.outstanding,
+        });
+        let resend: Vec<((TicketId, u32), Unacked)> =
+            self.unacked.iter().map(|(k, u)| (*k, u.clone())).collect();
+        tracing::info!(worker = %self.worker_id, resent = resend.len(), "queue restarted; re-registering");
+        for ((id, attempt), u) in resend {
+            match u {
+                Unacked::Report(r) => self.send_up(PoolUp::Report(r)),
+                Unacked::Defer { until_ms } => self.send_up(PoolUp::Defer {
+                    id,
+                    attempt,
+                    until_ms,
+                }),
+            }
+        }
+    }
+
+    /// The engine requeued everything this (remote) pool held: its running
+    /// attempts are superseded and are cancelled; its unacknowledged
+    /// reports are still resent once it registers again, and the engine
+    /// refuses them as superseded. Credit starts over.
+    fn reset(&mut self) {
+        for (id, r) in &self.running {
+            tracing::info!(id, attempt = r.attempt, worker = %self.worker_id, "cancelling a superseded attempt");
+            r.cancel.cancel();
+        }
+        self.outstanding = 0;
+    }
+
+    /// Arms the timer of [`PoolMsg::MarkStarted`] for the attempt that
+    /// reaches [`START_MARK_AFTER_MS`] first, unless one is armed. A timer
+    /// only while attempts run: an idle pool arms none (paused-time tests
+    /// jump straight to their next instant).
+    fn arm_mark(&mut self) {
+        if self.mark_armed {
+            return;
+        }
+        let now = self.clock.now_ms();
+        let Some(first) = self
+            .running
+            .values()
+            .filter(|r| !r.marked)
+            .map(|r| r.started_ms + START_MARK_AFTER_MS)
+            .min()
+        else {
+            return;
+        };
+        self.mark_armed = true;
+        self.me.send_after(
+            Duration::from_millis(first.saturating_sub(now).max(1)),
+            || PoolMsg::MarkStarted,
+        );
+    }
+
+    /// Tells the queue which attempts have run for [`START_MARK_AFTER_MS`].
+    fn mark_started(&mut self) {
+        self.mark_armed = false;
+        let now = self.clock.now_ms();
+        let due: Vec<(TicketId, u32)> = self
+            .running
+            .iter_mut()
+            .filter(|(_, r)| !r.marked && now.saturating_sub(r.started_ms) >= START_MARK_AFTER_MS)
+            .map(|(id, r)| {
+                r.marked = true;
+                (*id, r.attempt)
+            })
+            .collect();
+        for (id, attempt) in due {
+            self.send_up(PoolUp::Started { id, attempt });
+        }
+        self.arm_mark();
+    }
+
     /// Grants the queue the free slots not yet granted.
-    fn grant_credit(&mut self, myself: &ActorRef<PoolMsg>) {
+    fn grant_credit(&mut self, _myself: &ActorRef<PoolMsg>) {
         let free = self.units.free();
         if free > self.outstanding {
             let slots = free - self.outstanding;
             self.outstanding += slots;
-            self.send_queue(QueueMsg::Credit {
-                worker: myself.clone(),
-                worker_id: self.worker_id.clone(),
-                pool: self.pool.clone(),
-                slots,
-            });
+            self.send_up(PoolUp::Credit { slots });
         }
     }
 
     fn defer(&mut self, id: TicketId, attempt: u32, until_ms: u64) {
         self.unacked
             .insert((id, attempt), Unacked::Defer { until_ms });
-        self.send_queue(QueueMsg::Defer {
-            worker_id: self.worker_id.clone(),
+        self.send_up(PoolUp::Defer {
             id,
             attempt,
             until_ms,
         });
-    }
-
-    async fn breaker(&mut self, target: &Arc<str>) -> Option<ActorRef<BreakerMsg>> {
-        if let Some(b) = self.breakers.get(target) {
-            if b.get_status() == ractor::ActorStatus::Running {
-                return Some(b.clone());
-            }
-        }
-        let found = match ActorRef::<BreakerMsg>::where_is(self.names.breaker(target)) {
-            Some(b) => Some(b),
-            None => match &self.supervisor {
-                Some(sup) => ractor::call_t!(
-                    sup,
-                    SupervisorMsg::EnsureBreaker,
-                    BREAKER_CALL_MS,
-                    target.clone()
-                )
-                .ok()
-                .flatten(),
-                None => None,
-            },
-        };
-        if let Some(b) = &found {
-            self.breakers.insert(target.clone(), b.clone());
-        }
-        found
     }
 
     async fn run(&mut self, myself: &ActorRef<PoolMsg>, grant: Grant) {
@@ -405,37 +509,27 @@ impl PoolState {
             return;
         }
         self.peak_in_use = self.peak_in_use.max(self.units.in_use());
-        if let Some(target) = &job.target {
-            let admit = match self.breaker(target).await {
-                Some(b) => ractor::call_t!(b, BreakerMsg::Admit, BREAKER_CALL_MS).ok(),
-                None => None,
-            };
+        if let (Some(target), Some(breakers)) = (&job.target, self.breakers.as_mut()) {
             let now = self.clock.now_ms();
-            match admit {
-                Some(Admit::Allowed) | Some(Admit::Probe) => {}
-                Some(Admit::Denied { until_ms }) => {
-                    let _ = self.units.release(1);
-                    self.defer(id, attempt, until_ms);
-                    return;
-                }
-                None => {
-                    tracing::warn!(target = %target, id, "breaker unreachable; deferring");
-                    let _ = self.units.release(1);
-                    self.defer(id, attempt, now + BREAKER_UNREACHABLE_DEFER_MS);
-                    return;
-                }
+            if let Some(until_ms) = breakers.admit(target, id, now).await {
+                let _ = self.units.release(1);
+                self.defer(id, attempt, until_ms);
+                return;
             }
         }
         let cancel = CancellationToken::new();
+        let started_ms = self.clock.now_ms();
         self.running.insert(
             id,
             Running {
                 attempt,
                 cancel: cancel.clone(),
                 target: job.target.clone(),
+                started_ms,
+                marked: false,
             },
         );
-        let started_ms = self.clock.now_ms();
+        self.arm_mark();
         let task = self.tasks.find(&job.task);
         let ctx = TaskContext {
             key: job.key.clone(),
@@ -447,15 +541,17 @@ impl PoolState {
         };
         let timeout_ms = job.timeout_ms;
         let me = myself.clone();
-        let store = self.store.clone();
+        let store = match &self.uplink {
+            Uplink::Local { store, .. } => Some(store.clone()),
+            Uplink::Remote { .. } => None,
+        };
         let output_bytes_max = self.output_bytes_max;
         let graph_node = job.notify.is_some();
         tokio::spawn(async move {
             let mut ctx = ctx;
-            let resolved = if graph_node {
-                resolve_upstreams(&store, ctx.payload.clone()).await
-            } else {
-                Ok(None)
+            let resolved = match &store {
+                Some(store) if graph_node => resolve_upstreams(store, ctx.payload.clone()).await,
+                _ => Ok(None),
             };
             let task = match resolved {
                 Ok(Some(payload)) => {
@@ -517,7 +613,9 @@ impl PoolState {
                 }
             };
             let (outcome, output, output_blob, error) = match outcome {
-                AttemptOutcome::Success => keep_output(&store, output, output_bytes_max).await,
+                AttemptOutcome::Success => {
+                    keep_output(store.as_ref(), output, output_bytes_max).await
+                }
                 _ => (outcome, output, None, error),
             };
             let _ = me.cast(PoolMsg::Ended {
@@ -544,7 +642,7 @@ impl PoolState {
     ) {
         let Some(running) = self.running.remove(&id) else {
             if let Some(blob) = &output_blob {
-                self.store.unpin_blob(blob);
+                self.unpin(blob);
             }
             return;
         };
@@ -556,14 +654,10 @@ impl PoolState {
             // A bug: more attempts ended than started.
             panic!("pool {}: {e}", self.pool);
         }
-        if let Some(target) = &running.target {
-            if let Some(b) = self.breakers.get(target) {
-                // A permanent failure is the input's fault, not the target's.
-                let failed = matches!(outcome, AttemptOutcome::Retryable | AttemptOutcome::Timeout);
-                let _ = b.cast(BreakerMsg::Record { failed });
-            }
+        if let (Some(target), Some(breakers)) = (&running.target, &self.breakers) {
+            breakers.record(target, outcome);
         }
-        let report = Report {
+        let mut report = Report {
             worker_id: self.worker_id.clone(),
             id,
             attempt,
@@ -572,6 +666,7 @@ impl PoolState {
             output_blob: output_blob.clone(),
             error,
             retry_after_ms,
+            regrant: 0,
             started_ms,
             finished_ms: self.clock.now_ms(),
         };
@@ -579,9 +674,128 @@ impl PoolState {
             self.pinned.insert((id, attempt), blob);
         }
         tracing::debug!(id, attempt, ?outcome, worker = %self.worker_id, "attempt ended");
+        // Kept without the regrant: a resend follows a fresh registration.
         self.unacked
             .insert((id, attempt), Unacked::Report(report.clone()));
-        self.send_queue(QueueMsg::Report(report));
+        // The freed slot goes back with the report, not in a Credit of its
+        // own: one commit completes this ticket and selects the next.
+        if self.units.free() > self.outstanding {
+            self.outstanding += 1;
+            report.regrant = 1;
+        }
+        self.send_up(PoolUp::Report(report));
+    }
+}
+
+/// What a pool actor tells the queue, through its [`Uplink`]: a local pool's
+/// become [`QueueMsg`]s, a remote pool's cross to the engine, whose proxy of
+/// the pool hands them to the queue.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum PoolUp {
+    /// Free slots granted.
+    Credit {
+        /// Slots.
+        slots: u32,
+    },
+    /// Credit taken back.
+    Revoke {
+        /// Slots.
+        slots: u32,
+    },
+    /// An attempt ended.
+    Report(Report),
+    /// A ticket given back without running.
+    Defer {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt it was granted as.
+        attempt: u32,
+        /// When it may run.
+        until_ms: u64,
+    },
+    /// An attempt's task has been running a while.
+    Started {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// The tickets it runs or has unacknowledged reports for.
+    Holding {
+        /// Their ids.
+        held: Vec<TicketId>,
+    },
+}
+
+/// The breakers a pool asks before an attempt and tells after it; found
+/// by name, spawned by the supervisor on first use, cached.
+pub struct Breakers {
+    names: Names,
+    supervisor: Option<ActorRef<SupervisorMsg>>,
+    cache: HashMap<Arc<str>, ActorRef<BreakerMsg>>,
+}
+
+impl Breakers {
+    /// The breakers of an engine.
+    pub fn new(names: Names, supervisor: Option<ActorRef<SupervisorMsg>>) -> Self {
+        Breakers {
+            names,
+            supervisor,
+            cache: HashMap::new(),
+        }
+    }
+
+    async fn find(&mut self, target: &Arc<str>) -> Option<ActorRef<BreakerMsg>> {
+        if let Some(b) = self.cache.get(target) {
+            if b.get_status() == ractor::ActorStatus::Running {
+                return Some(b.clone());
+            }
+        }
+        let found = match ActorRef::<BreakerMsg>::where_is(self.names.breaker(target)) {
+            Some(b) => Some(b),
+            None => match &self.supervisor {
+                Some(sup) => ractor::call_t!(
+                    sup,
+                    SupervisorMsg::EnsureBreaker,
+                    BREAKER_CALL_MS,
+                    target.clone()
+                )
+                .ok()
+                .flatten(),
+                None => None,
+            },
+        };
+        if let Some(b) = &found {
+            self.cache.insert(target.clone(), b.clone());
+        }
+        found
+    }
+
+    /// Asks `target`'s breaker whether ticket `id` may run now: `None` if
+    /// it may, else until when it is deferred (the breaker's open window,
+    /// or a short wait when the breaker could not be asked).
+    pub async fn admit(&mut self, target: &Arc<str>, id: TicketId, now_ms: u64) -> Option<u64> {
+        let admit = match self.find(target).await {
+            Some(b) => ractor::call_t!(b, BreakerMsg::Admit, BREAKER_CALL_MS).ok(),
+            None => None,
+        };
+        match admit {
+            Some(Admit::Allowed) | Some(Admit::Probe) => None,
+            Some(Admit::Denied { until_ms }) => Some(until_ms),
+            None => {
+                tracing::warn!(target = %target, id, "breaker unreachable; deferring");
+                Some(now_ms + BREAKER_UNREACHABLE_DEFER_MS)
+            }
+        }
+    }
+
+    /// Tells `target`'s breaker how an attempt ended. A permanent failure
+    /// is the input's fault, not the target's.
+    pub fn record(&self, target: &Arc<str>, outcome: AttemptOutcome) {
+        if let Some(b) = self.cache.get(target) {
+            let failed = matches!(outcome, AttemptOutcome::Retryable | AttemptOutcome::Timeout);
+            let _ = b.cast(BreakerMsg::Record { failed });
+        }
     }
 }
 
@@ -591,7 +805,10 @@ impl PoolState {
 /// output is in a blob. A missing or damaged blob fails the attempt for
 /// good, naming the file and the upstream: running on with a wrong input
 /// would be worse.
-async fn resolve_upstreams(store: &Store, payload: Arc<[u8]>) -> Result<Option<Vec<u8>>, String> {
+pub async fn resolve_upstreams(
+    store: &Store,
+    payload: Arc<[u8]>,
+) -> Result<Option<Vec<u8>>, String> {
     let Ok(mut input) = weir_core::codec::decode::<TaskInput>(&payload) else {
         // Not a graph task input: the task gets its payload as it is.
         return Ok(None);
@@ -622,15 +839,17 @@ async fn resolve_upstreams(store: &Store, payload: Arc<[u8]>) -> Result<Option<V
 /// fails the attempt (retryable); a full disk has also stopped the store
 /// (the disk reserve covers blobs), so the engine stops before the report
 /// is journaled.
-async fn keep_output(
-    store: &Store,
+pub async fn keep_output(
+    store: Option<&Store>,
     mut output: Vec<u8>,
     output_bytes_max: usize,
 ) -> (AttemptOutcome, Vec<u8>, Option<BlobRef>, Option<String>) {
     output.truncate(output_bytes_max);
-    if output.len() <= BLOB_INLINE_BYTES_MAX {
+    let Some(store) = store.filter(|_| output.len() > BLOB_INLINE_BYTES_MAX) else {
+        // Small, or in a worker process: inline (the engine's proxy keeps
+        // a remote output in a blob).
         return (AttemptOutcome::Success, output, None, None);
-    }
+    };
     let store = store.clone();
     let written = tokio::task::spawn_blocking(move || store.write_blob(&output)).await;
     match written {

@@ -29,7 +29,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
-use weir_core::queue::{Applied, Job, Op, Place, QueueState, Terminal, TicketId};
+use weir_core::queue::{Applied, Job, Op, Orphan, Place, QueueState, Terminal, TicketId};
 use weir_core::retry::{AttemptOutcome, Plan};
 
 use crate::clock::Clock;
@@ -155,6 +155,13 @@ pub struct Report {
     /// The least wait before a retry (a server's `Retry-After`), if any.
     #[serde(default)]
     pub retry_after_ms: Option<u64>,
+    /// Slots the worker grants back with this report (the one the attempt
+    /// held, when it takes another ticket): the queue can then complete this
+    /// ticket and hand the slot its next one in the same durable commit,
+    /// where a separate Credit would cost a commit of its own. 0 in a resent
+    /// report (the worker registered its credit afresh).
+    #[serde(default)]
+    pub regrant: u32,
     /// When it started.
     pub started_ms: u64,
     /// When it ended.
@@ -318,6 +325,14 @@ pub enum QueueMsg {
         worker_id: Arc<str>,
         /// Its tickets.
         held: Vec<TicketId>,
+    },
+    /// A worker says an attempt's task has been running a while: from now
+    /// on a crash costs the attempt (see weir-core's `orphans`).
+    Started {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt.
+        attempt: u32,
     },
     /// A worker died: its running tickets are requeued as failed attempts.
     WorkerGone {
@@ -586,15 +601,23 @@ impl Actor for QueueActor {
                 let rng = &mut state.rng;
                 state.q.orphans(now, || rand::Rng::gen(rng))
             };
-            for (op, plan) in orphans {
-                state.apply_attempt_end(
-                    op,
-                    plan,
-                    None,
-                    "the process running the attempt died".into(),
-                    now,
-                    None,
-                );
+            for orphan in orphans {
+                match orphan {
+                    Orphan::Ran(op, plan) => state.apply_attempt_end(
+                        op,
+                        plan,
+                        None,
+                        "the process running the attempt died".into(),
+                        now,
+                        None,
+                    ),
+                    Orphan::Unstarted(op) => {
+                        let id = op_id(&op);
+                        let key = state.q.ticket(id).map(|t| t.job.key.clone());
+                        let _ = state.step(op);
+                        tracing::info!(key = ?key, id, "a hand-out whose task had not started when the process died is given back; no attempt spent");
+                    }
+                }
             }
             state.flush_inline().await?;
         } else {
@@ -674,6 +697,10 @@ impl Actor for QueueActor {
             } => state.defer(worker_id, id, attempt, until_ms),
             QueueMsg::WorkerGone { worker_id } => state.worker_gone(&worker_id),
             QueueMsg::Holding { worker_id, held } => state.holding(&worker_id, held),
+            QueueMsg::Started { id, attempt } => {
+                // Journaled with the next batch; nothing waits for it.
+                let _ = state.step(Op::Start { id, attempt });
+            }
             QueueMsg::Pause(paused) => {
                 state.paused = paused;
                 tracing::info!(paused, "queue dispatch paused");
@@ -740,7 +767,8 @@ impl QueueState_ {
             | Applied::Completed(id, _)
             | Applied::Cancelled(id)
             | Applied::Requeued(id)
-            | Applied::Extended(id) => {
+            | Applied::Extended(id)
+            | Applied::Started(id) => {
                 self.dirty.insert(id);
                 self.open.commit.ops.push(op);
             }
@@ -1038,7 +1066,7 @@ impl QueueState_ {
                 let actor = self.workers[&worker_id].actor.clone();
                 // The lease depends on the ticket's timeout: peek at the
                 // ticket select will take.
-                let lease_until_ms = now.saturating_add(self.lease_for_next(&pool));
+                let lease_until_ms = now.saturating_add(self.lease_for_next(&pool, now));
                 let applied = self.step(Op::Select {
                     pool: pool.clone(),
                     now_ms: now,
@@ -1073,10 +1101,13 @@ impl QueueState_ {
         }
     }
 
-    /// The lease of the ticket `pool` would select next.
-    fn lease_for_next(&self, pool: &str) -> u64 {
-        // The first pending ticket of the pool is the one select takes.
-        let timeout = self.q.peek_pending(pool).and_then(|t| t.job.timeout_ms);
+    /// The lease of the ticket `pool` would select at `now`.
+    fn lease_for_next(&self, pool: &str, now: u64) -> u64 {
+        // The ticket select takes: the highest due priority, then FIFO.
+        let timeout = self
+            .q
+            .peek_pending(pool, now)
+            .and_then(|t| t.job.timeout_ms);
         match timeout {
             Some(ms) => ms.saturating_add(self.settings.lease_grace_ms),
             None => self.settings.lease_ms,
@@ -1099,6 +1130,15 @@ impl QueueState_ {
 
     fn report(&mut self, r: Report) {
         self.awaiting_reports = self.awaiting_reports.saturating_sub(1);
+        if r.regrant > 0 {
+            if let Some(w) = self.workers.get_mut(&r.worker_id) {
+                w.credit += u64::from(r.regrant);
+                let list = self.by_pool.entry(w.pool.clone()).or_default();
+                if !list.contains(&r.worker_id) {
+                    list.push(r.worker_id.clone());
+                }
+            }
+        }
         let now = self.clock.now_ms();
         self.open
             .effects
@@ -1112,7 +1152,16 @@ impl QueueState_ {
             draw,
             r.retry_after_ms.unwrap_or(0),
         ) else {
-            tracing::debug!(id = r.id, attempt = r.attempt, "stale report dropped");
+            // Idempotent by (ticket, attempt): a resent report of an attempt
+            // already applied, or one of an attempt superseded since (its
+            // worker was lost, the ticket requeued, cancelled or ended),
+            // changes nothing. It is acknowledged so its worker forgets it.
+            tracing::warn!(id = r.id, attempt = r.attempt, worker = %r.worker_id, "report refused: its attempt is not the ticket's running one (superseded, or applied already)");
+            let _ = self.events.send(EngineEvent::ReportRefused {
+                worker: r.worker_id.to_string(),
+                id: r.id,
+                attempt: r.attempt,
+            });
             return;
         };
         let error = r.error.clone().unwrap_or_default();
@@ -1626,7 +1675,9 @@ fn op_id(op: &Op) -> TicketId {
         | Op::Cancel { id }
         | Op::Requeue { id, .. }
         | Op::Defer { id, .. }
-        | Op::Extend { id, .. } => *id,
+        | Op::Extend { id, .. }
+        | Op::Start { id, .. }
+        | Op::Orphaned { id, .. } => *id,
         Op::Enqueue(_) | Op::Select { .. } => u64::MAX,
     }
 }

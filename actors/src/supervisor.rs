@@ -24,15 +24,18 @@ use std::time::Duration;
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
+use ractor_cluster::NodeServerMessage;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use weir_core::breaker::BreakerSettings;
 
 use crate::breaker::{BreakerActor, BreakerArgs, BreakerMsg};
 use crate::clock::Clock;
+use crate::cluster::gateway::{GatewayActor, GatewayArgs, GatewayMsg, GatewayShared, LogIntake};
+use crate::cluster::ClusterSettings;
 use crate::events::EngineEvent;
 use crate::names::Names;
-use crate::pool::{PoolActor, PoolArgs, PoolMsg};
+use crate::pool::{PoolActor, PoolArgs, PoolMsg, Uplink};
 use crate::queue::{QueueActor, QueueArgs, QueueCounts, QueueMsg, QueueSettings, QueueShared};
 use crate::scheduler::records::GRAPH_PREFIX;
 use crate::scheduler::{SchedulerActor, SchedulerArgs, SchedulerMsg, SchedulerSettings};
@@ -88,6 +91,8 @@ pub enum Role {
     Scheduler(Name),
     /// The trigger of a graph (cron, backfills, key schedules).
     Trigger(Name),
+    /// The cluster gateway (worker processes).
+    Gateway,
 }
 
 impl std::fmt::Display for Role {
@@ -98,6 +103,7 @@ impl std::fmt::Display for Role {
             Role::Breaker(t) => write!(f, "breaker {t}"),
             Role::Scheduler(g) => write!(f, "scheduler {g}"),
             Role::Trigger(g) => write!(f, "trigger {g}"),
+            Role::Gateway => write!(f, "cluster gateway"),
         }
     }
 }
@@ -166,6 +172,24 @@ pub struct SupervisorArgs {
     /// Where command tasks keep attempt logs (`DATA/logs`): the expiry pass
     /// removes a run's `<graph>/<partition>/` and a job's attempt files.
     pub logs_dir: Option<PathBuf>,
+    /// The cluster, when workers in other processes may join.
+    pub cluster: Option<ClusterArgs>,
+}
+
+/// What the cluster gateway needs, kept for its respawns.
+#[derive(Clone)]
+pub struct ClusterArgs {
+    /// Leases and heartbeats.
+    pub settings: ClusterSettings,
+    /// The folder of the definitions (workers' command working directories
+    /// are relative to it).
+    pub root: Option<String>,
+    /// The engine's WEIR_DATA folder.
+    pub work: Option<String>,
+    /// Where remote attempts' logs go.
+    pub logs: Option<Arc<dyn LogIntake>>,
+    /// The node server.
+    pub server: Option<ActorRef<NodeServerMessage>>,
 }
 
 /// The supervisor's state.
@@ -180,6 +204,8 @@ pub struct SupervisorState {
     incarnation: u64,
     /// Shared by every incarnation of the queue.
     queue_shared: Arc<QueueShared>,
+    /// Shared by every incarnation of the gateway.
+    gateway_shared: Arc<GatewayShared>,
 }
 
 impl Actor for SupervisorActor {
@@ -208,6 +234,7 @@ impl Actor for SupervisorActor {
             restarts: HashMap::new(),
             incarnation: 0,
             queue_shared: Arc::default(),
+            gateway_shared: Arc::default(),
         };
         // A failed store stops the engine at once, whichever actor's write
         // failed and whether or not that actor fails over it.
@@ -228,6 +255,9 @@ impl Actor for SupervisorActor {
             for i in 0..spec.workers {
                 state.spawn(&myself, Role::Pool(name.clone(), i)).await?;
             }
+        }
+        if state.args.cluster.is_some() {
+            state.spawn(&myself, Role::Gateway).await?;
         }
         // A scheduler for every adopted graph, so active runs resume.
         for key in state.args.store.scan_keys(GRAPH_PREFIX)? {
@@ -500,9 +530,16 @@ impl SupervisorState {
                     Actor::spawn_linked(Some(names.queue()), QueueActor, args, sup).await?;
                 if restart {
                     for (r, c) in &self.refs {
-                        if matches!(r, Role::Pool(..)) {
-                            let _ =
-                                ActorRef::<PoolMsg>::from(c.clone()).cast(PoolMsg::QueueRestarted);
+                        match r {
+                            Role::Pool(..) => {
+                                let _ = ActorRef::<PoolMsg>::from(c.clone())
+                                    .cast(PoolMsg::QueueRestarted);
+                            }
+                            Role::Gateway => {
+                                let _ = ActorRef::<GatewayMsg>::from(c.clone())
+                                    .cast(GatewayMsg::QueueRestarted);
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -520,10 +557,12 @@ impl SupervisorState {
                     worker_id: worker_id.clone(),
                     capacity: self.pool_capacity.get(pool).copied().unwrap_or(1),
                     tasks: self.args.tasks.clone(),
-                    names: names.clone(),
-                    supervisor: Some(myself.clone()),
+                    uplink: Uplink::Local {
+                        names: names.clone(),
+                        supervisor: Some(myself.clone()),
+                        store: self.args.store.clone(),
+                    },
                     clock: self.args.clock.clone(),
-                    store: self.args.store.clone(),
                     output_bytes_max: self.args.queue.output_bytes_max,
                 };
                 let (actor, _) = Actor::spawn_linked(
@@ -570,6 +609,31 @@ impl SupervisorState {
                     sup,
                 )
                 .await?;
+                actor.get_cell()
+            }
+            Role::Gateway => {
+                let cluster = self
+                    .args
+                    .cluster
+                    .clone()
+                    .ok_or("a gateway without a cluster")?;
+                let args = GatewayArgs {
+                    names: names.clone(),
+                    store: self.args.store.clone(),
+                    clock: self.args.clock.clone(),
+                    events: self.args.events.clone(),
+                    settings: cluster.settings,
+                    supervisor: myself.clone(),
+                    output_bytes_max: self.args.queue.output_bytes_max,
+                    pools: self.args.pools.keys().map(|p| p.to_string()).collect(),
+                    root: cluster.root,
+                    work: cluster.work,
+                    logs: cluster.logs,
+                    server: cluster.server,
+                    shared: self.gateway_shared.clone(),
+                };
+                let (actor, _) =
+                    Actor::spawn_linked(Some(names.gateway()), GatewayActor, args, sup).await?;
                 actor.get_cell()
             }
             Role::Breaker(target) => {

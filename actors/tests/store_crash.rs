@@ -77,7 +77,9 @@ fn crash_child() {
     let mut pending_ops: Vec<Op> = state
         .orphans(now_ms, || 0)
         .into_iter()
-        .map(|(op, _)| op)
+        .map(|o| match o {
+            weir_core::queue::Orphan::Ran(op, _) | weir_core::queue::Orphan::Unstarted(op) => op,
+        })
         .collect();
     loop {
         let mut ops = std::mem::take(&mut pending_ops);

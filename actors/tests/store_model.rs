@@ -94,7 +94,8 @@ fn changed_id(applied: &Applied) -> Option<TicketId> {
         | Applied::Completed(id, _)
         | Applied::Cancelled(id)
         | Applied::Requeued(id)
-        | Applied::Extended(id) => Some(id),
+        | Applied::Extended(id)
+        | Applied::Started(id) => Some(id),
         Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => None,
     }
 }

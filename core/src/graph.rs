@@ -109,6 +109,20 @@ pub struct GraphDef {
     /// encoding when unset, so older definitions keep their hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_ms: Option<u64>,
+    /// The params a run takes, with their defaults (see `params`): a start
+    /// may set them, cron firings and backfills take the defaults. Absent
+    /// from the encoding when empty, so older definitions keep their hash.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+    /// A task run when a run settles failed (a notification): it gets the
+    /// run's summary, never changes the run, and has its own small retry.
+    /// Absent from the encoding when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_failure: Option<TaskSpec>,
+    /// A task run when a run settles complete. Absent from the encoding
+    /// when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<TaskSpec>,
 }
 
 impl GraphDef {
@@ -126,6 +140,9 @@ impl GraphDef {
             catchup: false,
             keyed: None,
             start_ms: None,
+            params: BTreeMap::new(),
+            on_failure: None,
+            on_success: None,
         }
     }
 
@@ -160,6 +177,16 @@ pub struct NodeDef {
     pub timeout_ms: Option<u64>,
     /// What the node runs.
     pub task: TaskSpec,
+    /// Its place in its pool's queue: among the due tickets of a pool, a
+    /// higher priority is handed out first (Airflow's priority_weight);
+    /// equal priorities go by due instant, then submit order. Default 0;
+    /// absent from the encoding at 0, so older definitions keep their hash.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
 }
 
 impl NodeDef {
@@ -175,6 +202,7 @@ impl NodeDef {
             retry: RetryPolicy::default(),
             timeout_ms: None,
             task,
+            priority: 0,
         }
     }
 }
@@ -400,6 +428,7 @@ impl Graph {
                 ));
             }
         }
+        crate::params::check_declared(&def.params).map_err(|e| bad("params", e.to_string()))?;
         if def.start_ms.is_some() && def.cron.is_none() {
             return Err(bad(
                 "start",
@@ -775,6 +804,12 @@ struct CanonicalDef<'a> {
     max_active_runs: &'a u32,
     name: &'a Name,
     nodes: Vec<CanonicalNode<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_failure: Option<CanonicalTask<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_success: Option<CanonicalTask<'a>>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    params: &'a BTreeMap<String, String>,
     partitioning: &'a Partitioning,
     pools: &'a BTreeMap<Name, u32>,
     retention_ms: &'a u64,
@@ -787,6 +822,8 @@ struct CanonicalDef<'a> {
 struct CanonicalNode<'a> {
     name: &'a Name,
     pool: &'a Name,
+    #[serde(skip_serializing_if = "is_zero")]
+    priority: &'a i32,
     retry: CanonicalRetry<'a>,
     target: &'a Option<Name>,
     task: CanonicalTask<'a>,
@@ -811,6 +848,13 @@ struct CanonicalRetry<'a> {
     multiplier: &'a f64,
 }
 
+impl<'a> CanonicalTask<'a> {
+    fn of(spec: &'a TaskSpec) -> CanonicalTask<'a> {
+        let TaskSpec { task, config } = spec;
+        CanonicalTask { config, task }
+    }
+}
+
 impl<'a> CanonicalDef<'a> {
     fn of(def: &'a GraphDef) -> CanonicalDef<'a> {
         let GraphDef {
@@ -825,6 +869,9 @@ impl<'a> CanonicalDef<'a> {
             catchup,
             keyed,
             start_ms,
+            params,
+            on_failure,
+            on_success,
         } = def;
         let mut order: Vec<&NodeDef> = nodes.iter().collect();
         order.sort_by(|a, b| a.name.cmp(&b.name));
@@ -835,6 +882,9 @@ impl<'a> CanonicalDef<'a> {
             max_active_runs,
             name,
             nodes: order.into_iter().map(CanonicalNode::of).collect(),
+            on_failure: on_failure.as_ref().map(CanonicalTask::of),
+            on_success: on_success.as_ref().map(CanonicalTask::of),
+            params,
             partitioning,
             pools,
             retention_ms,
@@ -855,8 +905,8 @@ impl<'a> CanonicalNode<'a> {
             retry,
             timeout_ms,
             task,
+            priority,
         } = node;
-        let TaskSpec { task, config } = task;
         let RetryPolicy {
             attempts_max,
             initial_ms,
@@ -875,6 +925,7 @@ impl<'a> CanonicalNode<'a> {
         CanonicalNode {
             name,
             pool,
+            priority,
             retry: CanonicalRetry {
                 attempts_max,
                 deadline_ms,
@@ -884,7 +935,7 @@ impl<'a> CanonicalNode<'a> {
                 multiplier,
             },
             target,
-            task: CanonicalTask { config, task },
+            task: CanonicalTask::of(task),
             timeout_ms,
             trigger_rule,
             upstreams,
@@ -1232,6 +1283,31 @@ pub(crate) mod tests {
                 }),
             ),
             (
+                "params",
+                Box::new(|d| {
+                    d.params.insert("region".into(), "eu".into());
+                }),
+            ),
+            ("priority", Box::new(|d| d.nodes[1].priority = 5)),
+            (
+                "on_failure",
+                Box::new(|d| {
+                    d.on_failure = Some(TaskSpec {
+                        task: name("notify"),
+                        config: serde_json::json!({"argv": ["true"]}),
+                    })
+                }),
+            ),
+            (
+                "on_success",
+                Box::new(|d| {
+                    d.on_success = Some(TaskSpec {
+                        task: name("notify"),
+                        config: serde_json::json!({"argv": ["true"]}),
+                    })
+                }),
+            ),
+            (
                 "keyed",
                 Box::new(|d| {
                     d.keyed = Some(crate::keyed::KeyedSpec::new(
@@ -1251,6 +1327,24 @@ pub(crate) mod tests {
                 panic!("#{i}: change of {what} gives the hash of {other}");
             }
         }
+    }
+
+    /// The hash weir gave this definition before params, priorities and
+    /// notifications existed (computed with that code): fields added since
+    /// stay out of the encoding at their defaults, so adopted definitions
+    /// keep their identity and their runs find them.
+    #[test]
+    fn hashes_of_older_definitions_hold() {
+        let mut d = def(vec![node("a", &[]), node("b", &["a"])]);
+        for n in &mut d.nodes {
+            n.task.config = serde_json::json!({"argv": ["true", "{partition}"]});
+        }
+        d.cron = Some("0 2 * * *".into());
+        d.partitioning = Partitioning::Daily;
+        assert_eq!(
+            d.validate().unwrap().hash(),
+            "48f0253c05808e50bb70a851a66d0110ba7f9e23d6685f01a2da44b5d6323b4c"
+        );
     }
 
     #[test]
@@ -1303,8 +1397,9 @@ pub(crate) mod tests {
     }
 
     /// The canonical view serializes as the definition does (in canonical
-    /// order), with every setting away from its default, and with
-    /// `start_ms` unset (left out of both).
+    /// order), with every setting away from its default, and with the
+    /// fields left out at their defaults (`start_ms`, `params`,
+    /// `on_failure`, `on_success`, a node's `priority`) at them.
     #[test]
     fn the_canonical_view_is_the_definition() {
         let mut a = node("b", &["a"]);
@@ -1314,6 +1409,7 @@ pub(crate) mod tests {
         a.timeout_ms = Some(5);
         a.retry.deadline_ms = Some(9);
         a.retry.jitter = 0.5;
+        a.priority = -3;
         let mut d = def(vec![a, node("a", &[])]);
         d.nodes[0].upstreams = vec![name("z"), name("a")];
         d.partitioning = Partitioning::Daily;
@@ -1327,8 +1423,23 @@ pub(crate) mod tests {
         d.keyed = Some(crate::keyed::KeyedSpec::new(
             crate::keyed::InventorySource::Command(vec!["ls".into()]),
         ));
+        let notify = |argv: &str| TaskSpec {
+            task: name(TASK_COMMAND),
+            config: serde_json::json!({"argv": [argv], "env": {"Z": "1", "A": "2"}}),
+        };
         for start in [Some(77), None] {
             d.start_ms = start;
+            if start.is_some() {
+                d.params.insert("region".into(), "eu".into());
+                d.params.insert("mode".into(), "full".into());
+                d.on_failure = Some(notify("page"));
+                d.on_success = Some(notify("log"));
+            } else {
+                d.params.clear();
+                d.on_failure = None;
+                d.on_success = None;
+                d.nodes[0].priority = 0;
+            }
             let mut sorted = d.clone();
             sorted.nodes.sort_by(|a, b| a.name.cmp(&b.name));
             for n in &mut sorted.nodes {
@@ -1382,6 +1493,9 @@ pub(crate) mod tests {
             rate in 0.0f64..1.0,
             probes in 1u32..4,
             retention in any::<u64>(),
+            priority in prop_oneof![Just(0i32), any::<i32>()],
+            params in prop::collection::btree_map("[a-z]{1,4}", "\\PC{0,5}", 0..3),
+            notify in prop::option::of(json_config()),
         ) {
             let nodes: Vec<NodeDef> = configs
                 .into_iter()
@@ -1392,6 +1506,7 @@ pub(crate) mod tests {
                     nd.retry.multiplier = multiplier;
                     nd.retry.jitter = jitter;
                     nd.timeout_ms = timeout;
+                    nd.priority = if i % 2 == 0 { priority } else { 0 };
                     if i > 0 {
                         nd.upstreams = vec![name("n9")];
                         nd.target = Some(name("t"));
@@ -1401,6 +1516,11 @@ pub(crate) mod tests {
                 .collect();
             let mut d = def(nodes);
             d.retention_ms = retention;
+            d.params = params;
+            d.on_failure = notify.map(|config| TaskSpec {
+                task: name("notify"),
+                config,
+            });
             d.targets.insert(
                 name("t"),
                 crate::breaker::BreakerSettings {

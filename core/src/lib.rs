@@ -10,9 +10,12 @@
 //! One concept a module: `names` (validated identifiers), `graph` (the
 //! definition model), `trigger` (Airflow's trigger rules), `readiness` (node
 //! states of a graph run), `partition` and `cron` (time windows), `queue`
-//! (the durable queue's state machine), `retry`, `breaker`, `pool`,
-//! `schedule` (keyed schedules and debounced signals) and `codec` (the
-//! versioned envelope of everything stored).
+//! (the durable queue's state machine) with `pending` (a pool's order of
+//! waiting tickets: priority, due instant, id), `retry`, `breaker`, `pool`,
+//! `schedule` (keyed schedules and debounced signals), `params` (a run's
+//! named values), `template` (references to the partition, upstream
+//! outputs and params in task configs) and `codec` (the versioned envelope
+//! of everything stored).
 
 pub mod breaker;
 pub mod canonical;
@@ -22,10 +25,13 @@ pub mod graph;
 pub mod http;
 pub mod keyed;
 pub mod names;
+pub mod params;
 pub mod partition;
+pub mod pending;
 pub mod pool;
 pub mod queue;
 pub mod readiness;
 pub mod retry;
 pub mod schedule;
+pub mod template;
 pub mod trigger;

@@ -9,7 +9,8 @@
 //! longer live, a second `Enqueue` of a live key) changes nothing and says so
 //! in its [`Applied`] value, both live and in replay.
 //!
-//! States of a ticket: *pending* (in its pool's order, by `(due_ms, id)`)
+//! States of a ticket: *pending* (in its pool's order: by priority, higher
+//! first, then `(due_ms, id)`; see [`crate::pending`])
 //! or *running* (leased to a worker until `lease_until_ms`). Terminal tickets
 //! (completed or cancelled) leave the state; their record lives in the
 //! store. Invariants, checked after every step in debug builds:
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pending::PendingOrder;
 use crate::retry::{AttemptOutcome, Plan, RetryPolicy, Stop, Tries};
 
 /// A ticket's id: assigned by the queue in enqueue order, never reused.
@@ -57,6 +59,12 @@ pub struct Job {
     /// Each attempt is stopped after this long, if set.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Among the due tickets of its pool, a higher priority is handed out
+    /// first; equal ones by due instant, then id. Default 0, which is what
+    /// tickets journaled before priorities read as; left out of the
+    /// encoding at 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: i32,
     /// The actor told when the ticket ends (a graph's scheduler), if any.
     #[serde(default)]
     pub notify: Option<Arc<str>>,
@@ -85,8 +93,19 @@ impl Job {
             timeout_ms: None,
             notify: None,
             retention_ms: None,
+            priority: 0,
         }
     }
+
+    /// The job at `priority` (higher is handed out first within its pool).
+    pub fn with_priority(mut self, priority: i32) -> Job {
+        self.priority = priority;
+        self
+    }
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
 }
 
 /// Where a live ticket is.
@@ -103,8 +122,18 @@ pub enum Place {
         worker: Arc<str>,
         /// When the lease runs out and the attempt counts as failed.
         lease_until_ms: u64,
+        /// Whether the worker said the attempt's task has started (an
+        /// [`Op::Start`]): a crash then costs the attempt; before it, the
+        /// hand-out is given back (see [`QueueState::orphans`]).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        started: bool,
     },
 }
+
+/// Crash orphans in a row whose attempt had not said it started, past which
+/// the next one counts as a failed attempt anyway: a task that kills its
+/// process before its start is marked durable cannot loop forever.
+pub const UNSTARTED_ORPHANS_MAX: u32 = 3;
 
 /// A live ticket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,8 +180,8 @@ pub enum Terminal {
 pub enum Op {
     /// A new pending ticket; a live key is a no-op.
     Enqueue(Job),
-    /// The due ticket of `pool` with the lowest `(due_ms, id)` at `now_ms`
-    /// becomes running, leased to `worker` until `lease_until_ms`.
+    /// The due ticket of `pool` with the highest priority, then the lowest
+    /// `(due_ms, id)`, at `now_ms` becomes running, leased to `worker` until `lease_until_ms`.
     Select {
         /// The pool.
         pool: Arc<str>,
@@ -197,6 +226,23 @@ pub enum Op {
         /// The new end of the lease.
         lease_until_ms: u64,
     },
+    /// The running attempt's task has started: from now on a crash costs
+    /// the attempt.
+    Start {
+        /// The ticket.
+        id: TicketId,
+        /// The attempt (hand-out) that started; another one is ignored.
+        attempt: u32,
+    },
+    /// A running ticket whose process died before its attempt said it
+    /// started: pending again, no failure counted (a hand-out, as a
+    /// deferral is), one more unstarted orphan counted.
+    Orphaned {
+        /// The ticket.
+        id: TicketId,
+        /// When it may run again.
+        due_ms: u64,
+    },
 }
 
 /// What one step did.
@@ -219,6 +265,8 @@ pub enum Applied {
     Requeued(TicketId),
     /// The lease was extended.
     Extended(TicketId),
+    /// The running attempt is marked started.
+    Started(TicketId),
     /// The op named a ticket that is not live or not in the state it needs.
     Ignored(Ignored),
 }
@@ -230,6 +278,17 @@ pub enum Ignored {
     Unknown(TicketId),
     /// The ticket is pending, and the op needs it running.
     NotRunning(TicketId),
+    /// The op names an attempt that is not the ticket's running one.
+    Superseded(TicketId),
+}
+
+/// A running ticket at open, and what becomes of it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Orphan {
+    /// Its attempt had started: it failed.
+    Ran(Op, Plan),
+    /// Its attempt had not said it started: given back.
+    Unstarted(Op),
 }
 
 /// The queue's state. Build it with [`QueueState::new`] or
@@ -240,8 +299,8 @@ pub struct QueueState {
     /// Boxed: a B-tree moves its values when nodes split and merge, and a
     /// ticket is a few hundred bytes; a box is eight.
     tickets: BTreeMap<TicketId, Box<Ticket>>,
-    /// Pending tickets per pool, ordered by (due_ms, id).
-    pending: BTreeMap<Arc<str>, BTreeSet<(u64, TicketId)>>,
+    /// Pending tickets per pool, ordered by (priority, due_ms, id).
+    pending: BTreeMap<Arc<str>, PendingOrder>,
     /// Running tickets ordered by (lease_until_ms, id).
     leases: BTreeSet<(u64, TicketId)>,
     keys: HashMap<Arc<str>, TicketId>,
@@ -339,20 +398,19 @@ impl QueueState {
             None => PoolCounts::default(),
             Some(set) => PoolCounts {
                 pending: set.len(),
-                due: set.range(..(now_ms.saturating_add(1), 0)).count(),
+                due: set.due_count(now_ms),
             },
         }
     }
 
     /// The earliest due instant of a pending ticket of `pool`.
     pub fn next_due_ms(&self, pool: &str) -> Option<u64> {
-        self.pending.get(pool)?.first().map(|&(due, _)| due)
+        self.pending.get(pool)?.next_due_ms()
     }
 
-    /// The pending ticket of `pool` that the next select would take once it
-    /// is due.
-    pub fn peek_pending(&self, pool: &str) -> Option<&Ticket> {
-        let &(_, id) = self.pending.get(pool)?.first()?;
+    /// The pending ticket of `pool` that a select at `now_ms` would take.
+    pub fn peek_pending(&self, pool: &str, now_ms: u64) -> Option<&Ticket> {
+        let (_, _, id) = self.pending.get(pool)?.first_due(now_ms)?;
         self.tickets.get(&id).map(|t| &**t)
     }
 
@@ -396,6 +454,31 @@ impl QueueState {
             }
             Op::Requeue { id, due_ms } => self.back_to_pending(*id, *due_ms, true),
             Op::Defer { id, due_ms } => self.back_to_pending(*id, *due_ms, false),
+            Op::Orphaned { id, due_ms } => {
+                let applied = self.back_to_pending(*id, *due_ms, false);
+                if let (Applied::Requeued(_), Some(t)) = (&applied, self.tickets.get_mut(id)) {
+                    t.tries.unstarted_orphans = t.tries.unstarted_orphans.saturating_add(1);
+                }
+                applied
+            }
+            Op::Start { id, attempt } => match self.tickets.get_mut(id).map(|t| &mut **t) {
+                Some(Ticket {
+                    attempt: a,
+                    place: Place::Running { started, .. },
+                    tries,
+                    ..
+                }) if *a == *attempt => {
+                    *started = true;
+                    tries.unstarted_orphans = 0;
+                    Applied::Started(*id)
+                }
+                Some(Ticket {
+                    place: Place::Pending { .. },
+                    ..
+                }) => Applied::Ignored(Ignored::NotRunning(*id)),
+                Some(_) => Applied::Ignored(Ignored::Superseded(*id)),
+                None => Applied::Ignored(Ignored::Unknown(*id)),
+            },
             Op::Extend { id, lease_until_ms } => match self.running(*id) {
                 Err(ignored) => Applied::Ignored(ignored),
                 Ok(()) => {
@@ -474,10 +557,14 @@ impl QueueState {
         Some((op, plan))
     }
 
-    /// At open: every ticket that was running ran an attempt that will never
-    /// report. Each is requeued as a failed attempt, or completed as failed
-    /// when its retries are spent. `draw` gives each its jitter.
-    pub fn orphans(&self, now_ms: u64, mut draw: impl FnMut() -> u64) -> Vec<(Op, Plan)> {
+    /// At open: every ticket that was running was handed to a process that
+    /// died, and will never report. One whose attempt had said it started
+    /// ran an attempt: it is requeued as a failed attempt, or completed as
+    /// failed when its retries are spent (`draw` gives each its jitter).
+    /// One whose attempt had not said so is given back as a hand-out, no
+    /// attempt spent — unless [`UNSTARTED_ORPHANS_MAX`] such hand-outs in a
+    /// row ended in a crash, when it counts as failed too.
+    pub fn orphans(&self, now_ms: u64, mut draw: impl FnMut() -> u64) -> Vec<Orphan> {
         let running: Vec<(TicketId, u32)> = self
             .leases
             .iter()
@@ -485,10 +572,16 @@ impl QueueState {
             .collect();
         let mut ops = Vec::with_capacity(running.len());
         for (id, attempt) in running {
-            if let Some(op) =
+            let t = &self.tickets[&id];
+            let started = matches!(t.place, Place::Running { started: true, .. });
+            if !started && t.tries.unstarted_orphans < UNSTARTED_ORPHANS_MAX {
+                ops.push(Orphan::Unstarted(Op::Orphaned { id, due_ms: now_ms }));
+                continue;
+            }
+            if let Some((op, plan)) =
                 self.after_attempt(id, attempt, AttemptOutcome::Retryable, now_ms, draw())
             {
-                ops.push(op);
+                ops.push(Orphan::Ran(op, plan));
             }
         }
         ops
@@ -506,6 +599,7 @@ impl QueueState {
             tries: Tries {
                 failures: 0,
                 deferrals: 0,
+                unstarted_orphans: 0,
                 first_due_ms: job.due_ms,
             },
             attempt: 0,
@@ -527,13 +621,10 @@ impl QueueState {
         let Some(set) = self.pending.get_mut(pool) else {
             return Applied::NoneDue;
         };
-        let Some(&(due_ms, id)) = set.first() else {
+        let Some((priority, due_ms, id)) = set.first_due(now_ms) else {
             return Applied::NoneDue;
         };
-        if due_ms > now_ms {
-            return Applied::NoneDue;
-        }
-        set.pop_first();
+        set.remove(priority, due_ms, id);
         if set.is_empty() {
             self.pending.remove(pool);
         }
@@ -546,6 +637,7 @@ impl QueueState {
         ticket.place = Place::Running {
             worker: worker.clone(),
             lease_until_ms,
+            started: false,
         };
         self.leases.insert((lease_until_ms, id));
         Applied::Selected(id)
@@ -576,17 +668,17 @@ impl QueueState {
             ticket.tries.deferrals = ticket.tries.deferrals.saturating_add(1);
         }
         ticket.place = Place::Pending { due_ms };
-        let pool = ticket.job.pool.clone();
-        self.pending_of(&pool).insert((due_ms, id));
+        let (pool, priority) = (ticket.job.pool.clone(), ticket.job.priority);
+        self.pending_of(&pool).insert(priority, due_ms, id);
         Applied::Requeued(id)
     }
 
     /// The pending order of `pool`, created when missing. Looks up by
     /// reference first: `entry` would take (and drop) an owned key on
     /// every call, and this is the hottest path of enqueue.
-    fn pending_of(&mut self, pool: &Arc<str>) -> &mut BTreeSet<(u64, TicketId)> {
+    fn pending_of(&mut self, pool: &Arc<str>) -> &mut PendingOrder {
         if !self.pending.contains_key(pool) {
-            self.pending.insert(pool.clone(), BTreeSet::new());
+            self.pending.insert(pool.clone(), PendingOrder::new());
         }
         self.pending.get_mut(pool).expect("inserted above")
     }
@@ -595,7 +687,7 @@ impl QueueState {
         match &ticket.place {
             Place::Pending { due_ms } => {
                 self.pending_of(&ticket.job.pool)
-                    .insert((*due_ms, ticket.id));
+                    .insert(ticket.job.priority, *due_ms, ticket.id);
             }
             Place::Running { lease_until_ms, .. } => {
                 self.leases.insert((*lease_until_ms, ticket.id));
@@ -612,7 +704,7 @@ impl QueueState {
                     .pending
                     .get_mut(pool)
                     .expect("pending ticket's pool is indexed");
-                let removed = set.remove(&(due_ms, id));
+                let removed = set.remove(ticket.job.priority, due_ms, id);
                 debug_assert!(removed, "pending ticket {id} is in its pool's order");
                 if set.is_empty() {
                     self.pending.remove(pool);
@@ -631,7 +723,7 @@ impl QueueState {
     /// [`Self::assert_invariants`].
     #[cfg(debug_assertions)]
     fn assert_invariants_cheap(&self) {
-        let pending: usize = self.pending.values().map(BTreeSet::len).sum();
+        let pending: usize = self.pending.values().map(PendingOrder::len).sum();
         assert_eq!(
             pending + self.leases.len(),
             self.tickets.len(),
@@ -646,7 +738,7 @@ impl QueueState {
 
     /// Checks every invariant; panics naming the broken one.
     pub fn assert_invariants(&self) {
-        let pending: usize = self.pending.values().map(BTreeSet::len).sum();
+        let pending: usize = self.pending.values().map(PendingOrder::len).sum();
         assert_eq!(
             pending + self.leases.len(),
             self.tickets.len(),
@@ -654,10 +746,14 @@ impl QueueState {
         );
         for (pool, set) in &self.pending {
             assert!(!set.is_empty(), "pool {pool} has an empty pending set");
-            for &(due_ms, id) in set {
+            for (priority, due_ms, id) in set.iter() {
                 let ticket = self.tickets.get(&id);
                 assert!(ticket.is_some(), "pending entry {id} names a live ticket");
                 let ticket = ticket.unwrap();
+                assert_eq!(
+                    ticket.job.priority, priority,
+                    "ticket {id} is pending at its own priority"
+                );
                 assert_eq!(
                     &ticket.job.pool, pool,
                     "ticket {id} is pending in its own pool"
@@ -718,6 +814,7 @@ mod tests {
             timeout_ms: None,
             notify: None,
             retention_ms: None,
+            priority: 0,
         }
     }
 
@@ -850,7 +947,7 @@ mod tests {
     }
 
     #[test]
-    fn orphans_are_requeued_as_failures() {
+    fn orphans_that_started_are_requeued_as_failures() {
         let mut q = QueueState::new();
         let mut once = job("once", "p", 0);
         once.policy = RetryPolicy::once();
@@ -859,8 +956,17 @@ mod tests {
         let _ = q.step(&Op::Enqueue(job("c", "p", 0)));
         let _ = q.step(&select("p", 0));
         let _ = q.step(&select("p", 0));
-        let ops = q.orphans(50, || 0);
-        let ops: Vec<Op> = ops.into_iter().map(|(op, _)| op).collect();
+        for id in [0, 1] {
+            assert_eq!(q.step(&Op::Start { id, attempt: 1 }), Applied::Started(id));
+        }
+        let ops: Vec<Orphan> = q.orphans(50, || 0);
+        let ops: Vec<Op> = ops
+            .into_iter()
+            .map(|o| match o {
+                Orphan::Ran(op, _) => op,
+                Orphan::Unstarted(op) => panic!("started, yet {op:?}"),
+            })
+            .collect();
         assert_eq!(
             ops,
             vec![
@@ -873,6 +979,65 @@ mod tests {
                     terminal: Terminal::Failed
                 }
             ]
+        );
+    }
+
+    /// A hand-out whose task never said it started costs no attempt when
+    /// its process dies — up to UNSTARTED_ORPHANS_MAX times in a row; then
+    /// it counts, so a task that kills its process at once still ends.
+    #[test]
+    fn orphans_that_never_started_are_given_back_a_bounded_number_of_times() {
+        let mut q = QueueState::new();
+        let mut once = job("once", "p", 0);
+        once.policy = RetryPolicy::once();
+        let _ = q.step(&Op::Enqueue(once));
+        for round in 0..UNSTARTED_ORPHANS_MAX {
+            assert_eq!(q.step(&select("p", 10)), Applied::Selected(0));
+            let orphans = q.orphans(10, || 0);
+            assert_eq!(
+                orphans,
+                vec![Orphan::Unstarted(Op::Orphaned { id: 0, due_ms: 10 })],
+                "round {round}"
+            );
+            let Orphan::Unstarted(op) = &orphans[0] else {
+                unreachable!()
+            };
+            assert_eq!(q.step(op), Applied::Requeued(0));
+            let t = q.ticket(0).unwrap();
+            assert_eq!(t.tries.failures, 0, "round {round}: no failure");
+            assert_eq!(t.attempts(), 0, "round {round}: no attempt");
+            assert_eq!(t.tries.unstarted_orphans, round + 1);
+        }
+        assert_eq!(q.step(&select("p", 10)), Applied::Selected(0));
+        match q.orphans(20, || 0).as_slice() {
+            [Orphan::Ran(
+                Op::Complete {
+                    id: 0,
+                    terminal: Terminal::Failed,
+                },
+                _,
+            )] => {}
+            other => panic!("past the bound the crash counts: {other:?}"),
+        }
+        // A start resets the count; a stale start changes nothing.
+        let mut q = QueueState::new();
+        let _ = q.step(&Op::Enqueue(job("a", "p", 0)));
+        let _ = q.step(&select("p", 0));
+        let _ = q.step(&Op::Orphaned { id: 0, due_ms: 0 });
+        let _ = q.step(&select("p", 0));
+        assert_eq!(
+            q.step(&Op::Start { id: 0, attempt: 1 }),
+            Applied::Ignored(Ignored::Superseded(0))
+        );
+        assert_eq!(q.ticket(0).unwrap().tries.unstarted_orphans, 1);
+        assert_eq!(
+            q.step(&Op::Start { id: 0, attempt: 2 }),
+            Applied::Started(0)
+        );
+        assert_eq!(q.ticket(0).unwrap().tries.unstarted_orphans, 0);
+        assert_eq!(
+            q.step(&Op::Start { id: 9, attempt: 1 }),
+            Applied::Ignored(Ignored::Unknown(9))
         );
     }
 
@@ -923,7 +1088,9 @@ mod tests {
             1 => id.clone().prop_map(|id| Op::Cancel { id }),
             2 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Requeue { id, due_ms }),
             1 => (id.clone(), 0u64..150).prop_map(|(id, due_ms)| Op::Defer { id, due_ms }),
-            1 => (id, 0u64..300).prop_map(|(id, l)| Op::Extend { id, lease_until_ms: l }),
+            1 => (id.clone(), 0u64..300).prop_map(|(id, l)| Op::Extend { id, lease_until_ms: l }),
+            1 => (id.clone(), 0u32..4).prop_map(|(id, attempt)| Op::Start { id, attempt }),
+            1 => (id, 0u64..150).prop_map(|(id, due_ms)| Op::Orphaned { id, due_ms }),
         ]
     }
 
@@ -992,5 +1159,66 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn higher_priority_first_then_fifo() {
+        let mut q = QueueState::new();
+        for (key, prio) in [("a", 0), ("b", 5), ("c", -1), ("d", 5), ("e", 0)] {
+            let _ = q.step(&Op::Enqueue(job(key, "p", 0).with_priority(prio)));
+        }
+        // A higher priority that is not due does not hold the others back.
+        let _ = q.step(&Op::Enqueue(job("late", "p", 50).with_priority(9)));
+        assert_eq!(q.peek_pending("p", 0).map(|t| &*t.job.key), Some("b"));
+        let mut order = Vec::new();
+        while let Applied::Selected(id) = q.step(&select("p", 10)) {
+            order.push(q.ticket(id).unwrap().job.key.to_string());
+        }
+        assert_eq!(order, ["b", "d", "a", "e", "c"]);
+        assert_eq!(q.next_due_ms("p"), Some(50));
+        // A requeued ticket goes back at its priority.
+        let b = q.by_key("b").unwrap().id;
+        let _ = q.step(&Op::Requeue { id: b, due_ms: 20 });
+        let late = q.by_key("late").unwrap().id;
+        assert_eq!(q.step(&select("p", 60)), Applied::Selected(late));
+        assert_eq!(q.step(&select("p", 60)), Applied::Selected(b));
+        q.assert_invariants();
+    }
+
+    #[test]
+    fn a_job_journaled_before_priorities_reads_priority_zero() {
+        /// A job as weir wrote it before `priority` existed.
+        #[derive(Serialize)]
+        struct OldJob<'a> {
+            key: &'a str,
+            task: &'a str,
+            pool: &'a str,
+            due_ms: u64,
+        }
+        let bytes = crate::codec::encode(&Op::Enqueue(job("k", "p", 3))).unwrap();
+        assert!(
+            !bytes.windows(8).any(|w| w == b"priority"),
+            "priority 0 stays out of the encoding"
+        );
+        #[derive(Serialize)]
+        enum OldOp<'a> {
+            Enqueue(OldJob<'a>),
+        }
+        let old = crate::codec::encode(&OldOp::Enqueue(OldJob {
+            key: "k",
+            task: "t",
+            pool: "p",
+            due_ms: 3,
+        }))
+        .unwrap();
+        let Op::Enqueue(j) = crate::codec::decode::<Op>(&old).unwrap() else {
+            panic!("an enqueue");
+        };
+        assert_eq!(j.priority, 0);
+        let high = crate::codec::encode(&Op::Enqueue(job("k", "p", 3).with_priority(-7))).unwrap();
+        let Op::Enqueue(j) = crate::codec::decode::<Op>(&high).unwrap() else {
+            panic!("an enqueue");
+        };
+        assert_eq!(j.priority, -7);
     }
 }

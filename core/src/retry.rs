@@ -178,8 +178,17 @@ pub struct Tries {
     /// this count existed read as 0.
     #[serde(default)]
     pub deferrals: u32,
+    /// Crash orphans in a row whose attempt had not said it started (see
+    /// the queue's `orphans`); 0 once an attempt starts. Older records read
+    /// 0.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub unstarted_orphans: u32,
     /// The ticket's first due instant, in ms since the epoch.
     pub first_due_ms: u64,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 /// What follows an attempt that ended with `outcome` at `now_ms`, given the
@@ -248,6 +257,7 @@ mod tests {
         let tries = Tries {
             failures: 0,
             deferrals: 0,
+            unstarted_orphans: 0,
             first_due_ms: 0,
         };
         let r = AttemptOutcome::Retryable;
@@ -324,6 +334,7 @@ mod tests {
         let t = |failures| Tries {
             failures,
             deferrals: 0,
+            unstarted_orphans: 0,
             first_due_ms: 1_000,
         };
         use AttemptOutcome::*;

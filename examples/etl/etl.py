@@ -5,6 +5,8 @@ leaves a small JSON summary in $WEIR_OUTPUT (the node's output)."""
 import csv, json, os, random, sys
 
 step, partition = sys.argv[1], sys.argv[2]
+# Options from the definition's templates: --name=value.
+opts = dict(a[2:].split("=", 1) for a in sys.argv[3:] if a.startswith("--") and "=" in a)
 base = os.path.join(os.environ["WEIR_DATA"], "etl", partition)
 os.makedirs(base, exist_ok=True)
 # A start log, so tests can check which steps ran in which process.
@@ -46,15 +48,17 @@ if step == "extract":
     write_rows("raw.csv", rows, ["id", "region", "amount"])
     out({"rows": len(rows)})
 elif step == "clean":
-    rows = [r for r in read_rows("raw.csv") if float(r["amount"]) >= 0]
+    min_amount = float(opts.get("min-amount", "0"))
+    rows = [r for r in read_rows("raw.csv") if float(r["amount"]) >= min_amount]
     write_rows("clean.csv", rows, ["id", "region", "amount"])
     out({"rows": len(rows), "dropped": upstreams()["extract"]["rows"] - len(rows)})
 elif step == "enrich":
+    rate = float(opts.get("tax-rate", "1.2"))
     rows = read_rows("raw.csv")
     for r in rows:
-        r["amount_with_tax"] = round(float(r["amount"]) * 1.2, 2)
+        r["amount_with_tax"] = round(float(r["amount"]) * rate, 2)
     write_rows("enriched.csv", rows, ["id", "region", "amount", "amount_with_tax"])
-    out({"rows": len(rows)})
+    out({"rows": len(rows), "tax_rate": rate})
 elif step == "aggregate":
     totals = {}
     for r in read_rows("raw.csv"):
@@ -81,10 +85,10 @@ elif step == "report":
     with open(os.path.join(os.environ["WEIR_DATA"], "warehouse", partition + ".json")) as f:
         loaded = json.load(f)
     lines = [
-        f"report for {partition}",
+        f"report for {partition} ({opts.get('window', '?')})",
         f"extracted {len(read_rows('raw.csv'))} rows",
         f"kept {loaded['orders']} clean orders",
-        f"loaded {ups['load']['loaded']} orders into the warehouse",
+        f"loaded {opts.get('loaded', ups['load']['loaded'])} orders into the warehouse",
         "totals: " + ", ".join(f"{k}={v}" for k, v in sorted(loaded["totals"].items())),
     ]
     with open(os.path.join(base, "report.txt"), "w") as f:

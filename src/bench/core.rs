@@ -62,6 +62,7 @@ fn queue_throughput(tickets: u64) -> Result<(f64, f64), BenchError> {
                 timeout_ms: None,
                 notify: None,
                 retention_ms: None,
+                priority: 0,
             })
         })
         .collect();

@@ -230,6 +230,28 @@ pub fn run_sweep(quick: bool) -> Result<(), BenchError> {
         println!(
             "limit: raw sled insert+flush+fsync, {ops} values of 60 bytes per commit: {raw_jobs:.0} jobs/s at 3 ops per job"
         );
+        // A lone worker's peer: one durable commit per job, one at a time
+        // (what a queue without group commit pays for every job).
+        let w1 = pairs
+            .iter()
+            .find(|(k, _)| *k == "w1_jobs_per_s")
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        let w32 = pairs
+            .iter()
+            .find(|(k, _)| *k == "w32_jobs_per_s")
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+        let one_commits = (jobs / 20).clamp(200, 2_000);
+        let raw_one = raw_commits_per_s(&dir.join("one"), 1, 60, one_commits, true)?;
+        let one_worker_ratio = w1 / raw_one;
+        let w32_ratio = w32 / raw_jobs;
+        println!(
+            "limit: raw sled insert+flush+fsync, one commit per job: {raw_one:.0} jobs/s; 1 worker / that = {one_worker_ratio:.2} (goal >= 0.70); 32 workers / raw at weir's batch size = {w32_ratio:.2} (goal >= 0.70)"
+        );
+        pairs.push(("raw_one_commit_jobs_per_s", format!("{raw_one:.0}")));
+        pairs.push(("one_worker_ratio", format!("{one_worker_ratio:.3}")));
+        pairs.push(("w32_ratio", format!("{w32_ratio:.3}")));
         let chan = channel_jobs_per_s(jobs, 32).await;
         println!("limit: non-durable tokio mpsc to 32 consumers: {chan:.0} jobs/s");
         pairs.push(("raw_sled_jobs_per_s", format!("{raw_jobs:.0}")));

@@ -5,6 +5,7 @@
 
 mod api;
 mod child;
+mod cluster;
 mod core;
 mod crash;
 pub mod drain;
@@ -43,13 +44,14 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "torture",
+    "validate", "api", "cluster", "torture",
 ];
 
 /// Runs a scenario.
 pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
     match scenario {
         "api" => api::run(quick),
+        "cluster" => cluster::run(quick),
         "core" => core::run(quick),
         "store" => store::run(quick),
         "drain" => drain::run(quick),
@@ -64,6 +66,11 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "torture" => torture::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
+}
+
+/// Adds the tasks `weir bench cluster` runs on its workers.
+pub fn cluster_tasks(b: crate::worker::WorkerBuilder) -> crate::worker::WorkerBuilder {
+    cluster::register_tasks(b)
 }
 
 /// A `RESULT` line from key-value pairs.

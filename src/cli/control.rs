@@ -16,12 +16,12 @@ fn print_json(v: &Value) {
 }
 
 /// A request to the API.
-enum Req {
+pub(super) enum Req {
     Get(Vec<String>, Vec<(&'static str, String)>),
     Post(Vec<String>, Value),
 }
 
-fn get(segs: &[&str], query: Vec<(&'static str, String)>) -> Req {
+pub(super) fn get(segs: &[&str], query: Vec<(&'static str, String)>) -> Req {
     Req::Get(segs.iter().map(|s| s.to_string()).collect(), query)
 }
 
@@ -30,7 +30,7 @@ fn post(segs: &[&str], body: Value) -> Req {
 }
 
 /// Sends `req` to the engine, prints JSON when asked, else `human`.
-fn call<T>(
+pub(super) fn call<T>(
     conn: &Conn,
     req: Req,
     human: impl FnOnce(&T) -> Result<u8, Failure>,
@@ -58,7 +58,7 @@ where
     human(&answer)
 }
 
-fn s(v: &Value, k: &str) -> String {
+pub(super) fn s(v: &Value, k: &str) -> String {
     match v.get(k) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Null) | None => "-".into(),
@@ -66,7 +66,7 @@ fn s(v: &Value, k: &str) -> String {
     }
 }
 
-/// `weir start GRAPH PARTITION...`.
+/// `weir start GRAPH PARTITION... [--param NAME=VALUE]...`.
 #[derive(Debug, Args)]
 pub struct StartArgs {
     /// The graph.
@@ -74,13 +74,34 @@ pub struct StartArgs {
     /// Partitions to start (`none` for an unpartitioned graph).
     #[arg(required = true)]
     pub partitions: Vec<String>,
+    /// A param of the runs, over the definition's default (repeatable): `--param region=eu`.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
     #[command(flatten)]
     pub conn: Conn,
 }
 
+/// `NAME=VALUE` pairs as a map; a pair without `=`, or a name given twice,
+/// is bad input.
+fn param_pairs(pairs: &[String]) -> Result<std::collections::BTreeMap<String, String>, Failure> {
+    let mut out = std::collections::BTreeMap::new();
+    for p in pairs {
+        let Some((k, v)) = p.split_once('=') else {
+            return Err(Failure::input(format!(
+                "--param {p:?}: write NAME=VALUE (e.g. --param region=eu)"
+            )));
+        };
+        if out.insert(k.to_string(), v.to_string()).is_some() {
+            return Err(Failure::input(format!("--param {k}: given twice")));
+        }
+    }
+    Ok(out)
+}
+
 /// Runs `weir start`.
 pub fn start(a: StartArgs) -> Result<u8, Failure> {
-    let body = json!({ "partitions": a.partitions });
+    let params = param_pairs(&a.params)?;
+    let body = json!({ "partitions": a.partitions, "params": params });
     call(
         &a.conn,
         post(&["api", "v1", "graphs", &a.graph, "runs"], body),

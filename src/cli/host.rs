@@ -13,7 +13,7 @@ use super::Failure;
 use crate::definition::{self, Definitions};
 use crate::serve::{self, ReloadReport, Reloader, ServeOptions, Server};
 use crate::task::command::{CommandTask, COMMAND_TASK};
-use crate::{Engine, EngineError};
+use crate::{ClusterConfig, Engine, EngineError};
 
 /// Where `weir serve` listens by default.
 pub const SERVE_LISTEN_DEFAULT: &str = "127.0.0.1:7450";
@@ -26,6 +26,65 @@ pub async fn open_engine(
     data: &Path,
     durability: Durability,
     default_capacity: Option<u32>,
+) -> Result<Arc<Engine>, Failure> {
+    open_engine_with(defs, data, durability, default_capacity, None).await
+}
+
+/// The cluster of `weir serve`, from its flags: `--cluster` needs a cookie
+/// file; TLS needs both a certificate and a key. Checked before the engine
+/// opens.
+pub fn cluster_config(
+    a: &super::serve::ServeArgs,
+    root: &Path,
+) -> Result<Option<(ClusterConfig, bool)>, Failure> {
+    let Some(listen) = &a.cluster else {
+        if a.cookie_file.is_some() || a.tls_cert.is_some() {
+            return Err(Failure::input(
+                "--cookie-file and --tls-cert go with --cluster ADDR",
+            ));
+        }
+        return Ok(None);
+    };
+    let addr: SocketAddr = listen.parse().map_err(|e| {
+        Failure::input(format!(
+            "--cluster {listen:?}: {e} (write e.g. 127.0.0.1:7451)"
+        ))
+    })?;
+    let Some(cookie_file) = &a.cookie_file else {
+        return Err(Failure::input(format!(
+            "--cluster {addr}: needs --cookie-file F, a secret every worker shares (no cookie, no cluster)"
+        )));
+    };
+    let cookie = weir_actors::cluster::node::read_cookie(cookie_file)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    let mut config = ClusterConfig::new(addr, cookie);
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        config.tls = Some(
+            weir_actors::cluster::node::tls_acceptor(cert, key)
+                .map_err(|e| Failure::input(e.to_string()))?,
+        );
+    }
+    if let Some(lease) = a.lease_ms {
+        config.settings.lease_ms = lease;
+        config.settings.heartbeat_ms = (lease / 5).clamp(1, 1_000);
+    }
+    config.root = Some(
+        std::path::absolute(root)
+            .unwrap_or_else(|_| root.to_path_buf())
+            .display()
+            .to_string(),
+    );
+    Ok(Some((config, a.no_local_workers)))
+}
+
+/// Opens the engine for `defs` on `data`, with a cluster when asked (and
+/// then, with `no_local`, no pool actors of its own).
+pub async fn open_engine_with(
+    defs: &Definitions,
+    data: &Path,
+    durability: Durability,
+    default_capacity: Option<u32>,
+    cluster: Option<(ClusterConfig, bool)>,
 ) -> Result<Arc<Engine>, Failure> {
     let default_capacity = default_capacity.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -41,19 +100,27 @@ pub async fn open_engine(
     .with_env_overrides()
     .map_err(Failure::input)?;
     let mut builder = Engine::builder(data).store_settings(store_settings);
+    let local_workers = match &cluster {
+        Some((_, true)) => 0,
+        _ => 1,
+    };
     if !defs.pools.contains_key("default") {
-        builder = builder.pool("default", default_capacity);
+        builder = builder.pool_workers("default", default_capacity, local_workers);
     }
     for (p, c) in &defs.pools {
-        builder = builder.pool(p, *c);
+        builder = builder.pool_workers(p, *c, local_workers);
+    }
+    let work = std::path::absolute(data)
+        .unwrap_or_else(|_| data.to_path_buf())
+        .join("work");
+    if let Some((mut config, _)) = cluster {
+        config.work_dir = Some(work.display().to_string());
+        builder = builder.cluster(config);
     }
     for (t, s) in &defs.targets {
         builder = builder.target(t, s.clone());
     }
     let scratch = data.join("scratch");
-    let work = std::path::absolute(data)
-        .unwrap_or_else(|_| data.to_path_buf())
-        .join("work");
     builder = builder.task(
         COMMAND_TASK,
         Arc::new(CommandTask {
@@ -61,10 +128,15 @@ pub async fn open_engine(
             work,
             logs: Some(crate::logs::LogPaths::new(data)),
             log_limits: Default::default(),
+            remote: None,
         }),
     );
     let http = crate::task::http::HttpTask::new().map_err(Failure::store)?;
     builder = builder.task(crate::task::http::HTTP_TASK, Arc::new(http));
+    builder = builder.task(
+        crate::task::notify::NOTIFY_TASK,
+        Arc::new(crate::task::notify::NotifyTask),
+    );
     let engine = builder.open().await.map_err(|e| match e {
         EngineError::Settings(s) => Failure::input(s),
         other => Failure::store(other.to_string()),

@@ -1,7 +1,8 @@
 //! The command line: `weir run|serve|validate|bench`, and the clients of a
 //! running engine's API (`status`, `runs`, `logs`, `start`, `backfill`,
 //! `rerun`, `clear`, `mark`, `cancel`, `pause`, `unpause`, `trigger`,
-//! `keys`, `signal`, `dead`, `breakers`, `reload`), plus `inspect`.
+//! `keys`, `signal`, `dead`, `breakers`, `workers`, `reload`), plus
+//! `inspect`; and `weir worker`, a process that serves an engine's pools.
 //!
 //! Exit codes: 0 success, 1 a run failed, 2 bad input (definition,
 //! arguments, a refused request), 3 store or I/O error. Every error says
@@ -18,6 +19,7 @@ mod serve;
 mod show;
 mod table;
 mod validate;
+mod workers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -96,6 +98,10 @@ enum Command {
     Breakers(control::BreakersArgs),
     /// Re-reads the engine's definition files (as SIGHUP does).
     Reload(control::ReloadArgs),
+    /// Runs a worker process: joins an engine's cluster and serves its pools.
+    Worker(workers::WorkerArgs),
+    /// The worker processes of the engine's cluster.
+    Workers(workers::WorkersArgs),
     /// Shows store health: entries, snapshot, size, last sequence (while no engine runs).
     Inspect {
         /// The data directory.
@@ -178,7 +184,7 @@ pub fn main() -> ExitCode {
     // ends them quietly too.
     if !matches!(
         cli.command,
-        Command::Run(_) | Command::Serve(_) | Command::Bench { .. }
+        Command::Run(_) | Command::Serve(_) | Command::Bench { .. } | Command::Worker(_)
     ) {
         // SAFETY: restoring the default disposition of SIGPIPE before any
         // thread starts.
@@ -216,6 +222,8 @@ pub fn main() -> ExitCode {
         Command::Dead(a) => control::dead(a),
         Command::Breakers(a) => control::breakers(a),
         Command::Reload(a) => control::reload(a),
+        Command::Worker(a) => workers::worker(a),
+        Command::Workers(a) => workers::workers(a),
         Command::Inspect { data } => {
             datadir::for_client(data.as_deref()).and_then(|d| inspect::run(&d))
         }

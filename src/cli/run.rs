@@ -310,6 +310,11 @@ async fn run_async(
             }
         }
     }
+    if args.until_idle && !interrupted && nothing_started.is_none() {
+        // Notifications of the runs just settled run before the exit (they
+        // would run at the next start otherwise).
+        wait_for_notifications(&engine, &bar).await;
+    }
     bar.finish();
     let snap = snapshot(&engine, &watched);
     server.stop().await;
@@ -336,6 +341,49 @@ async fn run_async(
     } else {
         super::EXIT_RUN_FAILED
     })
+}
+
+/// The longest `--until-idle` waits for notifications after the runs
+/// settled: every attempt of one, with its backoff.
+const NOTIFY_WAIT_MS: u64 = weir_actors::scheduler::notice::NOTIFY_TIMEOUT_MS
+    * weir_actors::scheduler::notice::NOTIFY_ATTEMPTS_MAX as u64
+    + 2 * weir_actors::scheduler::notice::NOTIFY_BACKOFF_MAX_MS;
+/// Tickets listed at most when looking for notifications.
+const NOTIFY_LIST_MAX: usize = 10_000;
+
+/// Waits until no notification ticket is live (or [`NOTIFY_WAIT_MS`]).
+async fn wait_for_notifications(engine: &Engine, bar: &Progress) {
+    use weir_actors::scheduler::notice::NOTIFY_KEY_PREFIX;
+    let t0 = Instant::now();
+    let mut said = false;
+    loop {
+        let filter = weir_actors::queue::TicketFilter {
+            running: None,
+            pool: Some(weir_core::graph::POOL_DEFAULT.to_string()),
+            limit: NOTIFY_LIST_MAX,
+        };
+        let live = match engine.tickets(filter).await {
+            Ok(t) => t
+                .iter()
+                .filter(|t| t.key.starts_with(NOTIFY_KEY_PREFIX))
+                .count(),
+            Err(_) => 0,
+        };
+        if live == 0 {
+            return;
+        }
+        if t0.elapsed() >= Duration::from_millis(NOTIFY_WAIT_MS) {
+            bar.println(&format!(
+                "weir: {live} notification(s) still waiting; they run at the next start"
+            ));
+            return;
+        }
+        if !said && t0.elapsed() >= Duration::from_secs(2) {
+            bar.println(&format!("weir: waiting for {live} notification(s) to run"));
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Why a graph was given no run, and what it waits for.

@@ -40,6 +40,27 @@ pub struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value = "plain")]
     pub log_format: LogFormat,
+    /// Let worker processes join: the cluster node's address (HOST:PORT;
+    /// loopback unless you say otherwise). Needs --cookie-file.
+    #[arg(long, value_name = "ADDR")]
+    pub cluster: Option<String>,
+    /// A file holding the cluster's cookie, a secret every worker shares.
+    #[arg(long)]
+    pub cookie_file: Option<PathBuf>,
+    /// TLS for cluster sessions: the engine's certificate chain (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS for cluster sessions: the engine's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// With --cluster: no pool actors in this process; workers serve every
+    /// pool.
+    #[arg(long, requires = "cluster")]
+    pub no_local_workers: bool,
+    /// With --cluster: a worker silent this many ms is lost and its
+    /// attempts requeued.
+    #[arg(long, requires = "cluster")]
+    pub lease_ms: Option<u64>,
 }
 
 /// Runs the command.
@@ -49,12 +70,14 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     super::host::listen_addr(&a.listen, a.token_file.as_deref())?;
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
+    let cluster = host::cluster_config(&a, &defs.root)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
-        let engine = host::open_engine(&defs, &data, durability, a.default_capacity).await?;
+        let engine =
+            host::open_engine_with(&defs, &data, durability, a.default_capacity, cluster).await?;
         datadir::record(&data);
         host::adopt_all(&engine, &defs).await?;
         let server = host::serve_api(
@@ -76,6 +99,11 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 .display(),
             data.display()
         );
+        if let Some(addr) = engine.cluster_address() {
+            eprintln!(
+                "weir: workers join at {addr} (weir worker --join {addr} --cookie-file F --pool NAME=SLOTS)"
+            );
+        }
         let io = |e: std::io::Error| Failure::store(format!("cannot watch signals: {e}"));
         let mut hup = signal(SignalKind::hangup()).map_err(io)?;
         let mut term = signal(SignalKind::terminate()).map_err(io)?;

@@ -12,7 +12,8 @@ use weir_core::partition::Partition;
 use super::client::{self, ApiFailure, Client, Conn, Source};
 use super::{out, table, Failure};
 use crate::logs::{self, LogChunk, LogLine, LogPaths};
-use crate::serve::views::{self, GraphSummary, RunDetail, RunPage, RunQuery};
+use crate::serve::views::{self, GraphSummary, RunPage, RunQuery};
+use crate::serve::{NodeLive, RunWithLive};
 
 /// Where the views come from.
 enum Reader {
@@ -82,11 +83,13 @@ impl Reader {
     }
 
     /// A run by partition, or (keyed graphs) by key for its newest run.
-    async fn run(&self, graph: &str, text: &str) -> Result<Option<RunDetail>, Failure> {
+    /// A run, with the queue's tickets of its ready nodes when an engine
+    /// answers (none when the store is read directly: nothing runs).
+    async fn run(&self, graph: &str, text: &str) -> Result<Option<RunWithLive>, Failure> {
         match self {
             Reader::Api(c) => {
                 match c
-                    .get::<RunDetail>(&["api", "v1", "graphs", graph, "runs", text], &[])
+                    .get::<RunWithLive>(&["api", "v1", "graphs", graph, "runs", text], &[])
                     .await?
                 {
                     Ok(r) => Ok(Some(r)),
@@ -98,10 +101,32 @@ impl Reader {
                 let Some(p) = resolve(store, graph, text)? else {
                     return Ok(None);
                 };
-                views::run_detail(store, graph, &p, views::OUTPUT_INLINE_BYTES_MAX)
-                    .map_err(store_err)
+                Ok(
+                    views::run_detail(store, graph, &p, views::OUTPUT_INLINE_BYTES_MAX)
+                        .map_err(store_err)?
+                        .map(|run| RunWithLive {
+                            run,
+                            live: Default::default(),
+                        }),
+                )
             }
         }
+    }
+}
+
+/// A node's state and attempts as `weir status` shows them: the store
+/// says "ready" for a node whose ticket is live; the queue says whether it
+/// runs, waits, or waits to retry after failed attempts (a crash among
+/// them), and how many attempts it made.
+fn node_state(n: &views::NodeDetail, live: Option<&NodeLive>) -> (String, u32) {
+    if n.state != "ready" {
+        return (n.state.clone(), n.attempts);
+    }
+    match live {
+        Some(l) if l.running => ("running".into(), l.attempts),
+        Some(l) if l.failures > 0 => (format!("retrying ({} failed)", l.failures), l.attempts),
+        Some(l) => ("queued".into(), l.attempts),
+        None => ("queued".into(), n.attempts),
     }
 }
 
@@ -221,7 +246,8 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
     })?
 }
 
-fn print_run(run: &RunDetail) {
+fn print_run(with_live: &RunWithLive) {
+    let run = &with_live.run;
     let (shown, at) = views::partition_parts(&run.partition);
     let shown = match at {
         Some(at) => format!("{shown} (due {})", table::time(Some(at))),
@@ -239,6 +265,21 @@ fn print_run(run: &RunDetail) {
         table::time(Some(run.requested_at_ms)),
         table::time(run.settled_at_ms)
     ));
+    if !run.params.is_empty() {
+        let shown: Vec<String> = run
+            .params
+            .iter()
+            .map(|(k, v)| {
+                let v = table::first_line(Some(v), 60);
+                if v.is_empty() || v.contains(|c: char| c.is_whitespace() || c == '"') {
+                    format!("{k}={v:?}")
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect();
+        out(&format!("params {}", shown.join("  ")));
+    }
     // Hand-outs a breaker deferred are not attempts: shown apart, in their
     // own column, when any node has some.
     let deferred = run.nodes.iter().any(|n| n.deferrals > 0);
@@ -249,11 +290,12 @@ fn print_run(run: &RunDetail) {
     head.extend(["started", "duration", "error"]);
     let mut t = table::new(&head);
     for n in &run.nodes {
+        let (state, attempts) = node_state(n, with_live.live.get(&n.node));
         let mut row = vec![
             n.node.clone(),
-            n.state.clone(),
+            state,
             n.rerun.to_string(),
-            n.attempts.to_string(),
+            attempts.to_string(),
         ];
         if deferred {
             row.push(n.deferrals.to_string());

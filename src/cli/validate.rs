@@ -38,11 +38,25 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
             "{line}, max_active_runs {}, retention {} ms",
             d.max_active_runs, d.retention_ms
         ));
+        if !d.params.is_empty() {
+            let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+            super::out(&format!("  params {}", params.join(", ")));
+        }
+        for (field, spec) in [("on_failure", &d.on_failure), ("on_success", &d.on_success)] {
+            if let Some(argv) = spec.as_ref().and_then(|s| s.config.get("argv")) {
+                super::out(&format!("  {field} {argv}"));
+            }
+        }
         for &i in g.topological_order() {
             let n = g.node_at(i);
             let ups: Vec<&str> = n.upstreams.iter().map(|u| u.as_str()).collect();
+            let priority = if n.priority == 0 {
+                String::new()
+            } else {
+                format!(" priority {}", n.priority)
+            };
             super::out(&format!(
-                "  {:<24} rule {:<28} pool {:<10} target {:<12} task {:<10} upstreams [{}]",
+                "  {:<24} rule {:<28} pool {:<10} target {:<12} task {:<10} upstreams [{}]{priority}",
                 n.name.as_str(),
                 n.trigger_rule.to_string(),
                 n.pool.as_str(),

@@ -19,6 +19,8 @@ use weir_core::trigger::TriggerRule;
 
 use super::{parse_duration_ms, Lines};
 use crate::task::command::{CommandConfig, COMMAND_TASK};
+use crate::task::notify::{NotifyConfig, NOTIFY_TASK};
+use weir_core::template::{Context, Place, Template};
 
 /// A definition file.
 #[derive(Debug, Deserialize)]
@@ -44,6 +46,15 @@ pub struct GraphFile {
     /// The most active runs.
     #[serde(default)]
     pub max_active_runs: Option<Spanned<u32>>,
+    /// A command run when a run settles failed, the summary on its stdin.
+    #[serde(default)]
+    pub on_failure: Option<Spanned<Vec<String>>>,
+    /// A command run when a run settles complete.
+    #[serde(default)]
+    pub on_success: Option<Spanned<Vec<String>>>,
+    /// The params a run takes, with their defaults.
+    #[serde(default)]
+    pub params: Option<Spanned<BTreeMap<String, toml::Value>>>,
     /// Pools and capacities.
     #[serde(default)]
     pub pools: Option<Spanned<BTreeMap<String, u32>>>,
@@ -155,6 +166,8 @@ pub struct NodeFile {
     pub config: Option<toml::Value>,
     /// An HTTP call instead of a command.
     pub http: Option<HttpFile>,
+    /// Its place in its pool's queue (higher first; default 0).
+    pub priority: Option<i64>,
 }
 
 /// An HTTP node's call.
@@ -256,6 +269,9 @@ impl GraphFile {
         if let Some(v) = &self.keyed {
             put("keyed", v.span());
         }
+        if let Some(v) = &self.params {
+            put("params", v.span());
+        }
         out
     }
 
@@ -352,6 +368,52 @@ impl GraphFile {
                 }
             }
         }
+        let params_line = self.params.as_ref().and_then(|p| line(p.span()));
+        for (k, v) in self.params.iter().flat_map(|p| p.get_ref()) {
+            let value = match v {
+                toml::Value::String(s) => s.clone(),
+                other => {
+                    faults.push(g(
+                        params_line,
+                        format!(
+                            "field params.{k}: a param's default is a string (write {k} = \"{}\")",
+                            other
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            match weir_core::params::check_name(k)
+                .and_then(|()| weir_core::params::check_value(k, &value))
+            {
+                Ok(()) => {
+                    def.params.insert(k.clone(), value);
+                }
+                Err(e) => faults.push(g(params_line, format!("field params: {e}"))),
+            }
+        }
+        if def.params.len() > weir_core::params::PARAMS_MAX {
+            faults.push(g(
+                params_line,
+                format!(
+                    "field params: {} params, over the limit of {}",
+                    def.params.len(),
+                    weir_core::params::PARAMS_MAX
+                ),
+            ));
+        }
+        for (field, argv) in [
+            ("on_failure", &self.on_failure),
+            ("on_success", &self.on_success),
+        ] {
+            let Some(argv) = argv else { continue };
+            let at = line(argv.span());
+            match notify_spec(field, argv.get_ref(), dir, &def) {
+                Ok(spec) if field == "on_failure" => def.on_failure = Some(spec),
+                Ok(spec) => def.on_success = Some(spec),
+                Err(e) => faults.extend(e.into_iter().map(|e| g(at, e))),
+            }
+        }
         let mut targets = BTreeMap::new();
         for (t, tf) in &self.targets {
             let at = line(tf.span());
@@ -427,6 +489,20 @@ impl GraphFile {
                     ));
                 }
             }
+            let upstreams: Vec<&str> = n.upstreams.iter().map(String::as_str).collect();
+            let is_node = |name: &str| declared.contains(name);
+            let ctx = Context {
+                node: Some(n.name.as_str()),
+                upstreams: &upstreams,
+                nodes: &is_node,
+                params: &def.params,
+                partitioning: def.partitioning,
+            };
+            for (field, text, place) in n.templates() {
+                for what in check_template(&text, place, &ctx) {
+                    fault(format!("field {field}: {what}"));
+                }
+            }
         }
         def.nodes.reserve_exact(self.nodes.len());
         for spanned in self.nodes {
@@ -442,6 +518,63 @@ impl GraphFile {
             Err(faults)
         }
     }
+}
+
+/// The faults of one template: its syntax, then every reference the
+/// graph around it cannot give.
+fn check_template(text: &str, place: Place, ctx: &Context<'_>) -> Vec<String> {
+    match Template::parse(text, place) {
+        Err(e) => vec![e.to_string()],
+        Ok(t) => t
+            .check(ctx)
+            .into_iter()
+            .map(|f| format!("template {text:?}: {f}"))
+            .collect(),
+    }
+}
+
+/// A graph's notification (`on_failure`, `on_success`): a command, run in
+/// the definition's folder, whose templates may name the run only.
+fn notify_spec(
+    field: &str,
+    argv: &[String],
+    dir: &Path,
+    def: &GraphDef,
+) -> Result<TaskSpec, Vec<String>> {
+    let mut faults = Vec::new();
+    if argv.is_empty() {
+        faults.push(format!(
+            "field {field}: the argv is empty: give at least the program"
+        ));
+    }
+    if argv.iter().any(|a| a.contains('\0')) {
+        faults.push(format!("field {field}: an argument holds a NUL byte"));
+    }
+    let nodes = |_: &str| false;
+    let ctx = Context {
+        node: None,
+        upstreams: &[],
+        nodes: &nodes,
+        params: &def.params,
+        partitioning: def.partitioning,
+    };
+    for (i, a) in argv.iter().enumerate() {
+        for what in check_template(a, Place::Command, &ctx) {
+            faults.push(format!("field {field}[{i}]: {what}"));
+        }
+    }
+    if !faults.is_empty() {
+        return Err(faults);
+    }
+    let config = NotifyConfig {
+        argv: argv.to_vec(),
+        cwd: dir.to_string_lossy().into_owned(),
+    };
+    let config = serde_json::to_value(&config).map_err(|e| vec![format!("field {field}: {e}")])?;
+    Ok(TaskSpec {
+        task: Name::new(NOTIFY_TASK).expect("a valid name"),
+        config,
+    })
 }
 
 /// A `start` as ms since the epoch: a date (`2026-11-01`, midnight UTC) or
@@ -541,6 +674,28 @@ fn keyed_spec(k: &KeyedFile, dir: &Path) -> Result<KeyedSpec, Vec<String>> {
 }
 
 impl NodeFile {
+    /// Every template of the node: its field (`command[2]`, `env.KEY`,
+    /// `http.url`, …), its text and where it is rendered.
+    fn templates(&self) -> Vec<(String, String, Place)> {
+        let mut out = Vec::new();
+        for (i, a) in self.command.iter().flatten().enumerate() {
+            out.push((format!("command[{i}]"), a.clone(), Place::Command));
+        }
+        for (k, v) in &self.env {
+            out.push((format!("env.{k}"), v.clone(), Place::Command));
+        }
+        if let Some(h) = &self.http {
+            out.push(("http.url".into(), h.url.clone(), Place::Http));
+            for (k, v) in &h.headers {
+                out.push((format!("http.headers.{k}"), v.clone(), Place::Http));
+            }
+            if let Some(b) = &h.body {
+                out.push(("http.body".into(), b.clone(), Place::Http));
+            }
+        }
+        out
+    }
+
     /// The node's definition, or every fault of its fields.
     fn into_node(self, dir: &Path) -> Result<NodeDef, Vec<String>> {
         let node = self.name.as_str();
@@ -616,6 +771,16 @@ impl NodeFile {
             faults.push(format!("node {node:?}: {e}"));
             None
         });
+        let priority = match self.priority {
+            None => 0,
+            Some(p) => i32::try_from(p).unwrap_or_else(|_| {
+                faults.push(f(
+                    "priority",
+                    format!("{p} is outside {}..={}", i32::MIN, i32::MAX),
+                ));
+                0
+            }),
+        };
         let retry = self.retry.as_ref().map(|r| {
             retry_policy(r).unwrap_or_else(|e| {
                 faults.extend(e.into_iter().map(|e| format!("node {node:?}: {e}")));
@@ -631,6 +796,7 @@ impl NodeFile {
                 }
                 def.target = target;
                 def.timeout_ms = timeout_ms;
+                def.priority = priority;
                 if let Some(r) = retry {
                     def.retry = r;
                 }

@@ -33,6 +33,7 @@
 //! [`remove_job`] are the same removals for tools).
 
 pub mod format;
+pub mod intake;
 pub mod reader;
 pub mod writer;
 
@@ -41,7 +42,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use reader::{attempts, follow, read};
-pub use writer::{AttemptEnd, AttemptLog, LogSink};
+pub use writer::{AttemptEnd, AttemptLog, LogSink, RemoteLog};
 
 /// The folder of logs under a data directory.
 pub const LOGS_DIR: &str = "logs";
@@ -59,6 +60,13 @@ impl LogPaths {
     pub fn new(data_dir: &Path) -> Self {
         LogPaths {
             root: data_dir.join(LOGS_DIR),
+        }
+    }
+
+    /// Logs kept in `root` itself (an engine's `logs_dir`).
+    pub fn from_root(root: &Path) -> Self {
+        LogPaths {
+            root: root.to_path_buf(),
         }
     }
 

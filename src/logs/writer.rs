@@ -33,8 +33,50 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use weir_actors::protocol::{LogEvent, LogFrame};
+
 use super::format::{cut_text, format_line, PREFIX_BYTES};
 use super::{AttemptRecord, LogLimits, LogPaths, Outcome, Stream};
+
+/// Where a worker process sends its attempts' log events.
+pub type RemoteLog = Arc<dyn Fn(LogFrame) + Send + Sync>;
+
+/// A stream's number on the wire: 0 stdout, 1 stderr.
+pub fn stream_code(s: Stream) -> u8 {
+    match s {
+        Stream::Err => 1,
+        Stream::Out | Stream::Cut => 0,
+    }
+}
+
+/// The stream of a wire number.
+pub fn stream_of(code: u8) -> Stream {
+    if code == 1 {
+        Stream::Err
+    } else {
+        Stream::Out
+    }
+}
+
+/// An outcome's name on the wire (its serde name).
+pub fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Succeeded => "succeeded",
+        Outcome::Failed => "failed",
+        Outcome::TimedOut => "timed_out",
+        Outcome::Cancelled => "cancelled",
+    }
+}
+
+/// The outcome of a wire name; an unknown one is a failure.
+pub fn outcome_of(name: &str) -> Outcome {
+    match name {
+        "succeeded" => Outcome::Succeeded,
+        "timed_out" => Outcome::TimedOut,
+        "cancelled" => Outcome::Cancelled,
+        _ => Outcome::Failed,
+    }
+}
 
 /// The current time in ms since the epoch.
 pub(crate) fn now_ms() -> u64 {
@@ -81,10 +123,16 @@ impl LogSink {
     /// Hands `bytes` (any cut of the output) to the writer; waits only
     /// while the writer's queue is full.
     pub async fn write(&mut self, bytes: &[u8]) {
+        self.write_at(bytes, now_ms()).await;
+    }
+
+    /// As [`LogSink::write`], for output read at `at_ms` (a remote
+    /// worker's clock).
+    pub async fn write_at(&mut self, bytes: &[u8], at_ms: u64) {
         let Some(tx) = &self.tx else { return };
         let msg = Msg::Chunk {
             stream: self.stream,
-            at_ms: now_ms(),
+            at_ms,
             bytes: bytes.to_vec(),
         };
         if tx.send(msg).await.is_err() {
@@ -178,6 +226,69 @@ impl AttemptLog {
             tx: Some(tx),
             end,
             done: Some(done),
+            cancel,
+        }
+    }
+
+    /// Starts the log of `attempt` of `run_id` in a worker process: its
+    /// events go to `forward` (to the engine, which keeps them as it keeps
+    /// local attempts' logs) instead of files. Never fails.
+    pub fn start_remote(
+        forward: RemoteLog,
+        run_id: &str,
+        attempt: u32,
+        limits: &LogLimits,
+        cancel: CancellationToken,
+    ) -> AttemptLog {
+        let end = Arc::new(Mutex::new(None));
+        let (tx, mut rx) = mpsc::channel::<Msg>(limits.queue_chunks_max.max(1));
+        let key = run_id.to_string();
+        let end_slot = end.clone();
+        let frame = move |event| LogFrame {
+            key: key.clone(),
+            attempt,
+            event,
+        };
+        forward(frame(LogEvent::Start));
+        tokio::spawn(async move {
+            while let Some(m) = rx.recv().await {
+                forward(frame(match m {
+                    Msg::Chunk {
+                        stream,
+                        at_ms,
+                        bytes,
+                    } => LogEvent::Chunk {
+                        stream: stream_code(stream),
+                        at_ms,
+                        bytes,
+                    },
+                    Msg::Eof { stream, at_ms } => LogEvent::Eof {
+                        stream: stream_code(stream),
+                        at_ms,
+                    },
+                }));
+            }
+            let end = end_slot
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap_or(AttemptEnd {
+                    outcome: Outcome::Failed,
+                    exit_code: None,
+                    signal: None,
+                    error: Some("the attempt's log ended without its outcome".into()),
+                });
+            forward(frame(LogEvent::End {
+                outcome: outcome_name(end.outcome).to_string(),
+                exit_code: end.exit_code,
+                signal: end.signal,
+                error: end.error,
+            }));
+        });
+        AttemptLog {
+            tx: Some(tx),
+            end,
+            done: None,
             cancel,
         }
     }

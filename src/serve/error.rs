@@ -109,7 +109,7 @@ impl From<EngineError> for ApiError {
         match e {
             EngineError::BadJob { .. } | EngineError::Settings(_) => ApiError::bad(message),
             EngineError::NotFound(_) => ApiError::not_found(message),
-            EngineError::BadGraph(_) => ApiError::bad(message),
+            EngineError::BadGraph(_) | EngineError::BadParam(_) => ApiError::bad(message),
             // The actors answer in words: a run, node or key that does not
             // exist is named "has no …" / "is not in the graph's inventory".
             EngineError::Graph(m) => {

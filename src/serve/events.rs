@@ -71,9 +71,13 @@ pub fn kind(e: &EngineEvent) -> &'static str {
         EngineEvent::InventoryFailed { .. } => "inventory_failed",
         EngineEvent::CronFired { .. } => "cron_fired",
         EngineEvent::BackfillDone { .. } => "backfill_done",
+        EngineEvent::GraphPaused { .. } => "graph_paused",
+        EngineEvent::DeadRequeued { .. } => "dead_requeued",
+        EngineEvent::WorkerJoined { .. } => "worker_joined",
+        EngineEvent::WorkerLost { .. } => "worker_lost",
+        EngineEvent::WorkerLeft { .. } => "worker_left",
+        EngineEvent::ReportRefused { .. } => "report_refused",
         EngineEvent::Stopped { .. } => "stopped",
-        #[allow(unreachable_patterns)]
-        _ => "other",
     }
 }
 

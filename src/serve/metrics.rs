@@ -81,6 +81,29 @@ impl Metrics {
             metrics::gauge!("weir_queue_live").set(status.live as f64);
             metrics::gauge!("weir_journal_last_seq").set(status.last_seq as f64);
         }
+        if let Ok(workers) = engine.workers().await {
+            let now = engine.now_ms();
+            for w in &workers {
+                let name = w.name.clone();
+                let joined = w.state == crate::WorkerState::Joined;
+                metrics::gauge!("weir_worker_up", "worker" => name.clone()).set(if joined {
+                    1.0
+                } else {
+                    0.0
+                });
+                metrics::gauge!("weir_worker_running", "worker" => name.clone())
+                    .set(w.running as f64);
+                let slots: u32 = w.pools.iter().map(|p| p.slots).sum();
+                metrics::gauge!("weir_worker_slots", "worker" => name.clone())
+                    .set(f64::from(slots));
+                metrics::gauge!("weir_worker_heartbeat_age_seconds", "worker" => name.clone())
+                    .set(now.saturating_sub(w.last_heartbeat_ms) as f64 / 1000.0);
+                metrics::gauge!("weir_worker_reports_refused", "worker" => name.clone())
+                    .set(w.reports_refused as f64);
+                metrics::gauge!("weir_worker_times_lost", "worker" => name)
+                    .set(f64::from(w.times_lost));
+            }
+        }
         metrics::gauge!("weir_engine_up").set(if engine.error().is_none() { 1.0 } else { 0.0 });
         self.handle.render()
     }
@@ -124,6 +147,19 @@ fn describe() {
         "weir_actor_restarts_total",
         "actors restarted by the supervisor"
     );
+    describe_gauge!("weir_worker_up", "1 while a worker process is joined");
+    describe_gauge!("weir_worker_running", "attempts running on a worker");
+    describe_gauge!("weir_worker_slots", "a worker's slots, over its pools");
+    describe_gauge!(
+        "weir_worker_heartbeat_age_seconds",
+        "time since the engine last heard from a worker"
+    );
+    describe_gauge!(
+        "weir_worker_reports_refused",
+        "reports of superseded attempts refused, per worker"
+    );
+    describe_gauge!("weir_worker_times_lost", "times a worker was declared lost");
+    describe_counter!("weir_workers_lost_total", "workers declared lost");
     describe_gauge!("weir_queue_pending", "pending tickets per pool");
     describe_gauge!("weir_queue_running", "running attempts per pool");
     describe_histogram!("weir_commit_batch_ops", "ops per durable commit batch");
@@ -196,6 +232,9 @@ impl EventMetrics {
                     _ => 0.0,
                 };
                 metrics::gauge!("weir_breaker_state", "target" => target.to_string()).set(v);
+            }
+            EngineEvent::WorkerLost { .. } => {
+                metrics::counter!("weir_workers_lost_total").increment(1);
             }
             EngineEvent::Restarted { role, .. } => {
                 metrics::counter!("weir_actor_restarts_total", "role" => role.clone()).increment(1);

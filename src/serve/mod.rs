@@ -18,6 +18,7 @@ pub mod error;
 pub mod events;
 pub mod grid;
 mod handlers;
+pub use handlers::{NodeLive, RunWithLive};
 pub mod metrics;
 pub mod openapi;
 mod routes;

@@ -173,6 +173,10 @@ pub struct RunDetail {
     pub requested_at_ms: u64,
     /// When it settled.
     pub settled_at_ms: Option<u64>,
+    /// Its params, as it started with them (the definition's defaults with
+    /// the start's values over them).
+    #[serde(default)]
+    pub params: std::collections::BTreeMap<String, String>,
     /// Nodes in topological order.
     pub nodes: Vec<NodeDetail>,
 }
@@ -494,6 +498,7 @@ pub fn run_detail(
         definition: v.definition,
         requested_at_ms: v.requested_at_ms,
         settled_at_ms: v.settled_at_ms,
+        params: v.params,
         nodes,
     }))
 }

@@ -1,9 +1,13 @@
 //! The command task: a node that runs a program.
 //!
-//! The command is an argv array, never a shell string. `{graph}`,
-//! `{partition}`, `{node}`, `{attempt}` and `{run_id}` are substituted inside
-//! arguments as literal text, so a key or partition can never inject a
-//! command. The environment carries WEIR_GRAPH, WEIR_PARTITION, WEIR_NODE,
+//! The command is an argv array, never a shell string. Templates in its
+//! elements and in its env values (`{partition}`, `{partition.start}`,
+//! `{upstream.NODE.output.a.b}`, `{params.NAME}`, …: see
+//! [`weir_core::template`]) are rendered at each attempt from the ticket's
+//! payload as literal text, one argv element each, so a key, a partition
+//! or an upstream's output can never inject a command; a reference that
+//! cannot be rendered (a JSON path missing from an output) fails the
+//! attempt without retry, naming the template. The environment carries WEIR_GRAPH, WEIR_PARTITION, WEIR_NODE,
 //! WEIR_ATTEMPT, WEIR_RUN_ID, WEIR_UPSTREAMS (the path of a JSON file with
 //! the upstream records and outputs), WEIR_OUTPUT (a path whose content,
 //! at most `OUTPUT_BYTES_MAX`, becomes the node's output) and WEIR_DATA (a
@@ -22,12 +26,14 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use weir_actors::scheduler::records::TaskInput;
 use weir_actors::task::{Task, TaskContext, TaskError, TaskResult};
+use weir_core::template::{Escape, Place, Scope, Template, ARG_BYTES_MAX};
 
 use crate::logs::{AttemptEnd, AttemptLog, LogLimits, LogPaths, LogSink, Outcome, Stream};
 
@@ -66,29 +72,62 @@ pub struct CommandTask {
     pub logs: Option<LogPaths>,
     /// Bounds of each attempt's log.
     pub log_limits: LogLimits,
+    /// In a worker process: where logs go and where commands run.
+    pub remote: Option<RemoteSide>,
 }
 
-/// `{name}` placeholders replaced by their values, in one pass, so a value
-/// that itself holds `{…}` is never expanded again.
-pub fn substitute(arg: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(arg.len());
-    let mut rest = arg;
-    'outer: while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open..];
-        for (name, value) in vars {
-            let token = format!("{{{name}}}");
-            if after.starts_with(&token) {
-                out.push_str(value);
-                rest = &after[token.len()..];
-                continue 'outer;
-            }
-        }
-        out.push('{');
-        rest = &after[1..];
+/// Places a command's working directory (the engine's path of it) in a
+/// worker process, or says why it cannot.
+pub type PlaceCwd = Arc<dyn Fn(&str) -> Result<PathBuf, String> + Send + Sync>;
+
+/// How a command task runs in a worker process: its attempts' logs stream
+/// to the engine, and a node's working directory (the engine's path) is
+/// placed under the worker's root.
+#[derive(Clone)]
+pub struct RemoteSide {
+    /// Where log events go.
+    pub logs: crate::logs::RemoteLog,
+    /// The working directory of a command, from the engine's path of it.
+    pub place: PlaceCwd,
+    /// WEIR_DATA, when not the task's own `work` (the engine's, for a
+    /// worker on its machine).
+    pub work: Arc<dyn Fn() -> Option<PathBuf> + Send + Sync>,
+    /// The worker's id, passed to commands as WEIR_WORKER.
+    pub worker_id: String,
+}
+
+impl std::fmt::Debug for RemoteSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RemoteSide")
     }
-    out.push_str(rest);
-    out
+}
+
+/// Renders `texts` (argv elements, or env values) as templates in
+/// `scope`: one string per text, each at most an argument's length and
+/// without a NUL. A failure is permanent (the same payload renders the
+/// same way), named by `who` (`node load`), `field` and the element's
+/// place.
+pub fn render_args<'t>(
+    who: &str,
+    field: &str,
+    texts: impl IntoIterator<Item = (String, &'t String)>,
+    scope: &Scope<'_>,
+) -> Result<Vec<String>, TaskError> {
+    let mut out = Vec::new();
+    for (at, text) in texts {
+        let fail = |e: String| TaskError::Permanent(format!("{who}: {field}{at}: {e}"));
+        let t = Template::parse(text, Place::Command).map_err(|e| fail(e.to_string()))?;
+        let v = t
+            .render(scope, Escape::None, ARG_BYTES_MAX)
+            .map_err(|e| fail(e.to_string()))?;
+        if v.contains('\0') {
+            return Err(fail(format!(
+                "template {text:?} renders to text holding a NUL byte, which no argument or variable can hold"
+            )));
+        }
+        out.push(v);
+    }
+    Ok(out)
 }
 
 /// Kills a process group when dropped (the attempt timed out and its
@@ -169,6 +208,7 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         work,
         logs,
         log_limits,
+        remote,
     } = task;
     let input: TaskInput = weir_core::codec::decode(&ctx.payload).map_err(|e| {
         TaskError::Permanent(format!(
@@ -222,14 +262,37 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
     })?;
 
     let attempt = ctx.attempt.to_string();
-    let vars: [(&str, &str); 5] = [
-        ("graph", &input.graph),
-        ("partition", &input.partition),
-        ("node", &input.node),
-        ("attempt", &attempt),
-        ("run_id", &ctx.key),
-    ];
-    let argv: Vec<String> = config.argv.iter().map(|a| substitute(a, &vars)).collect();
+    let (argv, env) = {
+        let scope = input.scope(ctx.attempt, &ctx.key);
+        let who = format!("node {}", input.node);
+        let argv = render_args(
+            &who,
+            "command",
+            config
+                .argv
+                .iter()
+                .enumerate()
+                .map(|(i, a)| (format!("[{i}]"), a)),
+            &scope,
+        );
+        let values = render_args(
+            &who,
+            "env",
+            config.env.iter().map(|(k, v)| (format!(".{k}"), v)),
+            &scope,
+        );
+        (argv, values)
+    };
+    let (argv, env) = match (argv, env) {
+        (Ok(a), Ok(e)) => (a, e),
+        (Err(e), _) | (_, Err(e)) => {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+            tracing::warn!(run_id = %ctx.key, attempt = ctx.attempt, error = %e, "command not rendered");
+            return Err(e);
+        }
+    };
+    let env: Vec<(&String, String)> = config.env.keys().zip(env).collect();
+    let work = remote.as_ref().and_then(|r| (r.work)()).unwrap_or(work);
     tokio::fs::create_dir_all(&work).await.map_err(|e| {
         TaskError::Retryable(format!(
             "node {}: cannot create WEIR_DATA {}: {e}",
@@ -237,10 +300,15 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
             work.display()
         ))
     })?;
+    let cwd = match &remote {
+        None => PathBuf::from(&config.cwd),
+        Some(r) => (r.place)(&config.cwd)
+            .map_err(|e| TaskError::Permanent(format!("node {}: {e}", input.node)))?,
+    };
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
-        .current_dir(&config.cwd)
-        .envs(&config.env)
+        .current_dir(&cwd)
+        .envs(env)
         .env("WEIR_GRAPH", &input.graph)
         .env("WEIR_PARTITION", &input.partition)
         .env("WEIR_NODE", &input.node)
@@ -249,22 +317,37 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         .env("WEIR_UPSTREAMS", &upstreams_path)
         .env("WEIR_OUTPUT", &output_path)
         .env("WEIR_DATA", &work)
+        .env(
+            "WEIR_WORKER",
+            remote.as_ref().map_or("engine", |r| r.worker_id.as_str()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let log = AttemptLog::start(
-        logs.as_ref(),
-        &ctx.key,
-        ctx.attempt,
-        &log_limits,
-        ctx.cancel.clone(),
-    );
+    let log = match &remote {
+        Some(r) => AttemptLog::start_remote(
+            r.logs.clone(),
+            &ctx.key,
+            ctx.attempt,
+            &log_limits,
+            ctx.cancel.clone(),
+        ),
+        None => AttemptLog::start(
+            logs.as_ref(),
+            &ctx.key,
+            ctx.attempt,
+            &log_limits,
+            ctx.cancel.clone(),
+        ),
+    };
     let spawned = cmd.spawn().map_err(|e| {
         let what = format!(
             "node {}: cannot start {:?} in {}: {e}",
-            input.node, argv[0], config.cwd
+            input.node,
+            argv[0],
+            cwd.display()
         );
         // A missing program stays missing: do not retry it.
         if e.kind() == std::io::ErrorKind::NotFound
@@ -374,13 +457,12 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
 mod tests {
     use super::*;
 
+    /// The five names templates always had render as they did: literal,
+    /// in one pass, anything else left as written.
     #[test]
     fn substitution_is_literal_and_single_pass() {
-        let vars = [
-            ("graph", "g"),
-            ("partition", "key=a;rm -rf x {node}"),
-            ("node", "n"),
-        ];
+        let params = BTreeMap::new();
+        let scope = Scope::new("g", "key=a;rm -rf x {node}", "n", 1, "r", &params);
         let cases = [
             ("{graph}", "g"),
             ("--p={partition}", "--p=key=a;rm -rf x {node}"),
@@ -391,7 +473,16 @@ mod tests {
             ("é{node}ü", "énü"),
         ];
         for (i, (arg, want)) in cases.iter().enumerate() {
-            assert_eq!(substitute(arg, &vars), *want, "#{i}: {arg}");
+            let arg = arg.to_string();
+            let got =
+                render_args("node n", "command", [("[0]".to_string(), &arg)], &scope).unwrap();
+            assert_eq!(got, vec![want.to_string()], "#{i}: {arg}");
         }
+        let bad = "{upstream.x.output}".to_string();
+        let e = render_args("node n", "command", [("[2]".to_string(), &bad)], &scope).unwrap_err();
+        assert!(
+            matches!(&e, TaskError::Permanent(m) if m.contains("node n: command[2]: template \"{upstream.x.output}\"")),
+            "{e}"
+        );
     }
 }

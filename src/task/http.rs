@@ -6,24 +6,26 @@
 //! policy, a 429 or 503 not before its `Retry-After`; any other status
 //! outside `expect` fails without retry (see [`weir_core::http`]).
 //!
-//! `{graph}`, `{partition}`, `{node}`, `{attempt}` and `{run_id}` are
-//! substituted as literal text (percent-encoded in the URL), and
-//! `${env:NAME}` by the engine's environment at each attempt — so secrets
-//! stay out of the definition and the journal, which keep the template.
-//! Both are expanded in one pass: a value is never expanded again, so a
-//! key holding `${env:…}` cannot reach a secret. Errors name the template,
-//! never the expanded URL or headers.
+//! The URL, header values and body are templates ([`weir_core::template`]:
+//! `{partition}`, `{upstream.NODE.output.a.b}`, `{params.NAME}`, …),
+//! rendered as literal text at each attempt (percent-encoded in the URL),
+//! and `${env:NAME}` is read from the engine's environment then — so
+//! secrets stay out of the definition and the journal, which keep the
+//! template. Everything is expanded in one pass: a value is never expanded
+//! again, so a key holding `${env:…}` cannot reach a secret. A reference
+//! that cannot be rendered fails the attempt without retry. Errors name
+//! the template, never the expanded URL or headers.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use futures::future::BoxFuture;
 use futures::StreamExt;
-use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::{Deserialize, Serialize};
 use weir_actors::scheduler::records::TaskInput;
 use weir_actors::task::{Task, TaskContext, TaskError, TaskResult};
 use weir_core::http::{classify, HttpVerdict, EXPECT_DEFAULT};
+use weir_core::template::{Escape, Place, Template};
 
 use super::command::OUTPUT_BYTES_MAX;
 
@@ -33,14 +35,6 @@ pub const HTTP_TASK: &str = "http";
 pub const ERROR_BODY_BYTES: usize = 512;
 /// How long connecting may take.
 pub const CONNECT_TIMEOUT_MS: u64 = 10_000;
-
-/// Characters left as they are in a substituted URL value (RFC 3986's
-/// unreserved set); everything else is percent-encoded.
-const URL_VALUE: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
 
 fn method_default() -> String {
     "GET".into()
@@ -69,82 +63,28 @@ pub struct HttpConfig {
     pub expect: (u16, u16),
 }
 
-/// Why a template cannot be expanded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TemplateError {
-    /// `${env:NAME}` names a variable the engine's environment lacks.
-    #[error("${{env:{0}}} is not set in the engine's environment")]
-    MissingEnv(String),
-    /// `${env:` without its closing brace, or with an empty name.
-    #[error("a ${{env:…}} reference is not closed or has no name")]
-    Malformed,
-}
+/// A header value or a body is at most this long once rendered.
+pub const RENDERED_BYTES_MAX: usize = 2 << 20;
 
-/// Expands `template` in one pass: `${env:NAME}` by `env(NAME)`, `{name}`
-/// by its value in `vars` (through `encode`); anything else is literal.
-pub fn expand(
-    template: &str,
-    vars: &[(&str, &str)],
-    env: &dyn Fn(&str) -> Option<String>,
-    encode: &dyn Fn(&str) -> String,
-) -> Result<String, TemplateError> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    'outer: while let Some(i) = rest.find(['$', '{']) {
-        out.push_str(&rest[..i]);
-        let at = &rest[i..];
-        if let Some(after) = at.strip_prefix("${env:") {
-            let end = after.find('}').ok_or(TemplateError::Malformed)?;
-            let name = &after[..end];
-            if name.is_empty() {
-                return Err(TemplateError::Malformed);
-            }
-            let v = env(name).ok_or_else(|| TemplateError::MissingEnv(name.to_string()))?;
-            out.push_str(&v);
-            rest = &after[end + 1..];
-            continue;
-        }
-        for (name, value) in vars {
-            if let Some(after) = at
-                .strip_prefix('{')
-                .and_then(|a| a.strip_prefix(*name))
-                .and_then(|a| a.strip_prefix('}'))
-            {
-                out.push_str(&encode(value));
-                rest = after;
-                continue 'outer;
-            }
-        }
-        out.push_str(&at[..1]);
-        rest = &at[1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// A value percent-encoded for a URL.
-pub fn url_encode(v: &str) -> String {
-    utf8_percent_encode(v, URL_VALUE).to_string()
+fn parse(field: &str, text: &str) -> Result<Template, String> {
+    Template::parse(text, Place::Http).map_err(|e| format!("{field}: {e}"))
 }
 
 /// Checks a config as `weir validate` does: a method, an http(s) URL with
 /// a host once its references are filled, header names, the expect range.
+/// Its templates are checked with the graph around them (see
+/// `weir_core::template::Template::check`).
 pub fn check(config: &HttpConfig) -> Vec<String> {
     let mut faults = Vec::new();
     if reqwest::Method::from_bytes(config.method.as_bytes()).is_err() {
         faults.push(format!("method {:?} is not an HTTP method", config.method));
     }
-    let vars = [
-        ("graph", "g"),
-        ("partition", "p"),
-        ("node", "n"),
-        ("attempt", "1"),
-        ("run_id", "r"),
-    ];
-    let dummy = |_: &str| Some("x".to_string());
-    match expand(&config.url, &vars, &dummy, &url_encode) {
-        Err(e) => faults.push(format!("url: {e}")),
-        Ok(u) => match reqwest::Url::parse(&u) {
+    // A template's own faults (syntax, references) are found with the
+    // graph around it, where definitions are read: here only what it
+    // renders to.
+    match parse("url", &config.url) {
+        Err(_) => {}
+        Ok(t) => match reqwest::Url::parse(&t.sample()) {
             Err(e) => faults.push(format!("url {:?}: {e}", config.url)),
             Ok(u) if !matches!(u.scheme(), "http" | "https") => faults.push(format!(
                 "url {:?}: the scheme is {}, not http or https",
@@ -157,17 +97,9 @@ pub fn check(config: &HttpConfig) -> Vec<String> {
             Ok(_) => {}
         },
     }
-    for (k, v) in &config.headers {
+    for k in config.headers.keys() {
         if reqwest::header::HeaderName::from_bytes(k.as_bytes()).is_err() {
             faults.push(format!("headers: {k:?} is not a header name"));
-        }
-        if let Err(e) = expand(v, &vars, &dummy, &|s| s.to_string()) {
-            faults.push(format!("headers.{k}: {e}"));
-        }
-    }
-    if let Some(b) = &config.body {
-        if let Err(e) = expand(b, &vars, &dummy, &|s| s.to_string()) {
-            faults.push(format!("body: {e}"));
         }
     }
     if let Err(e) = weir_core::http::check_expect(config.expect) {
@@ -216,37 +148,47 @@ async fn run(client: reqwest::Client, ctx: TaskContext) -> TaskResult {
     let node = input.node.clone();
     let config: HttpConfig = serde_json::from_value(input.config.clone())
         .map_err(|e| TaskError::Permanent(format!("http task: node {node}: bad config: {e}")))?;
-    let attempt = ctx.attempt.to_string();
-    let vars: [(&str, &str); 5] = [
-        ("graph", &input.graph),
-        ("partition", &input.partition),
-        ("node", &input.node),
-        ("attempt", &attempt),
-        ("run_id", &ctx.key),
-    ];
-    let env = |n: &str| std::env::var(n).ok();
-    let perm =
-        |what: &str, e: TemplateError| TaskError::Permanent(format!("node {node}: {what}: {e}"));
-    let url = expand(&config.url, &vars, &env, &url_encode).map_err(|e| perm("url", e))?;
     let method = reqwest::Method::from_bytes(config.method.as_bytes()).map_err(|_| {
         TaskError::Permanent(format!(
             "node {node}: method {:?} is not an HTTP method",
             config.method
         ))
     })?;
+    let perm = |what: &str, e: String| TaskError::Permanent(format!("node {node}: {what}: {e}"));
+    // Rendered before the first await: the scope is not Send.
+    let (url, headers, body) = {
+        let env = |n: &str| std::env::var(n).ok();
+        let mut scope = input.scope(ctx.attempt, &ctx.key);
+        scope.env = Some(&env);
+        let render = |field: &str, text: &str, escape: Escape| {
+            parse(field, text)
+                .map_err(|e| perm(field, e))?
+                .render(&scope, escape, RENDERED_BYTES_MAX)
+                .map_err(|e| perm(field, e.to_string()))
+        };
+        let url = render("url", &config.url, Escape::Url)?;
+        let mut headers = Vec::with_capacity(config.headers.len());
+        for (k, v) in &config.headers {
+            let v = render(&format!("headers.{k}"), v, Escape::None)?;
+            let value = reqwest::header::HeaderValue::from_str(&v).map_err(|_| {
+                TaskError::Permanent(format!(
+                    "node {node}: header {k}: its value (once expanded) is not a valid header value"
+                ))
+            })?;
+            headers.push((k.clone(), value));
+        }
+        let body = match &config.body {
+            Some(b) => Some(render("body", b, Escape::None)?),
+            None => None,
+        };
+        (url, headers, body)
+    };
     let mut req = client.request(method.clone(), &url);
-    for (k, v) in &config.headers {
-        let v = expand(v, &vars, &env, &|s| s.to_string())
-            .map_err(|e| perm(&format!("headers.{k}"), e))?;
-        let value = reqwest::header::HeaderValue::from_str(&v).map_err(|_| {
-            TaskError::Permanent(format!(
-                "node {node}: header {k}: its value (once expanded) is not a valid header value"
-            ))
-        })?;
-        req = req.header(k.as_str(), value);
+    for (k, v) in headers {
+        req = req.header(k.as_str(), v);
     }
-    if let Some(b) = &config.body {
-        req = req.body(expand(b, &vars, &env, &|s| s.to_string()).map_err(|e| perm("body", e))?);
+    if let Some(b) = body {
+        req = req.body(b);
     }
     let what = format!("{} {}", config.method, config.url);
     let t0 = Instant::now();
@@ -334,41 +276,6 @@ async fn run(client: reqwest::Client, ctx: TaskContext) -> TaskResult {
 mod tests {
     use super::*;
 
-    fn vars() -> [(&'static str, &'static str); 2] {
-        [("partition", "key=a b/${env:SECRET}"), ("node", "n")]
-    }
-
-    #[test]
-    fn expands_in_one_pass() {
-        let env = |n: &str| (n == "SECRET").then(|| "s3cret {node}".to_string());
-        let lit = |s: &str| s.to_string();
-        // A value holding ${env:…} or {…} is not expanded again.
-        assert_eq!(
-            expand("/{partition}", &vars(), &env, &lit).unwrap(),
-            "/key=a b/${env:SECRET}"
-        );
-        assert_eq!(
-            expand("Bearer ${env:SECRET}", &vars(), &env, &lit).unwrap(),
-            "Bearer s3cret {node}"
-        );
-        assert_eq!(
-            expand("https://h/x?p={partition}", &vars(), &env, &url_encode).unwrap(),
-            "https://h/x?p=key%3Da%20b%2F%24%7Benv%3ASECRET%7D"
-        );
-        assert_eq!(
-            expand("{unknown} $x {", &vars(), &env, &lit).unwrap(),
-            "{unknown} $x {"
-        );
-        assert_eq!(
-            expand("${env:NOPE}", &vars(), &env, &lit),
-            Err(TemplateError::MissingEnv("NOPE".into()))
-        );
-        assert_eq!(
-            expand("${env:SECRET", &vars(), &env, &lit),
-            Err(TemplateError::Malformed)
-        );
-    }
-
     #[test]
     fn check_names_each_fault() {
         let mut c = HttpConfig {
@@ -379,7 +286,7 @@ mod tests {
             expect: (300, 200),
         };
         let f = check(&c);
-        assert_eq!(f.len(), 5, "{f:?}");
+        assert_eq!(f.len(), 4, "{f:?}");
         c.method = "POST".into();
         c.url = "https://api.example.com/{partition}?k=${env:KEY}".into();
         c.headers = [("Authorization".to_string(), "Bearer ${env:T}".to_string())].into();

@@ -2,3 +2,4 @@
 
 pub mod command;
 pub mod http;
+pub mod notify;

@@ -162,9 +162,15 @@ impl Served {
 
     /// Waits until the run of `graph`/`partition` is in `state`.
     pub fn wait_run(&self, graph: &str, partition: &str, state: &str) {
+        self.wait_run_within(graph, partition, state, Duration::from_secs(60));
+    }
+
+    /// Waits at most `timeout` until the run of `graph`/`partition` is in
+    /// `state`.
+    pub fn wait_run_within(&self, graph: &str, partition: &str, state: &str, timeout: Duration) {
         wait_for(
             &format!("{graph} {partition} to be {state}"),
-            Duration::from_secs(60),
+            timeout,
             || {
                 let o = self.cli(&["status", graph, partition, "--json"]);
                 let v: Value = serde_json::from_slice(&o.stdout).ok()?;

@@ -204,6 +204,13 @@ impl SchedulerState {
             }
         } else if old_state != new_state {
             tracing::info!(graph = %graph_name, partition = p, state = %new_state, "graph run settled");
+            // Right after the mark's write (a refused mark notifies
+            // nothing).
+            if let Some(run) = self.runs.get(p) {
+                let record = run.record.clone();
+                let states: Vec<_> = (0..run.graph.len()).map(|i| run.tracker.state(i)).collect();
+                self.notify_settled(p, &record, &states).await;
+            }
             let _ = self.events.send(EngineEvent::RunSettled {
                 graph: graph_name.clone(),
                 partition: p.to_string(),

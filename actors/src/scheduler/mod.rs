@@ -19,6 +19,7 @@
 //! and no run wedges.
 
 mod mark;
+pub mod notice;
 pub mod records;
 pub mod view;
 
@@ -144,9 +145,12 @@ pub enum SchedulerMsg {
     Completed(Completion),
     /// A new definition was adopted for the graph.
     Adopted(String),
-    /// Start runs of the adopted definition.
+    /// Start runs of the adopted definition, with params over its
+    /// defaults (none: the defaults; a name it does not declare is
+    /// refused).
     StartRuns(
         Vec<Partition>,
+        BTreeMap<String, String>,
         RpcReplyPort<Result<Vec<StartOutcome>, String>>,
     ),
     /// Rerun a node of a run.
@@ -345,8 +349,8 @@ impl Actor for SchedulerActor {
                 }
                 state.adopted = Some(hash);
             }
-            SchedulerMsg::StartRuns(partitions, reply) => {
-                let r = state.start_runs(partitions).await;
+            SchedulerMsg::StartRuns(partitions, params, reply) => {
+                let r = state.start_runs(partitions, &params).await;
                 let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             SchedulerMsg::Rerun(partition, node, reply) => {
@@ -439,12 +443,20 @@ impl SchedulerState {
         }))
     }
 
-    async fn start_runs(&mut self, partitions: Vec<Partition>) -> Res<Vec<StartOutcome>> {
+    async fn start_runs(
+        &mut self,
+        partitions: Vec<Partition>,
+        given: &BTreeMap<String, String>,
+    ) -> Res<Vec<StartOutcome>> {
         let hash = self
             .adopted
             .clone()
             .ok_or_else(|| format!("graph {} has no adopted definition", self.graph))?;
         let graph = self.graph_def(&hash)?;
+        // Refused before anything is written: a start with a param the
+        // definition does not declare starts nothing.
+        let params = weir_core::params::resolve(self.graph.as_str(), &graph.def().params, given)
+            .map_err(|e| e.to_string())?;
         // Every run record is created (at most once per partition) in one
         // blocking pass and made durable by one sync, then the ready nodes
         // of every new run go to the queue together: a burst of starts (a
@@ -460,6 +472,7 @@ impl SchedulerState {
                 settled_at_ms: None,
                 expected_reruns: BTreeMap::new(),
                 retention_ms: graph.def().retention_ms,
+                params: params.clone(),
             };
             let bytes = self.store.encode("run record", &record)?;
             prepared.push((run_key(self.graph.as_str(), partition), record, bytes));
@@ -487,7 +500,7 @@ impl SchedulerState {
             if !created {
                 continue;
             }
-            tracing::info!(graph = %self.graph, partition = %partition, definition = %hash, "graph run started");
+            tracing::info!(graph = %self.graph, partition = %partition, definition = %hash, params = ?record.params, "graph run started");
             let _ = self.events.send(EngineEvent::RunStarted {
                 graph: self.graph.to_string(),
                 partition: partition.to_string(),
@@ -622,6 +635,16 @@ impl SchedulerState {
         // one node, submitted together, share it (a fan-out of 10,000 reads
         // its root once, not 10,000 times).
         let mut read: HashMap<usize, Option<UpstreamRecord>> = HashMap::new();
+        // The run's params, over the definition's defaults: a record that
+        // lacks some (written by an older weir) still renders every
+        // declared one.
+        let params = if run.record.params.len() == run.graph.def().params.len() {
+            run.record.params.clone()
+        } else {
+            let mut p = run.graph.def().params.clone();
+            p.extend(run.record.params.clone());
+            p
+        };
         for &idx in nodes {
             let node = run.graph.node_at(idx);
             let rerun = run.expected(idx);
@@ -661,6 +684,7 @@ impl SchedulerState {
                 definition: run.record.definition.clone(),
                 config: node.task.config.clone(),
                 upstreams,
+                params: params.clone(),
             };
             let payload =
                 weir_core::codec::encode(&input).map_err(|e| format!("task input of {id}: {e}"))?;
@@ -677,6 +701,7 @@ impl SchedulerState {
                 // Node records live as long as their run: the run's expiry
                 // deletes them.
                 retention_ms: Some(0),
+                priority: node.priority,
             });
             ids.push((idx, id));
         }
@@ -821,6 +846,23 @@ impl SchedulerState {
             at_ms: now.saturating_add(settled.retention_ms),
             key: key.clone(),
         };
+        // The notification is journaled before the settle is written: a
+        // crash between the two settles the run again at the next start,
+        // and the notification's key (one per settle) makes that a no-op.
+        let notifies = match state {
+            RunState::Failed => run.graph.def().on_failure.is_some(),
+            RunState::Complete => run.graph.def().on_success.is_some(),
+            RunState::Active | RunState::Cancelled => false,
+        };
+        if notifies {
+            let states: Vec<NodeState> =
+                (0..run.graph.len()).map(|i| run.tracker.state(i)).collect();
+            self.notify_settled(p, &settled, &states).await;
+        }
+        let run = self
+            .runs
+            .get(p)
+            .ok_or("settle of a run that is not active")?;
         let store = self.store.clone();
         let expected = run.bytes.clone();
         let b = bytes.clone();

@@ -93,6 +93,13 @@ pub struct GraphRunRecord {
     /// How long after settling its records are kept.
     #[serde(default)]
     pub retention_ms: u64,
+    /// Its params, resolved when it started (the definition's defaults with
+    /// the start's values over them): every attempt of the run, reruns
+    /// included, renders `{params.NAME}` from them. Empty for a run of a
+    /// definition without params (and for runs written before params
+    /// existed); absent from the encoding when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
 }
 
 /// The key of a graph record.
@@ -216,6 +223,41 @@ pub struct TaskInput {
     pub config: serde_json::Value,
     /// The records of its upstreams, by node name.
     pub upstreams: BTreeMap<String, UpstreamRecord>,
+    /// The run's params (`{params.NAME}` in templates). Absent from the
+    /// encoding when empty; a payload written before params existed reads
+    /// as none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, String>,
+}
+
+impl TaskInput {
+    /// What a template of this input may read at attempt `attempt` of the
+    /// ticket `run_id`: the graph, partition, node, the recorded upstreams
+    /// with their outputs (read back from blobs before the attempt), and
+    /// the run's params. Everything comes from the payload, so a worker
+    /// without definition files renders the same text.
+    pub fn scope<'a>(&'a self, attempt: u32, run_id: &'a str) -> weir_core::template::Scope<'a> {
+        let mut scope = weir_core::template::Scope::new(
+            &self.graph,
+            &self.partition,
+            &self.node,
+            attempt,
+            run_id,
+            &self.params,
+        );
+        for (name, up) in &self.upstreams {
+            scope.upstreams.insert(
+                name.as_str(),
+                weir_core::template::Upstream {
+                    status: up.status.as_str(),
+                    succeeded: up.status == DoneStatus::Succeeded,
+                    // A blob the worker has not read back is no output.
+                    output: up.output_blob.is_none().then_some(up.output.as_slice()),
+                },
+            );
+        }
+        scope
+    }
 }
 
 /// An upstream's record as a task sees it.

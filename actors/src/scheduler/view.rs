@@ -54,6 +54,9 @@ pub struct GraphRunView {
     pub requested_at_ms: u64,
     /// When it settled.
     pub settled_at_ms: Option<u64>,
+    /// Its params, as it started with them.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
     /// Nodes in topological order.
     pub nodes: Vec<NodeView>,
 }
@@ -197,6 +200,7 @@ pub fn graph_run(
         definition: record.definition,
         requested_at_ms: record.requested_at_ms,
         settled_at_ms: record.settled_at_ms,
+        params: record.params,
         nodes,
     }))
 }

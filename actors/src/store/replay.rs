@@ -55,7 +55,8 @@ pub fn apply_journal_value(
             | Applied::Completed(id, _)
             | Applied::Cancelled(id)
             | Applied::Requeued(id)
-            | Applied::Extended(id) => {
+            | Applied::Extended(id)
+            | Applied::Started(id) => {
                 changed.insert(id);
             }
             Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}

@@ -985,7 +985,14 @@ impl TriggerState {
             tracing::warn!(graph = %self.graph, "scheduler not running; starts wait");
             return Ok(None);
         };
-        match ractor::call_t!(s, SchedulerMsg::StartRuns, SCHEDULER_CALL_MS, partitions) {
+        match ractor::call_t!(
+            s,
+            SchedulerMsg::StartRuns,
+            SCHEDULER_CALL_MS,
+            partitions,
+            // Cron firings and backfills run with the definition's params.
+            std::collections::BTreeMap::new()
+        ) {
             Ok(Ok(out)) => {
                 tracing::debug!(graph = %self.graph, started = started(&out), asked = out.len(), "runs started");
                 Ok(Some(out))

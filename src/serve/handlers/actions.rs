@@ -29,15 +29,20 @@ fn adopted(s: &AppState, graph: &str) -> Result<(), ApiError> {
     }
 }
 
-/// `POST .../runs`: the partitions to start.
+/// `POST .../runs`: the partitions to start, and their params.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StartBody {
     /// Partitions, e.g. `["2026-11-29"]`; `["none"]` for an unpartitioned graph.
     partitions: Vec<String>,
+    /// Params over the definition's defaults, e.g. `{"region": "eu"}`; a
+    /// name the definition does not declare is refused (400).
+    #[serde(default)]
+    params: std::collections::BTreeMap<String, String>,
 }
 
-/// Starts runs (at most once per partition); `started: false` says one existed.
+/// Starts runs (at most once per partition) with the body's params;
+/// `started: false` says one existed (and it keeps its own params).
 pub async fn start(
     State(s): State<AppState>,
     Path(graph): Path<String>,
@@ -54,7 +59,7 @@ pub async fn start(
         .iter()
         .map(|p| partition("partitions[]", p))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Json(s.engine.start_runs(&graph, ps).await?))
+    Ok(Json(s.engine.start_runs_with(&graph, ps, b.params).await?))
 }
 
 /// `POST .../backfills`: a range of windows.

@@ -7,6 +7,7 @@ mod graphs;
 mod keys;
 mod queue;
 mod runs;
+pub use runs::{NodeLive, RunWithLive};
 mod stream;
 mod system;
 
@@ -72,6 +73,7 @@ pub fn routes() -> Routes {
         .post("/api/v1/queue/dead/requeue", queue::requeue_all)
         .post("/api/v1/queue/dead/{key}/requeue", queue::requeue)
         .get("/api/v1/breakers", queue::breakers)
+        .get("/api/v1/workers", queue::workers)
         .post("/api/v1/breakers/{target}/reset", queue::reset_breaker)
 }
 

@@ -134,6 +134,11 @@ pub async fn requeue_all(State(s): State<AppState>) -> ApiResult<Json<Vec<Requeu
     ))
 }
 
+/// `GET /api/v1/workers`: the cluster's worker processes.
+pub async fn workers(State(s): State<AppState>) -> ApiResult<Json<Vec<crate::WorkerView>>> {
+    Ok(Json(s.engine.workers().await?))
+}
+
 /// Every breaker with its state.
 pub async fn breakers(State(s): State<AppState>) -> ApiResult<Json<Vec<BreakerView>>> {
     Ok(Json(s.engine.breakers().await?))

@@ -53,6 +53,9 @@ export async function render(root, [graph, partition, selectedNode]) {
       ["Settled", fmtTime(run.settled_at_ms)],
       ["Took", run.settled_at_ms ? fmtDur(run.settled_at_ms - run.requested_at_ms) : "—"],
       ["Definition", h("code", { title: run.definition }, run.definition.slice(0, 12))],
+      Object.keys(run.params || {}).length
+        ? ["Params", h("span", { class: "params" }, Object.entries(run.params).map(([k, v]) => h("code", { "data-param": k }, `${k}=${v}`)))]
+        : null,
     ]));
     const failed = run.nodes.some((n) => ["failed", "upstream_failed", "cancelled"].includes(n.state));
     replace(actions,

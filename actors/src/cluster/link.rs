@@ -1,0 +1,776 @@
+//! A worker process's link to the engine: connects, joins, heartbeats,
+//! reconnects, and hosts the worker's pool actors.
+//!
+//! States: `Down` (no session: connect, with backoff), `Up` (a session:
+//! find the engine's gateway, send `Join` until it answers), `Joined`
+//! (heartbeats every `heartbeat_ms`; what the pools say goes to the
+//! engine). ractor_cluster never reconnects by itself: a session that drops
+//! is seen through the node server's events and the link goes back to
+//! `Down`.
+//!
+//! What the pools say while the link is not joined is dropped, except log
+//! output, kept up to [`LOG_BACKLOG_BYTES_MAX`]: on a welcome every pool
+//! registers again (Holding, Credit, then every unacknowledged report and
+//! defer), so nothing the engine needs is lost with a dropped connection.
+//! A welcome that does not resume (the engine restarted, or had declared
+//! this worker lost) resets the pools first: their running attempts were
+//! requeued by the engine and are cancelled here.
+//!
+//! A refused join (another protocol version, a pool the engine lacks) and
+//! a session that fails to authenticate [`AUTH_FAILURES_MAX`] times in a row
+//! (a wrong cookie) end the worker with the reason.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::watch;
+use weir_core::queue::TicketId;
+
+use crate::clock::Clock;
+use crate::pool::{PoolActor, PoolArgs, PoolMsg, PoolUp, PoolView, Uplink};
+use crate::protocol::{
+    wire_message, Hello, LogFrame, PoolOffer, ToEngine, ToWorker, Welcome, ENGINE_GROUP,
+    PROTOCOL_VERSION, WORKERS_GROUP,
+};
+use crate::task::TaskRegistry;
+
+use super::gateway::GatewayMsg;
+use super::node::{ConnectError, Connector, SessionEvent};
+
+/// How often the link looks at its state (reconnects, joins, heartbeats).
+pub const TICK_MS: u64 = 100;
+/// A connection attempt that takes longer than this has failed.
+pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// A join unanswered this long is sent again.
+pub const JOIN_RETRY_MS: u64 = 1_000;
+/// The first reconnect waits this long; each next one twice as long.
+pub const RECONNECT_INITIAL_MS: u64 = 100;
+/// The longest wait between reconnects.
+pub const RECONNECT_MAX_MS: u64 = 2_000;
+/// Sessions that close before they authenticate, in a row, that end the
+/// worker (a wrong cookie).
+pub const AUTH_FAILURES_MAX: u32 = 3;
+/// Log output kept while the link is down, at most; older output goes.
+pub const LOG_BACKLOG_BYTES_MAX: usize = 16 << 20;
+
+/// Messages of the link.
+pub enum LinkMsg {
+    /// From the engine.
+    Wire(ToWorker),
+    /// A pool's message for the engine.
+    FromPool {
+        /// The pool.
+        pool: Arc<str>,
+        /// What it says.
+        up: PoolUp,
+    },
+    /// Log output of attempts, for the engine.
+    Log(Vec<LogFrame>),
+    /// The node server's news of the session.
+    Session(SessionEvent),
+    /// Timer.
+    Tick,
+    /// Send what the outbox holds (cast by the link to itself when the
+    /// outbox gets its first message, so what arrives meanwhile goes along).
+    Flush,
+    /// Stop taking tickets, let running attempts end and their reports be
+    /// acknowledged (at most `timeout`), then leave; answered when done.
+    Drain(Duration, RpcReplyPort<DrainReport>),
+    /// The link's state.
+    Status(RpcReplyPort<LinkView>),
+}
+
+wire_message!(LinkMsg, ToWorker, "to a worker");
+
+/// How a drain ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainReport {
+    /// Attempts still running when the drain timed out (they were
+    /// cancelled; the engine requeues them).
+    pub cancelled: u32,
+    /// Reports not acknowledged when the drain ended.
+    pub unacked: usize,
+}
+
+/// Why a worker ended on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkEnd {
+    /// Still running.
+    Running,
+    /// The engine refused it, or it could not authenticate: the reason.
+    Refused(String),
+    /// It drained and left.
+    Left,
+}
+
+/// The link's state, for tests and `weir worker`'s own log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkView {
+    /// Its worker id.
+    pub worker_id: String,
+    /// Joined now.
+    pub joined: bool,
+    /// Joins welcomed since start.
+    pub joins: u32,
+    /// Of which resumed.
+    pub resumes: u32,
+    /// Times the engine said this worker was lost.
+    pub lost: u32,
+    /// Its pools.
+    pub pools: Vec<PoolView>,
+}
+
+/// What the link needs.
+pub struct LinkArgs {
+    /// Its worker id (name and a token of this process's start).
+    pub worker_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its pools and their slots.
+    pub pools: Vec<PoolOffer>,
+    /// The tasks the pools run.
+    pub tasks: TaskRegistry,
+    /// How it connects.
+    pub connector: Connector,
+    /// The clock.
+    pub clock: Clock,
+    /// The largest output reported (longer outputs are cut).
+    pub output_bytes_max: usize,
+    /// Where the engine's welcome is published (the command task reads the
+    /// engine's root from it).
+    pub welcome: watch::Sender<Option<Welcome>>,
+    /// Where the link says it ended on its own.
+    pub end: watch::Sender<LinkEnd>,
+    /// The protocol version it claims (tests claim others).
+    pub version: u32,
+}
+
+enum Conn {
+    /// No session; the next connect at `next_ms`.
+    Down { next_ms: u64, backoff_ms: u64 },
+    /// Connecting or connected; `ready` once the session exchanged state.
+    Up {
+        ready: bool,
+        authenticated: bool,
+        since_ms: u64,
+    },
+    /// Joined through this gateway.
+    Joined {
+        gateway: ActorRef<GatewayMsg>,
+        last_heartbeat_ms: u64,
+    },
+}
+
+/// The link actor.
+pub struct LinkActor;
+
+/// Its state.
+pub struct LinkState {
+    me: ActorRef<LinkMsg>,
+    /// Messages for the engine not sent yet (see [`LinkMsg::Flush`]).
+    outbox: Vec<ToEngine>,
+    args_worker_id: String,
+    name: String,
+    offers: Vec<PoolOffer>,
+    connector: Connector,
+    clock: Clock,
+    welcome_tx: watch::Sender<Option<Welcome>>,
+    end: watch::Sender<LinkEnd>,
+    version: u32,
+    pools: BTreeMap<Arc<str>, ActorRef<PoolMsg>>,
+    conn: Conn,
+    /// The gateway a join went to, and when.
+    joining: Option<(ActorRef<GatewayMsg>, u64)>,
+    welcome: Option<Welcome>,
+    /// Attempts handed to the pools, not reported: by pool.
+    running: BTreeMap<Arc<str>, BTreeMap<TicketId, u32>>,
+    log_backlog: VecDeque<LogFrame>,
+    log_backlog_bytes: usize,
+    auth_failures: u32,
+    draining: Option<(u64, RpcReplyPort<DrainReport>)>,
+    joins: u32,
+    resumes: u32,
+    lost: u32,
+}
+
+impl Actor for LinkActor {
+    type Msg = LinkMsg;
+    type State = LinkState;
+    type Arguments = LinkArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<LinkMsg>,
+        args: LinkArgs,
+    ) -> Result<LinkState, ActorProcessingErr> {
+        let mut pools = BTreeMap::new();
+        for (i, offer) in args.pools.iter().enumerate() {
+            let pool: Arc<str> = Arc::from(offer.pool.as_str());
+            let (actor, _) = Actor::spawn_linked(
+                None,
+                PoolActor,
+                PoolArgs {
+                    pool: pool.clone(),
+                    worker_id: Arc::from(format!("{}.{}.{i}", args.worker_id, offer.pool)),
+                    capacity: offer.slots,
+                    tasks: args.tasks.clone(),
+                    uplink: Uplink::Remote {
+                        link: myself.clone(),
+                    },
+                    clock: args.clock.clone(),
+                    output_bytes_max: args.output_bytes_max,
+                },
+                myself.get_cell(),
+            )
+            .await?;
+            pools.insert(pool, actor);
+        }
+        ractor::pg::join(WORKERS_GROUP.to_string(), vec![myself.get_cell()]);
+        let now = args.clock.now_ms();
+        tracing::info!(worker = %args.worker_id, pools = args.pools.len(), "worker started");
+        Ok(LinkState {
+            me: myself.clone(),
+            outbox: Vec::new(),
+            args_worker_id: args.worker_id,
+            name: args.name,
+            offers: args.pools,
+            connector: args.connector,
+            clock: args.clock,
+            welcome_tx: args.welcome,
+            end: args.end,
+            version: args.version,
+            pools,
+            conn: Conn::Down {
+                next_ms: now,
+                backoff_ms: RECONNECT_INITIAL_MS,
+            },
+            joining: None,
+            welcome: None,
+            running: BTreeMap::new(),
+            log_backlog: VecDeque::new(),
+            log_backlog_bytes: 0,
+            auth_failures: 0,
+            draining: None,
+            joins: 0,
+            resumes: 0,
+            lost: 0,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<LinkMsg>,
+        state: &mut LinkState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.connector.subscribe(myself.clone());
+        myself.send_interval(Duration::from_millis(TICK_MS), || LinkMsg::Tick);
+        state.tick().await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<LinkMsg>,
+        msg: LinkMsg,
+        state: &mut LinkState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            LinkMsg::Wire(m) => state.on_engine(m),
+            LinkMsg::FromPool { pool, up } => state.on_pool(pool, up),
+            LinkMsg::Log(frames) => state.log(frames),
+            LinkMsg::Session(e) => state.session(e),
+            LinkMsg::Tick => state.tick().await,
+            LinkMsg::Flush => state.flush(),
+            LinkMsg::Drain(timeout, reply) => {
+                tracing::info!(worker = %state.args_worker_id, timeout_ms = timeout.as_millis() as u64, "worker draining: no new tickets");
+                for p in state.pools.values() {
+                    let _ = p.cast(PoolMsg::Resize(0));
+                }
+                let until = state.clock.now_ms() + timeout.as_millis() as u64;
+                state.draining = Some((until, reply));
+            }
+            LinkMsg::Status(reply) => {
+                let mut pools = Vec::new();
+                for p in state.pools.values() {
+                    if let Ok(v) = ractor::call_t!(p, PoolMsg::Status, 1_000) {
+                        pools.push(v);
+                    }
+                }
+                let _ = reply.send(LinkView {
+                    worker_id: state.args_worker_id.clone(),
+                    joined: matches!(state.conn, Conn::Joined { .. }),
+                    joins: state.joins,
+                    resumes: state.resumes,
+                    lost: state.lost,
+                    pools,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LinkState {
+    fn gateway(&self) -> Option<&ActorRef<GatewayMsg>> {
+        match &self.conn {
+            Conn::Joined { gateway, .. } => Some(gateway),
+            _ => None,
+        }
+    }
+
+    /// Queues `msg` for the engine; false when the link is not joined
+    /// (dropped: the pools register again on the next welcome).
+    fn send(&mut self, msg: ToEngine) -> bool {
+        if self.gateway().is_none() {
+            return false;
+        }
+        self.outbox.push(msg);
+        if self.outbox.len() == 1 {
+            let _ = self.me.cast(LinkMsg::Flush);
+        }
+        true
+    }
+
+    /// Sends the outbox: one message, or one batch of them.
+    fn flush(&mut self) {
+        let mut messages = std::mem::take(&mut self.outbox);
+        let Some(g) = self.gateway() else {
+            return;
+        };
+        let msg = if messages.len() == 1 {
+            messages.pop().expect("one")
+        } else if messages.is_empty() {
+            return;
+        } else {
+            ToEngine::Batch {
+                worker_id: self.args_worker_id.clone(),
+                messages,
+            }
+        };
+        if g.cast(GatewayMsg::Wire(msg)).is_err() {
+            self.down("the engine's gateway is gone");
+        }
+    }
+
+    fn down(&mut self, why: &str) {
+        if !matches!(self.conn, Conn::Down { .. }) {
+            tracing::warn!(worker = %self.args_worker_id, why, "worker cut off from the engine; reconnecting");
+        }
+        self.joining = None;
+        self.outbox.clear();
+        self.conn = Conn::Down {
+            next_ms: self.clock.now_ms() + RECONNECT_INITIAL_MS,
+            backoff_ms: RECONNECT_INITIAL_MS,
+        };
+    }
+
+    fn session(&mut self, e: SessionEvent) {
+        match e {
+            SessionEvent::Authenticated => {
+                self.auth_failures = 0;
+                if let Conn::Up { authenticated, .. } = &mut self.conn {
+                    *authenticated = true;
+                }
+            }
+            SessionEvent::Ready => {
+                if let Conn::Up { ready, .. } = &mut self.conn {
+                    *ready = true;
+                }
+            }
+            SessionEvent::Opened => {}
+            SessionEvent::Closed => {
+                if matches!(
+                    self.conn,
+                    Conn::Up {
+                        authenticated: false,
+                        ..
+                    }
+                ) {
+                    self.auth_failures += 1;
+                    tracing::warn!(worker = %self.args_worker_id, engine = %self.connector.address(), failures = self.auth_failures, "the engine closed the session before it authenticated: is the cookie the engine's?");
+                    if self.auth_failures >= AUTH_FAILURES_MAX {
+                        self.fail(format!(
+                            "the engine at {} refused this worker's authentication {} times: \
+                             the cookie (--cookie-file) must be the engine's, the address its --cluster address, \
+                             and --tls-ca given when the engine has --tls-cert",
+                            self.connector.address(),
+                            self.auth_failures
+                        ));
+                    }
+                }
+                self.down("the session closed");
+            }
+        }
+    }
+
+    fn fail(&mut self, reason: String) {
+        tracing::error!(worker = %self.args_worker_id, reason = %reason, "worker stopping");
+        let _ = self.end.send(LinkEnd::Refused(reason));
+    }
+
+    async fn tick(&mut self) {
+        let now = self.clock.now_ms();
+        if !matches!(*self.end.borrow(), LinkEnd::Running) {
+            return;
+        }
+        match &mut self.conn {
+            Conn::Down {
+                next_ms,
+                backoff_ms,
+            } => {
+                if now < *next_ms {
+                    return;
+                }
+                let wait = *backoff_ms;
+                *next_ms = now + wait;
+                *backoff_ms = (wait * 2).min(RECONNECT_MAX_MS);
+                let connect = tokio::time::timeout(
+                    Duration::from_millis(CONNECT_TIMEOUT_MS),
+                    self.connector.connect(),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ConnectError::Unreachable(format!(
+                        "no answer within {CONNECT_TIMEOUT_MS} ms"
+                    )))
+                });
+                match connect {
+                    Ok(()) => {
+                        self.conn = Conn::Up {
+                            ready: false,
+                            authenticated: false,
+                            since_ms: now,
+                        }
+                    }
+                    Err(ConnectError::Tls(e)) => {
+                        self.auth_failures += 1;
+                        tracing::warn!(worker = %self.args_worker_id, engine = %self.connector.address(), error = %e, failures = self.auth_failures, "the TLS handshake with the engine failed");
+                        if self.auth_failures >= AUTH_FAILURES_MAX {
+                            self.fail(format!(
+                                "the TLS handshake with the engine at {} failed {} times ({e}): \
+                                 --tls-ca must hold the CA that signed the engine's --tls-cert",
+                                self.connector.address(),
+                                self.auth_failures
+                            ));
+                        }
+                    }
+                    Err(ConnectError::Unreachable(e)) => {
+                        tracing::warn!(worker = %self.args_worker_id, engine = %self.connector.address(), error = %e, retry_ms = wait, "cannot reach the engine");
+                    }
+                }
+            }
+            Conn::Up {
+                ready, since_ms, ..
+            } => {
+                if !*ready {
+                    // A session that never gets ready (a peer that is no
+                    // engine, a stalled handshake) is dropped and retried.
+                    if now.saturating_sub(*since_ms) > 10 * JOIN_RETRY_MS {
+                        self.down("the session did not get ready");
+                    }
+                    return;
+                }
+                self.join(now);
+            }
+            Conn::Joined {
+                gateway,
+                last_heartbeat_ms,
+            } => {
+                let every = self.welcome.as_ref().map_or(1_000, |w| w.heartbeat_ms);
+                if now.saturating_sub(*last_heartbeat_ms) >= every {
+                    *last_heartbeat_ms = now;
+                    let running = self
+                        .running
+                        .iter()
+                        .map(|(p, m)| (p.to_string(), m.iter().map(|(id, a)| (*id, *a)).collect()))
+                        .collect();
+                    let alive = gateway
+                        .cast(GatewayMsg::Wire(ToEngine::Heartbeat {
+                            worker_id: self.args_worker_id.clone(),
+                            running,
+                        }))
+                        .is_ok();
+                    if !alive {
+                        self.down("the engine's gateway is gone");
+                    }
+                }
+            }
+        }
+        self.check_drain().await;
+    }
+
+    /// Sends a join to the engine's gateway (again, when unanswered).
+    fn join(&mut self, now: u64) {
+        if let Some((_, at)) = &self.joining {
+            if now.saturating_sub(*at) < JOIN_RETRY_MS {
+                return;
+            }
+        }
+        let gateway = ractor::pg::get_members(&ENGINE_GROUP.to_string())
+            .into_iter()
+            .find(|c| !c.get_id().is_local());
+        let Some(gateway) = gateway.map(ActorRef::<GatewayMsg>::from) else {
+            tracing::debug!(worker = %self.args_worker_id, "the engine's gateway is not known yet");
+            return;
+        };
+        let held = self
+            .running
+            .iter()
+            .map(|(p, m)| (p.to_string(), m.keys().copied().collect()))
+            .collect();
+        let hello = Hello {
+            version: self.version,
+            worker_id: self.args_worker_id.clone(),
+            name: self.name.clone(),
+            host: hostname(),
+            pid: std::process::id(),
+            weir_version: env!("CARGO_PKG_VERSION").to_string(),
+            pools: self.offers.clone(),
+            held,
+        };
+        if gateway
+            .cast(GatewayMsg::Wire(ToEngine::Join(hello)))
+            .is_ok()
+        {
+            tracing::debug!(worker = %self.args_worker_id, "join sent");
+            self.joining = Some((gateway, now));
+        }
+    }
+
+    fn on_engine(&mut self, m: ToWorker) {
+        match m {
+            ToWorker::Batch(messages) => {
+                for m in messages {
+                    self.on_engine(m);
+                }
+            }
+            ToWorker::Welcome(w) => {
+                let Some((gateway, _)) = self.joining.take() else {
+                    tracing::debug!(worker = %self.args_worker_id, "a welcome not asked for; dropped");
+                    return;
+                };
+                self.joins += 1;
+                if w.resumed {
+                    self.resumes += 1;
+                } else {
+                    // The engine requeued what these pools held.
+                    for p in self.pools.values() {
+                        let _ = p.cast(PoolMsg::Reset);
+                    }
+                    self.running.clear();
+                }
+                tracing::info!(worker = %self.args_worker_id, resumed = w.resumed, lease_ms = w.lease_ms, "joined the engine");
+                let _ = self.welcome_tx.send(Some(w.clone()));
+                self.welcome = Some(w);
+                self.conn = Conn::Joined {
+                    gateway,
+                    last_heartbeat_ms: self.clock.now_ms(),
+                };
+                for p in self.pools.values() {
+                    let _ = p.cast(PoolMsg::QueueRestarted);
+                }
+                let backlog: Vec<LogFrame> = self.log_backlog.drain(..).collect();
+                self.log_backlog_bytes = 0;
+                if !backlog.is_empty() {
+                    self.log(backlog);
+                }
+            }
+            ToWorker::Refused { reason } => {
+                self.fail(format!("the engine refused this worker: {reason}"));
+            }
+            ToWorker::Lost { reason } => {
+                if !matches!(self.conn, Conn::Joined { .. }) && self.joining.is_some() {
+                    // An answer to a message sent before the join: the join
+                    // itself is on its way.
+                    return;
+                }
+                self.lost += 1;
+                tracing::warn!(worker = %self.args_worker_id, reason = %reason, "the engine declared this worker lost; its attempts were requeued; joining again");
+                for p in self.pools.values() {
+                    let _ = p.cast(PoolMsg::Reset);
+                }
+                self.running.clear();
+                self.conn = Conn::Up {
+                    ready: true,
+                    authenticated: true,
+                    since_ms: self.clock.now_ms(),
+                };
+                self.joining = None;
+                self.join(self.clock.now_ms());
+            }
+            ToWorker::Run { pool, grant } => match self.pools.get(pool.as_str()) {
+                Some(p) => {
+                    self.running
+                        .entry(Arc::from(pool.as_str()))
+                        .or_default()
+                        .insert(grant.id, grant.attempt);
+                    let _ = p.cast(PoolMsg::Run(grant));
+                }
+                None => {
+                    tracing::warn!(worker = %self.args_worker_id, pool = %pool, "a ticket for a pool this worker does not serve; dropped")
+                }
+            },
+            ToWorker::Cancel { pool, id } => {
+                if let Some(p) = self.pools.get(pool.as_str()) {
+                    let _ = p.cast(PoolMsg::Cancel(id));
+                }
+            }
+            ToWorker::Acked { pool, ids } => {
+                if let Some(p) = self.pools.get(pool.as_str()) {
+                    let _ = p.cast(PoolMsg::Acked(ids));
+                }
+            }
+        }
+    }
+
+    fn on_pool(&mut self, pool: Arc<str>, up: PoolUp) {
+        if let PoolUp::Report(r) = &up {
+            if let Some(m) = self.running.get_mut(&pool) {
+                m.remove(&r.id);
+            }
+        }
+        if let PoolUp::Defer { id, .. } = &up {
+            if let Some(m) = self.running.get_mut(&pool) {
+                m.remove(id);
+            }
+        }
+        let worker_id = self.args_worker_id.clone();
+        let pool = pool.to_string();
+        let msg = match up {
+            PoolUp::Credit { slots } => ToEngine::Credit {
+                worker_id,
+                pool,
+                slots,
+            },
+            PoolUp::Revoke { slots } => ToEngine::Revoke {
+                worker_id,
+                pool,
+                slots,
+            },
+            PoolUp::Report(report) => ToEngine::Report {
+                worker_id,
+                pool,
+                report,
+            },
+            PoolUp::Defer {
+                id,
+                attempt,
+                until_ms,
+            } => ToEngine::Defer {
+                worker_id,
+                pool,
+                id,
+                attempt,
+                until_ms,
+            },
+            PoolUp::Holding { held } => ToEngine::Holding {
+                worker_id,
+                pool,
+                held,
+            },
+            PoolUp::Started { id, attempt } => ToEngine::Started {
+                worker_id,
+                pool,
+                id,
+                attempt,
+            },
+        };
+        // Not joined: dropped; the pools register again on the welcome.
+        let _ = self.send(msg);
+    }
+
+    fn log(&mut self, frames: Vec<LogFrame>) {
+        if self.gateway().is_some() {
+            let sent = self.send(ToEngine::Log {
+                worker_id: self.args_worker_id.clone(),
+                frames: frames.clone(),
+            });
+            if sent {
+                return;
+            }
+        }
+        for f in frames {
+            self.log_backlog_bytes += frame_bytes(&f);
+            self.log_backlog.push_back(f);
+        }
+        while self.log_backlog_bytes > LOG_BACKLOG_BYTES_MAX {
+            match self.log_backlog.pop_front() {
+                Some(f) => self.log_backlog_bytes -= frame_bytes(&f),
+                None => break,
+            }
+        }
+    }
+
+    async fn check_drain(&mut self) {
+        let Some((until_ms, _)) = &self.draining else {
+            return;
+        };
+        let until_ms = *until_ms;
+        let mut in_use = 0;
+        let mut unacked = 0;
+        for p in self.pools.values() {
+            if let Ok(v) = ractor::call_t!(p, PoolMsg::Status, 1_000) {
+                in_use += v.in_use;
+                unacked += v.unacked;
+            }
+        }
+        let now = self.clock.now_ms();
+        let idle = in_use == 0 && unacked == 0;
+        if !idle && now < until_ms {
+            return;
+        }
+        let mut cancelled = 0;
+        if !idle {
+            // Out of time: what still runs is cancelled; the engine
+            // requeues it when this worker leaves.
+            for (pool, m) in &self.running {
+                for id in m.keys() {
+                    if let Some(p) = self.pools.get(pool) {
+                        let _ = p.cast(PoolMsg::Cancel(*id));
+                        cancelled += 1;
+                    }
+                }
+            }
+        }
+        self.send(ToEngine::Leave {
+            worker_id: self.args_worker_id.clone(),
+        });
+        self.flush();
+        tracing::info!(worker = %self.args_worker_id, cancelled, unacked, "worker drained; leaving");
+        if let Some((_, reply)) = self.draining.take() {
+            let _ = reply.send(DrainReport { cancelled, unacked });
+        }
+        let _ = self.end.send(LinkEnd::Left);
+    }
+}
+
+fn frame_bytes(f: &LogFrame) -> usize {
+    let body = match &f.event {
+        crate::protocol::LogEvent::Chunk { bytes, .. } => bytes.len(),
+        _ => 0,
+    };
+    f.key.len() + body + 32
+}
+
+/// This host's name, for the engine's list of workers.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
+/// The process-start token of a worker id: random enough that a restarted
+/// worker is a new one (its attempts were requeued by the engine).
+pub fn start_token(now_ms: u64) -> String {
+    let r: u32 = rand::random();
+    format!("{:x}{r:08x}", now_ms % 0x1_0000_0000)
+}
+
+/// The protocol version this build speaks.
+pub const fn version() -> u32 {
+    PROTOCOL_VERSION
+}

@@ -1,0 +1,150 @@
+//! Pools in other processes: worker processes join the engine's cluster
+//! (ractor_cluster) and add their slots to the engine's pools.
+//!
+//! ```text
+//! engine process                                  worker process
+//! Queue ⇄ Proxy(worker, pool) ⇄ Gateway  ══TCP══  Link ⇄ Pool(pool) → task
+//!               └ breakers, blobs                  └ heartbeats, reconnects
+//! ```
+//!
+//! The queue knows no network: each pool of a worker is, in the engine, a
+//! [`proxy`] actor that takes the queue's messages as a local pool actor
+//! would. The proxy asks the target's breaker before it hands a ticket on,
+//! reads the upstreams' outputs from the engine's blobs into the grant, and
+//! keeps a large output in a blob before it hands the report to the queue:
+//! breakers, blobs and logs stay where the store is. The [`gateway`] (one
+//! per engine) admits workers — cookie by ractor_cluster, then the protocol
+//! version and the pools — spawns their proxies, routes what workers send to
+//! them, and watches the workers' leases. In the worker, the [`link`] (one
+//! per process) connects, joins, heartbeats and reconnects, and hosts the
+//! worker's pool actors ([`crate::pool`] with a remote uplink), which run the
+//! attempts. What crosses is in [`crate::protocol`].
+//!
+//! Leases. A worker heartbeats every `heartbeat_ms`; the gateway declares a
+//! worker silent for `lease_ms` lost: its proxies stop and the queue requeues
+//! their running attempts, each counted as an attempt (as after a crash).
+//! A connection that drops is not yet a loss: a worker that reconnects within
+//! its lease resumes (its attempts go on, its reports apply once). A lost
+//! worker that comes back (after SIGSTOP, say) is told so; it cancels its
+//! attempts, rejoins as new, and its late reports are refused as superseded.
+//!
+//! Restarts. A crashed gateway is respawned by the supervisor; the proxies of
+//! its incarnation are stopped and their attempts requeued (the shared
+//! registry [`gateway::GatewayShared`] survives the crash), and every worker,
+//! unknown to the new gateway, is told it is lost and rejoins. An engine
+//! restart requeues every running attempt at open; workers reconnect with
+//! backoff and rejoin.
+
+pub mod gateway;
+pub mod link;
+pub mod node;
+pub mod proxy;
+
+use serde::{Deserialize, Serialize};
+
+/// Leases and heartbeats of workers. Every limit explicit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClusterSettings {
+    /// A worker silent this long is lost.
+    pub lease_ms: u64,
+    /// How often workers say they are alive.
+    pub heartbeat_ms: u64,
+    /// Lost and departed workers kept in the list, at most (the oldest go).
+    pub gone_workers_max: usize,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            lease_ms: 5_000,
+            heartbeat_ms: 1_000,
+            gone_workers_max: 100,
+        }
+    }
+}
+
+impl ClusterSettings {
+    /// Refuses settings that would declare every worker lost.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.heartbeat_ms == 0 {
+            return Err("heartbeat_ms must be at least 1".into());
+        }
+        if self.lease_ms < 2 * self.heartbeat_ms {
+            return Err(format!(
+                "lease_ms ({}) must be at least twice heartbeat_ms ({})",
+                self.lease_ms, self.heartbeat_ms
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A worker's state as the engine sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// Joined; its pools take tickets.
+    Joined,
+    /// Silent past its lease (or its proxy failed): its attempts were
+    /// requeued.
+    Lost,
+    /// It left (a graceful stop).
+    Left,
+}
+
+impl std::fmt::Display for WorkerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkerState::Joined => "joined",
+            WorkerState::Lost => "lost",
+            WorkerState::Left => "left",
+        })
+    }
+}
+
+/// One pool of a worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerPoolView {
+    /// The pool.
+    pub pool: String,
+    /// Its slots in the worker.
+    pub slots: u32,
+    /// Attempts of it running in the worker.
+    pub running: usize,
+}
+
+/// A worker as `weir workers` and `/api/v1/workers` show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerView {
+    /// Its id (name and process token).
+    pub worker_id: String,
+    /// Its name.
+    pub name: String,
+    /// Where it connects from.
+    pub address: String,
+    /// Its host and process id.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its weir version.
+    pub version: String,
+    /// Joined, lost or left.
+    pub state: WorkerState,
+    /// Since when it is in that state (ms since the epoch).
+    pub since_ms: u64,
+    /// When it joined.
+    pub joined_ms: u64,
+    /// When the engine last heard from it.
+    pub last_heartbeat_ms: u64,
+    /// Its pools.
+    pub pools: Vec<WorkerPoolView>,
+    /// Attempts running in it.
+    pub running: usize,
+    /// Reports of superseded attempts refused since it first joined.
+    pub reports_refused: u64,
+    /// Times it was declared lost since it first joined.
+    pub times_lost: u32,
+    /// Why it was lost, when it was.
+    pub lost_reason: Option<String>,
+}

@@ -1,0 +1,298 @@
+//! The ractor_cluster node of an engine or a worker: its `NodeServer`,
+//! TLS, the worker's connection to the engine, and the node server's
+//! session events turned into messages for the gateway or the link.
+//!
+//! ractor_cluster authenticates every session with the cookie (a SHA-256
+//! challenge; the cookie itself never crosses) and, when TLS is set, runs
+//! it over tokio-rustls. Frames are limited to
+//! [`crate::protocol::FRAME_BYTES_MAX`] both ways.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorRef};
+use ractor_cluster::node::NodeConnectionMode;
+use ractor_cluster::{
+    IncomingEncryptionMode, NodeEventSubscription, NodeServer, NodeServerMessage,
+};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use super::gateway::GatewayMsg;
+use super::link::LinkMsg;
+use crate::protocol::FRAME_BYTES_MAX;
+
+/// A session's news, as the link or the gateway gets it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// A session opened (not authenticated yet).
+    Opened,
+    /// The session authenticated (the cookie matched).
+    Authenticated,
+    /// The session exchanged its actors and process groups.
+    Ready,
+    /// The session closed.
+    Closed,
+}
+
+/// A failure to set up a cluster node.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A file could not be read.
+    #[error("{what} {path}: {error}")]
+    File {
+        /// What the file is.
+        what: &'static str,
+        /// Where.
+        path: String,
+        /// Why.
+        error: String,
+    },
+    /// TLS settings are not valid.
+    #[error("tls: {0}")]
+    Tls(String),
+    /// The node server did not start.
+    #[error("cluster node: {0}")]
+    Start(String),
+}
+
+/// Reads a cookie file: its content, trimmed; an empty one is refused.
+pub fn read_cookie(path: &Path) -> Result<String, NodeError> {
+    let raw = std::fs::read_to_string(path).map_err(|e| NodeError::File {
+        what: "cookie file",
+        path: path.display().to_string(),
+        error: e.to_string(),
+    })?;
+    let cookie = raw.trim().to_string();
+    if cookie.is_empty() {
+        return Err(NodeError::File {
+            what: "cookie file",
+            path: path.display().to_string(),
+            error: "it is empty".into(),
+        });
+    }
+    Ok(cookie)
+}
+
+fn crypto() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, NodeError> {
+    use rustls::pki_types::pem::PemObject;
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| NodeError::File {
+            what: "certificate file",
+            path: path.display().to_string(),
+            error: e.to_string(),
+        })?
+        .collect();
+    let certs = certs.map_err(|e| NodeError::File {
+        what: "certificate file",
+        path: path.display().to_string(),
+        error: e.to_string(),
+    })?;
+    if certs.is_empty() {
+        return Err(NodeError::File {
+            what: "certificate file",
+            path: path.display().to_string(),
+            error: "it holds no PEM certificate".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The engine's TLS acceptor from a PEM certificate chain and key.
+pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, NodeError> {
+    use rustls::pki_types::pem::PemObject;
+    let chain = certs(cert)?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| NodeError::File {
+        what: "key file",
+        path: key.display().to_string(),
+        error: e.to_string(),
+    })?;
+    let config = rustls::ServerConfig::builder_with_provider(crypto())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| NodeError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| NodeError::Tls(e.to_string()))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A worker's TLS connector trusting the CA certificates of `ca`.
+pub fn tls_connector(ca: &Path) -> Result<tokio_rustls::TlsConnector, NodeError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in certs(ca)? {
+        roots
+            .add(c)
+            .map_err(|e| NodeError::Tls(format!("{}: {e}", ca.display())))?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(crypto())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| NodeError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+/// Starts a node server listening on `listen` (an explicit port: workers
+/// are told it). `name` must be unique in the cluster.
+pub async fn start_server(
+    listen: SocketAddr,
+    cookie: String,
+    name: String,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> Result<ActorRef<NodeServerMessage>, NodeError> {
+    let encryption = tls.map(IncomingEncryptionMode::Tls);
+    let server = NodeServer::new(
+        listen.port(),
+        cookie,
+        name,
+        listen.ip().to_string(),
+        encryption,
+        Some(NodeConnectionMode::Isolated),
+    )
+    .with_listen_addr(listen.ip())
+    .with_max_inbound_frame_size(FRAME_BYTES_MAX);
+    let (actor, _) = Actor::spawn(None, server, ())
+        .await
+        .map_err(|e| NodeError::Start(e.to_string()))?;
+    Ok(actor)
+}
+
+/// Where the node server's events go.
+#[derive(Clone)]
+enum EventSink {
+    Link(ActorRef<LinkMsg>),
+    Gateway(ActorRef<GatewayMsg>),
+}
+
+struct Subscription(EventSink);
+
+impl Subscription {
+    fn send(&self, peer: String, e: SessionEvent) {
+        match &self.0 {
+            EventSink::Link(l) => {
+                let _ = l.cast(LinkMsg::Session(e));
+            }
+            EventSink::Gateway(g) => {
+                let _ = g.cast(GatewayMsg::Session { peer, event: e });
+            }
+        }
+    }
+}
+
+impl NodeEventSubscription for Subscription {
+    fn node_session_opened(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        self.send(ses.peer_addr, SessionEvent::Opened);
+    }
+
+    fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        self.send(ses.peer_addr, SessionEvent::Closed);
+    }
+
+    fn node_session_authenticated(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        self.send(ses.peer_addr, SessionEvent::Authenticated);
+    }
+
+    fn node_session_ready(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
+        self.send(ses.peer_addr, SessionEvent::Ready);
+    }
+}
+
+/// Sends the gateway the node server's session events.
+pub fn subscribe_gateway(server: &ActorRef<NodeServerMessage>, gateway: ActorRef<GatewayMsg>) {
+    let _ = server.cast(NodeServerMessage::SubscribeToEvents {
+        id: "weir.gateway".into(),
+        subscription: Box::new(Subscription(EventSink::Gateway(gateway))),
+    });
+}
+
+/// How a worker reaches the engine.
+#[derive(Clone)]
+pub struct Connector {
+    server: ActorRef<NodeServerMessage>,
+    address: String,
+    tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
+}
+
+impl Connector {
+    /// Connects through `server` to `address` (`host:port`), over TLS when
+    /// `tls` is set.
+    pub fn new(
+        server: ActorRef<NodeServerMessage>,
+        address: String,
+        tls: Option<tokio_rustls::TlsConnector>,
+    ) -> Result<Connector, NodeError> {
+        let tls = match tls {
+            None => None,
+            Some(c) => {
+                let host = address
+                    .rsplit_once(':')
+                    .map_or(address.as_str(), |(h, _)| h)
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string();
+                let name = match host.parse::<IpAddr>() {
+                    Ok(ip) => ServerName::IpAddress(ip.into()),
+                    Err(_) => ServerName::try_from(host.clone())
+                        .map_err(|e| NodeError::Tls(format!("server name {host:?}: {e}")))?,
+                };
+                Some((c, name))
+            }
+        };
+        Ok(Connector {
+            server,
+            address,
+            tls,
+        })
+    }
+
+    /// The engine's address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Sends `link` the node server's session events.
+    pub fn subscribe(&self, link: ActorRef<LinkMsg>) {
+        let _ = self.server.cast(NodeServerMessage::SubscribeToEvents {
+            id: "weir.link".into(),
+            subscription: Box::new(Subscription(EventSink::Link(link))),
+        });
+    }
+
+    /// Opens a session to the engine (its authentication follows, and is
+    /// reported as session events).
+    pub async fn connect(&self) -> Result<(), ConnectError> {
+        let r = match &self.tls {
+            None => ractor_cluster::client_connect(&self.server, self.address.as_str()).await,
+            Some((c, name)) => {
+                ractor_cluster::client_connect_enc(
+                    &self.server,
+                    self.address.as_str(),
+                    c.clone(),
+                    name.clone(),
+                )
+                .await
+            }
+        };
+        r.map_err(|e| match e {
+            ractor_cluster::ClientConnectErr::Encryption(e) => ConnectError::Tls(e.to_string()),
+            other => ConnectError::Unreachable(other.to_string()),
+        })
+    }
+}
+
+/// Why a worker could not open a session.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// No connection (the engine is down, or the address is wrong).
+    #[error("{0}")]
+    Unreachable(String),
+    /// The TLS handshake failed (the engine's certificate is not signed by
+    /// the CA given, or the engine does not speak TLS).
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
+}
