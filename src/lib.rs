@@ -13,6 +13,8 @@ pub mod bench;
 pub mod cli;
 pub mod definition;
 mod engine;
+#[doc(hidden)]
+pub mod fuzzing;
 mod graphs;
 pub mod logs;
 mod ops;

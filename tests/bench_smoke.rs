@@ -1,4 +1,4 @@
-//! `weir bench drain --quick` and `weir bench chain --quick` run and end
+//! `weir bench drain|chain|api|validate --quick` run and end
 //! with their `RESULT` lines (benches/compare.sh reads them). The peers
 //! comparison itself is not run here: it is slow and installs packages.
 
@@ -67,6 +67,58 @@ fn api_quick_prints_its_result_line() {
             "http_overhead",
         ],
     );
+}
+
+/// The validation bench ran its file through `weir validate`'s checks after
+/// they began refusing unregistered tasks, and failed on every node without
+/// a test noticing: its quick form runs here.
+#[test]
+fn validate_quick_prints_its_result_line() {
+    let line = last_line("validate");
+    assert_keys(
+        &line,
+        "validate",
+        &["nodes", "validate_ms", "goal_ms", "bytes"],
+    );
+}
+
+/// `weir bench torture --quick`: 20 SIGKILL cycles of the mixed workload,
+/// then a final run; nothing acknowledged is lost, nothing completes twice,
+/// no attempt starts after its completion was recorded, no backfill leaks
+/// and every open succeeds.
+#[test]
+fn torture_quick_loses_nothing_and_duplicates_nothing() {
+    let line = last_line("torture");
+    assert_keys(
+        &line,
+        "torture",
+        &[
+            "cycles",
+            "restart_p50_ms",
+            "restart_p99_ms",
+            "restart_goal_ms",
+        ],
+    );
+    let value = |k: &str| {
+        line.split_whitespace()
+            .find_map(|kv| kv.split_once('=').filter(|(key, _)| *key == k))
+            .map(|(_, v)| v.to_string())
+            .unwrap_or_else(|| panic!("RESULT line {line:?} has no {k}="))
+    };
+    for (k, want) in [
+        ("cycles", "20"),
+        ("lost", "0"),
+        ("duplicated", "0"),
+        ("started_after_recorded", "0"),
+        ("backfills_leaked", "0"),
+        ("open_failures", "0"),
+        ("exited", "0"),
+        ("finished", "true"),
+    ] {
+        assert_eq!(value(k), want, "{k} in {line}");
+    }
+    let jobs: u64 = value("jobs").parse().unwrap();
+    assert!(jobs > 0, "the workload enqueued jobs: {line}");
 }
 
 #[test]

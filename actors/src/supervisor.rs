@@ -130,6 +130,9 @@ pub enum SupervisorMsg {
     ResizePool(Arc<str>, u32),
     /// The refs of every running child, for tests and tools.
     Children(RpcReplyPort<Vec<(Role, ActorCell)>>),
+    /// The store fail-stopped (a write, flush or fsync failed, or the disk
+    /// is full), with its failure: the engine stops.
+    StoreFailed(String),
 }
 
 impl ractor::Message for SupervisorMsg {}
@@ -240,6 +243,12 @@ impl Actor for SupervisorActor {
             queue_shared: Arc::default(),
             gateway_shared: Arc::default(),
         };
+        // A failed store stops the engine at once, whichever actor's write
+        // failed and whether or not that actor fails over it.
+        let me = myself.clone();
+        state.args.store.on_failure(move |cause| {
+            let _ = me.cast(SupervisorMsg::StoreFailed(cause.to_string()));
+        });
         // The queue first: pools grant it credit as they start. A failure
         // here fails the engine's open, with its cause.
         state.spawn(&myself, Role::Queue).await?;
@@ -346,13 +355,31 @@ impl Actor for SupervisorActor {
                 let cell = state.refs.get(&role).cloned().expect("spawned");
                 let _ = reply.send(Ok(ActorRef::<TriggerMsg>::from(cell)));
             }
+            SupervisorMsg::StoreFailed(cause) => {
+                state.stop_engine(&myself, format!("the store failed: {cause}"));
+            }
             SupervisorMsg::Expire => {
                 let store = state.args.store.clone();
                 let now = state.args.clock.now_ms();
                 let logs = state.args.logs_dir.clone();
-                let deleted =
+                let expired =
                     tokio::task::spawn_blocking(move || expire(&store, now, logs.as_deref()))
-                        .await??;
+                        .await?;
+                let deleted = match expired {
+                    Ok(deleted) => deleted,
+                    // A failed write has stopped the store, and its hook
+                    // stops the engine with the cause; the supervisor
+                    // itself must not fail over it (that would stop the
+                    // engine with no error kept).
+                    Err(e) if state.args.store.is_failed() => {
+                        tracing::error!(error = %e, "expiry pass failed");
+                        0
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "expiry pass failed; the next one retries");
+                        0
+                    }
+                };
                 if deleted > 0 {
                     tracing::info!(records = deleted, "records expired");
                     let _ = state
@@ -434,8 +461,8 @@ impl SupervisorState {
     /// Counts a failure of `role`; stops the engine past the intensity
     /// limit, else schedules a respawn after the backoff.
     fn failed(&mut self, myself: &ActorRef<SupervisorMsg>, role: Role, why: String) {
-        if self.args.store.is_failed() {
-            let error = format!("{role} failed after a store write failed: {why}");
+        if let Some(cause) = self.args.store.failure() {
+            let error = format!("the store failed: {cause}; {role} stopped: {why}");
             self.stop_engine(myself, error);
             return;
         }
@@ -473,8 +500,15 @@ impl SupervisorState {
     }
 
     fn stop_engine(&mut self, myself: &ActorRef<SupervisorMsg>, error: String) {
+        {
+            let mut stopped = self.args.stopped.lock().unwrap_or_else(|p| p.into_inner());
+            if stopped.is_some() {
+                // Stopping already, for the first reason: keep it.
+                return;
+            }
+            *stopped = Some(error.clone());
+        }
         tracing::error!(error = %error, "engine stopping");
-        *self.args.stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some(error.clone());
         let _ = self.args.events.send(EngineEvent::Stopped {
             error: error.clone(),
         });

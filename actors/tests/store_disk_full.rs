@@ -145,7 +145,12 @@ fn a_write_below_the_reserve_is_refused_and_nothing_acknowledged_is_lost() {
     free.store(TOTAL_BYTES / 2, Ordering::SeqCst);
     for i in full_at..full_at + 4 {
         match write(&store, i) {
-            Err(StoreError::FailStopped(_)) => {}
+            Err(StoreError::FailStopped(_, cause)) => {
+                assert!(
+                    cause.contains("disk full"),
+                    "#{i}: the cause is kept: {cause}"
+                );
+            }
             other => panic!("#{i}: after a full disk: got {other:?}, want FailStopped"),
         }
     }

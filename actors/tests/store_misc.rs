@@ -471,15 +471,19 @@ fn a_failure_stops_every_write_until_reopen() {
     ];
     for (i, (what, result)) in results.into_iter().enumerate() {
         match result {
-            Err(StoreError::FailStopped(dir)) => {
+            Err(StoreError::FailStopped(dir, cause)) => {
                 assert_eq!(dir, tmp.path(), "#{i}: {what} names the directory");
+                assert!(
+                    cause.contains("injected"),
+                    "#{i}: {what} names the cause: {cause}"
+                );
             }
             other => panic!("#{i}: {what}: got {other:?}, want FailStopped"),
         }
     }
-    let msg = StoreError::FailStopped(tmp.path().into()).to_string();
+    let msg = StoreError::FailStopped(tmp.path().into(), "fsync of x: EIO".into()).to_string();
     assert!(
-        msg.contains("refuses writes") && msg.contains("reopen"),
+        msg.contains("refuses writes") && msg.contains("reopen") && msg.contains("fsync of x: EIO"),
         "{msg}"
     );
     // Reads still answer.

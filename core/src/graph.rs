@@ -903,13 +903,204 @@ fn find_cycle(def: &GraphDef, upstreams: &[Vec<usize>], pending: &[usize]) -> Ve
 /// definition with nodes sorted by name, upstreams sorted and every object's
 /// keys sorted (not left to serde_json's map type, whose order a feature
 /// elsewhere in the build could change), after a domain prefix.
+///
+/// The JSON is written straight from the definition by the `canonical`
+/// module; the `Value`-based writer it replaced (kept as
+/// [`content_hash_via_value`]) is the reference it must equal byte for
+/// byte, and the fallback for what `canonical` does not write alike.
 fn content_hash(def: &GraphDef) -> String {
-    let mut canonical = def.clone();
-    canonical.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    for node in &mut canonical.nodes {
-        node.upstreams.sort();
+    let view = CanonicalDef::of(def);
+    let mut text = Vec::with_capacity(HASH_DOMAIN.len() + 256 * def.nodes.len());
+    text.extend_from_slice(HASH_DOMAIN.as_bytes());
+    match crate::canonical::write(&view, &mut text) {
+        Ok(()) => blake3::hash(&text).to_hex().to_string(),
+        Err(_) => {
+            let mut canonical = def.clone();
+            canonical.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            for node in &mut canonical.nodes {
+                node.upstreams.sort();
+            }
+            content_hash_via_value(&canonical)
+        }
     }
-    let value = serde_json::to_value(&canonical).expect("a graph definition encodes as JSON");
+}
+
+// The canonical view of a definition: what `GraphDef` serializes, field for
+// field and attribute for attribute, borrowed, with nodes in name order and
+// upstreams sorted (a copy only of a node's upstreams out of order), and
+// fields declared in key order so the canonical writer copies nothing.
+// `of` destructures every struct without `..`: a field added to
+// `GraphDef`, `NodeDef`, `TaskSpec` or `RetryPolicy` does not compile
+// until it is added here with the same serde attributes (and a test holds
+// the view's JSON equal to the definition's).
+
+#[derive(Serialize)]
+struct CanonicalDef<'a> {
+    catchup: &'a bool,
+    cron: &'a Option<String>,
+    keyed: &'a Option<crate::keyed::KeyedSpec>,
+    max_active_runs: &'a u32,
+    name: &'a Name,
+    nodes: Vec<CanonicalNode<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_failure: Option<CanonicalTask<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_success: Option<CanonicalTask<'a>>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    params: &'a BTreeMap<String, String>,
+    partitioning: &'a Partitioning,
+    pools: &'a BTreeMap<Name, u32>,
+    retention_ms: &'a u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_ms: &'a Option<u64>,
+    targets: &'a BTreeMap<Name, crate::breaker::BreakerSettings>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    trigger_assets: &'a Vec<Name>,
+}
+
+#[derive(Serialize)]
+struct CanonicalNode<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    map: &'a Option<MapSpec>,
+    name: &'a Name,
+    pool: &'a Name,
+    #[serde(skip_serializing_if = "is_zero")]
+    priority: &'a i32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    produces: &'a Vec<Name>,
+    retry: CanonicalRetry<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sensor: &'a Option<SensorPolicy>,
+    target: &'a Option<Name>,
+    task: CanonicalTask<'a>,
+    timeout_ms: &'a Option<u64>,
+    trigger_rule: &'a TriggerRule,
+    upstreams: std::borrow::Cow<'a, [Name]>,
+}
+
+#[derive(Serialize)]
+struct CanonicalTask<'a> {
+    config: &'a serde_json::Value,
+    task: &'a Name,
+}
+
+#[derive(Serialize)]
+struct CanonicalRetry<'a> {
+    attempts_max: &'a u32,
+    deadline_ms: &'a Option<u64>,
+    initial_ms: &'a u64,
+    jitter: &'a f64,
+    max_ms: &'a u64,
+    multiplier: &'a f64,
+}
+
+impl<'a> CanonicalTask<'a> {
+    fn of(spec: &'a TaskSpec) -> CanonicalTask<'a> {
+        let TaskSpec { task, config } = spec;
+        CanonicalTask { config, task }
+    }
+}
+
+impl<'a> CanonicalDef<'a> {
+    fn of(def: &'a GraphDef) -> CanonicalDef<'a> {
+        let GraphDef {
+            name,
+            nodes,
+            partitioning,
+            pools,
+            targets,
+            retention_ms,
+            max_active_runs,
+            cron,
+            catchup,
+            keyed,
+            start_ms,
+            params,
+            on_failure,
+            on_success,
+            trigger_assets,
+        } = def;
+        let mut order: Vec<&NodeDef> = nodes.iter().collect();
+        order.sort_by(|a, b| a.name.cmp(&b.name));
+        CanonicalDef {
+            catchup,
+            cron,
+            keyed,
+            max_active_runs,
+            name,
+            nodes: order.into_iter().map(CanonicalNode::of).collect(),
+            on_failure: on_failure.as_ref().map(CanonicalTask::of),
+            on_success: on_success.as_ref().map(CanonicalTask::of),
+            params,
+            partitioning,
+            pools,
+            retention_ms,
+            start_ms,
+            targets,
+            trigger_assets,
+        }
+    }
+}
+
+impl<'a> CanonicalNode<'a> {
+    fn of(node: &'a NodeDef) -> CanonicalNode<'a> {
+        let NodeDef {
+            name,
+            upstreams,
+            trigger_rule,
+            pool,
+            target,
+            retry,
+            timeout_ms,
+            task,
+            priority,
+            map,
+            sensor,
+            produces,
+        } = node;
+        let RetryPolicy {
+            attempts_max,
+            initial_ms,
+            multiplier,
+            max_ms,
+            jitter,
+            deadline_ms,
+        } = retry;
+        let upstreams = if upstreams.windows(2).all(|w| w[0] <= w[1]) {
+            std::borrow::Cow::Borrowed(upstreams.as_slice())
+        } else {
+            let mut sorted = upstreams.clone();
+            sorted.sort();
+            std::borrow::Cow::Owned(sorted)
+        };
+        CanonicalNode {
+            map,
+            name,
+            pool,
+            priority,
+            produces,
+            retry: CanonicalRetry {
+                attempts_max,
+                deadline_ms,
+                initial_ms,
+                jitter,
+                max_ms,
+                multiplier,
+            },
+            sensor,
+            target,
+            task: CanonicalTask::of(task),
+            timeout_ms,
+            trigger_rule,
+            upstreams,
+        }
+    }
+}
+
+/// The first form of the hash: `def` (already in canonical order) through
+/// `serde_json::Value`, written with sorted keys.
+fn content_hash_via_value(def: &GraphDef) -> String {
+    let value = serde_json::to_value(def).expect("a graph definition encodes as JSON");
     let mut text = String::from(HASH_DOMAIN);
     write_canonical(&value, &mut text);
     blake3::hash(text.as_bytes()).to_hex().to_string()
@@ -1455,6 +1646,170 @@ pub(crate) mod tests {
         ));
     }
 
+    /// The canonical view serializes as the definition does (in canonical
+    /// order), with every setting away from its default, and with the
+    /// fields left out at their defaults (`start_ms`, `params`,
+    /// `on_failure`, `on_success`, `trigger_assets`, a node's `priority`,
+    /// `map`, `sensor` and `produces`) at them; the hash written from it
+    /// equals the `Value` path's.
+    #[test]
+    fn the_canonical_view_is_the_definition() {
+        let mut a = node("b", &["a"]);
+        a.trigger_rule = TriggerRule::OneFailed;
+        a.pool = name("io");
+        a.target = Some(name("t"));
+        a.timeout_ms = Some(5);
+        a.retry.deadline_ms = Some(9);
+        a.retry.jitter = 0.5;
+        a.priority = -3;
+        let mut d = def(vec![a, node("a", &[])]);
+        d.nodes[0].upstreams = vec![name("z"), name("a")];
+        d.partitioning = Partitioning::Daily;
+        d.pools.insert(name("io"), 3);
+        d.targets
+            .insert(name("t"), crate::breaker::BreakerSettings::default());
+        d.retention_ms = 5;
+        d.max_active_runs = 2;
+        d.cron = Some("0 * * * *".into());
+        d.catchup = true;
+        d.keyed = Some(crate::keyed::KeyedSpec::new(
+            crate::keyed::InventorySource::Command(vec!["ls".into()]),
+        ));
+        let notify = |argv: &str| TaskSpec {
+            task: name(TASK_COMMAND),
+            config: serde_json::json!({"argv": [argv], "env": {"Z": "1", "A": "2"}}),
+        };
+        for start in [Some(77), None] {
+            d.start_ms = start;
+            if start.is_some() {
+                d.params.insert("region".into(), "eu".into());
+                d.params.insert("mode".into(), "full".into());
+                d.on_failure = Some(notify("page"));
+                d.on_success = Some(notify("log"));
+                d.trigger_assets = vec![name("raw.daily")];
+                d.nodes[0].map = Some(crate::mapped::MapSpec::new(
+                    crate::mapped::MapSource::Items(vec![
+                        serde_json::json!({"z": 1, "a": 2}),
+                        serde_json::json!("x"),
+                    ]),
+                ));
+                d.nodes[0].sensor = Some(crate::sensor::SensorPolicy {
+                    every_ms: 7,
+                    timeout_ms: 70,
+                    on_timeout: crate::sensor::OnTimeout::Skip,
+                });
+                d.nodes[1].produces = vec![name("out.b"), name("out.a")];
+            } else {
+                d.params.clear();
+                d.on_failure = None;
+                d.on_success = None;
+                d.trigger_assets.clear();
+                d.nodes[0].map = None;
+                d.nodes[0].sensor = None;
+                d.nodes[1].produces.clear();
+                d.nodes[0].priority = 0;
+            }
+            let mut sorted = d.clone();
+            sorted.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+            for n in &mut sorted.nodes {
+                n.upstreams.sort();
+            }
+            assert_eq!(
+                serde_json::to_value(CanonicalDef::of(&d)).unwrap(),
+                serde_json::to_value(&sorted).unwrap(),
+                "start_ms {start:?}"
+            );
+            assert_eq!(
+                content_hash(&sorted),
+                reference_hash(&d),
+                "start_ms {start:?}"
+            );
+        }
+    }
+
+    /// The hash as the `Value` path computes it: the reference.
+    fn reference_hash(def: &GraphDef) -> String {
+        let mut canonical = def.clone();
+        canonical.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        for node in &mut canonical.nodes {
+            node.upstreams.sort();
+        }
+        content_hash_via_value(&canonical)
+    }
+
+    fn json_config() -> impl Strategy<Value = serde_json::Value> {
+        use serde_json::Value;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "\\PC{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("\\PC{0,5}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// The hash written straight from the definition equals the
+        /// `Value` path's, whatever the settings and task configs hold.
+        #[test]
+        fn hash_equals_the_value_path(
+            configs in prop::collection::vec(json_config(), 1..6),
+            multiplier in 1.0f64..10.0,
+            jitter in 0.0f64..1.0,
+            timeout in prop::option::of(1u64..1_000_000),
+            rate in 0.0f64..1.0,
+            probes in 1u32..4,
+            retention in any::<u64>(),
+            priority in prop_oneof![Just(0i32), any::<i32>()],
+            params in prop::collection::btree_map("[a-z]{1,4}", "\\PC{0,5}", 0..3),
+            notify in prop::option::of(json_config()),
+        ) {
+            let nodes: Vec<NodeDef> = configs
+                .into_iter()
+                .enumerate()
+                .map(|(i, config)| {
+                    let mut nd = node(&format!("n{}", 9 - i), &[]);
+                    nd.task.config = config;
+                    nd.retry.multiplier = multiplier;
+                    nd.retry.jitter = jitter;
+                    nd.timeout_ms = timeout;
+                    nd.priority = if i % 2 == 0 { priority } else { 0 };
+                    if i > 0 {
+                        nd.upstreams = vec![name("n9")];
+                        nd.target = Some(name("t"));
+                    }
+                    nd
+                })
+                .collect();
+            let mut d = def(nodes);
+            d.retention_ms = retention;
+            d.params = params;
+            d.on_failure = notify.map(|config| TaskSpec {
+                task: name("notify"),
+                config,
+            });
+            d.targets.insert(
+                name("t"),
+                crate::breaker::BreakerSettings {
+                    failure_rate: rate,
+                    probes,
+                    probe_failures_max: probes,
+                    ..crate::breaker::BreakerSettings::default()
+                },
+            );
+            d.pools.insert(name("default"), 2);
+            let g = d.validate().unwrap();
+            prop_assert_eq!(g.hash(), reference_hash(g.def()));
+        }
+    }
+
     /// A random DAG: node i may depend on any node before it.
     pub(crate) fn dag(max_nodes: usize) -> impl Strategy<Value = Vec<Vec<usize>>> {
         (1..=max_nodes).prop_flat_map(|n| {
@@ -1494,6 +1849,7 @@ pub(crate) mod tests {
             let a = def(nodes).validate().unwrap();
             let b = def(shuffled).validate().unwrap();
             prop_assert_eq!(a.hash(), b.hash());
+            prop_assert_eq!(a.hash(), reference_hash(b.def()));
             for &i in b.topological_order() {
                 for &u in b.upstreams(i) {
                     prop_assert!(b.position(u) < b.position(i));

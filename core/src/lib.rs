@@ -21,6 +21,7 @@
 
 pub mod asset;
 pub mod breaker;
+pub mod canonical;
 pub mod codec;
 pub mod cron;
 pub mod graph;

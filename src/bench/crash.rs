@@ -14,8 +14,6 @@
 //! apart: they are allowed, a second completion is not.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weir_actors::events::EngineEvent;
@@ -26,6 +24,7 @@ use weir_core::names::Name;
 use weir_core::partition::Partition;
 use weir_core::retry::RetryPolicy;
 
+use super::child::{self, Child, Next};
 use super::drain::tempfile_dir;
 use super::{result_line, BenchError};
 use crate::Engine;
@@ -141,43 +140,31 @@ struct Seen {
     nodes: BTreeMap<String, String>,
 }
 
-fn spawn_child(
-    dir: &std::path::Path,
-    mode: &str,
-    quick: bool,
-) -> Result<std::process::Child, BenchError> {
-    let exe = std::env::current_exe().map_err(failed)?;
-    let mut args = vec!["bench", "crash"];
-    if quick {
-        args.push("--quick");
-    }
-    Command::new(exe)
-        .args(&args)
-        .env(CHILD_ENV, format!("{}\n{mode}", dir.display()))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(failed)
+fn spawn_child(dir: &std::path::Path, mode: &str, quick: bool) -> Result<Child, BenchError> {
+    child::spawn(
+        "crash",
+        quick,
+        CHILD_ENV,
+        &format!("{}\n{mode}", dir.display()),
+    )
 }
 
 /// Reads a child's lines; kills it after `kill_at` completions when set.
-fn watch(child: &mut std::process::Child, kill_at: Option<usize>) -> Result<Seen, BenchError> {
-    let out = child
-        .stdout
-        .take()
-        .ok_or_else(|| BenchError::Failed("child has no stdout".into()))?;
+fn watch(child: &mut Child, kill_at: Option<usize>) -> Result<Seen, BenchError> {
     let mut seen = Seen::default();
-    for line in BufReader::new(out).lines() {
-        let line = line.map_err(failed)?;
+    let mut killed = false;
+    while let Next::Line(line, _) = child.next(None) {
         let mut parts = line.split_whitespace();
         match parts.next() {
             Some("DONE") => {
                 let key = parts.next().unwrap_or_default().to_string();
                 let status = parts.next().unwrap_or_default().to_string();
                 seen.done.push((key, status));
-                if kill_at.is_some_and(|k| seen.done.len() >= k) {
-                    child.kill().map_err(failed)?;
-                    break;
+                if !killed && kill_at.is_some_and(|k| seen.done.len() >= k) {
+                    child.kill()?;
+                    killed = true;
+                    // What it printed before it died still counts; what it
+                    // printed after the count was reached is read too.
                 }
             }
             Some("EXEC") => seen.execs += 1,
@@ -189,7 +176,9 @@ fn watch(child: &mut std::process::Child, kill_at: Option<usize>) -> Result<Seen
             _ => {}
         }
     }
-    child.wait().map_err(failed)?;
+    if !killed {
+        child.wait()?;
+    }
     Ok(seen)
 }
 

@@ -4,6 +4,7 @@
 //! bytes).
 
 mod api;
+mod child;
 mod cluster;
 mod core;
 mod crash;
@@ -16,6 +17,7 @@ mod mapped;
 pub mod readiness;
 mod recovery;
 mod store;
+pub mod torture;
 pub mod validate;
 
 use std::fmt::Write as _;
@@ -44,7 +46,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster", "growth", "mapped",
+    "validate", "api", "cluster", "growth", "mapped", "torture",
 ];
 
 /// Runs a scenario.
@@ -65,6 +67,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "crash" => crash::run(quick),
         "validate" => validate::run(quick),
         "growth" => growth::run(quick),
+        "torture" => torture::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

@@ -2,7 +2,7 @@
 //! model. Durations are strings (`30s`, `5m`, `1h`, `7d`); unknown fields
 //! are errors.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ops::Range;
 use std::path::Path;
 
@@ -254,6 +254,10 @@ pub struct RetryFile {
     pub deadline: Option<String>,
 }
 
+/// Upstreams of one node checked for repeats by a scan of those before
+/// them; a longer list is checked through a set.
+const UPSTREAMS_SCAN_MAX: usize = 16;
+
 /// A fault of a file: the line it is on, when known, and what is wrong.
 pub(crate) type Fault = (Option<usize>, String);
 
@@ -493,18 +497,21 @@ impl GraphFile {
         }
         // Whole-graph checks of each node, worded as the graph's own
         // validation words them.
-        let declared: BTreeSet<&str> = self
+        // Hash sets: a 100,000-node file looks every name up a few times.
+        let declared: HashSet<&str> = self
             .nodes
             .iter()
             .map(|n| n.get_ref().name.as_str())
             .collect();
-        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut seen: HashSet<&str> = HashSet::with_capacity(self.nodes.len());
         let mut producers: BTreeMap<&str, &str> = BTreeMap::new();
         for spanned in &self.nodes {
             let n = spanned.get_ref();
             let at = line(spanned.span());
-            let node = g(at, format!("node {:?}: ", n.name));
-            let mut fault = |what: String| faults.push((at, format!("{}{what}", node.1)));
+            // The message is made only for a fault: most nodes have none.
+            let mut fault = |what: String| {
+                faults.push((at, format!("graph {gname:?}: node {:?}: {what}", n.name)))
+            };
             if !seen.insert(n.name.as_str()) {
                 fault("name is declared more than once".into());
             }
@@ -533,13 +540,21 @@ impl GraphFile {
                     ));
                 }
             }
-            let mut ups: BTreeSet<&str> = BTreeSet::new();
-            for u in &n.upstreams {
+            // A few upstreams are compared with those before them; a long
+            // list (a fan-in) goes through a set.
+            let mut ups: HashSet<&str> = HashSet::new();
+            let many = n.upstreams.len() > UPSTREAMS_SCAN_MAX;
+            for (k, u) in n.upstreams.iter().enumerate() {
+                let repeated = if many {
+                    !ups.insert(u.as_str())
+                } else {
+                    n.upstreams[..k].contains(u)
+                };
                 if u == &n.name {
                     fault("upstreams: the node lists itself".into());
                 } else if !declared.contains(u.as_str()) {
                     fault(format!("upstream {u:?} is not a node of the graph"));
-                } else if !ups.insert(u.as_str()) {
+                } else if repeated {
                     fault(format!("upstream {u:?} is listed more than once"));
                 }
             }
@@ -580,6 +595,7 @@ impl GraphFile {
                 }
             }
         }
+        def.nodes.reserve_exact(self.nodes.len());
         for spanned in self.nodes {
             let at = line(spanned.span());
             match spanned.into_inner().into_node(dir) {

@@ -321,15 +321,6 @@ fn convert(
         line,
         what,
     };
-    // Every declaration's line, in file order: a name declared twice keeps
-    // both, so the duplicate error can point at the second one.
-    let mut node_lines: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for n in &file.nodes {
-        node_lines
-            .entry(n.get_ref().name.clone())
-            .or_default()
-            .push(lines.line_of(n.span().start));
-    }
     let field_lines = file.field_lines(&lines);
     let (def, pools, targets) = file.into_def(dir, &lines, known).map_err(|faults| {
         let mut errors: Vec<DefinitionError> = faults
@@ -341,6 +332,19 @@ fn convert(
     })?;
     let graph = def.validate().map_err(|e| {
         let msg = e.to_string();
+        // Every declaration's line, in file order: a name declared twice
+        // keeps both, so the duplicate error can point at the second one.
+        // Made only here, for an error, from the text read again (it read
+        // before): a valid file of 100,000 nodes does not pay for it.
+        let mut node_lines: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        if let Ok(file) = toml::from_str::<GraphFile>(text) {
+            for n in &file.nodes {
+                node_lines
+                    .entry(n.get_ref().name.clone())
+                    .or_default()
+                    .push(lines.line_of(n.span().start));
+            }
+        }
         let line = match &e {
             GraphError::BadSetting { field, .. } => {
                 let top = field.split('.').next().unwrap_or(field);

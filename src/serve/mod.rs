@@ -144,6 +144,26 @@ pub fn router(state: AppState) -> (axum::Router, Vec<(&'static str, &'static str
     (open.merge(protected).with_state(state), all)
 }
 
+/// The router over `engine` without a listener, for in-process callers
+/// (the API fuzz target and the test replaying its corpus): the routes,
+/// token check and body limit [`start`] serves, with no event pump (the
+/// event stream answers, empty) and no reloader.
+#[doc(hidden)]
+pub fn app(engine: Arc<Engine>, token: &str, data_dir: PathBuf) -> axum::Router {
+    let started_at_ms = engine.now_ms();
+    let state = AppState {
+        engine,
+        token: Arc::from(token),
+        hub: EventHub::new(started_at_ms),
+        data_dir: Arc::new(data_dir),
+        reloader: None,
+        metrics: metrics::Metrics::install(),
+        started_at_ms,
+        stop: tokio_util::sync::CancellationToken::new(),
+    };
+    router(state).0
+}
+
 /// Every (method, path) the server answers, as the router is built.
 pub fn routes_served() -> Vec<(&'static str, &'static str)> {
     let (_, mut listed) = handlers::routes().finish();

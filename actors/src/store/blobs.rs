@@ -44,7 +44,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Durability, Store, StoreError};
+use super::{Durability, FaultPoint, Store, StoreError};
 
 /// Values up to this many bytes stay inline in their record; larger ones
 /// become blobs. Small enough that a record stays far below sled's page
@@ -161,6 +161,10 @@ impl Store {
         let written = self.write_blob_file(&blob, bytes);
         if let Err(e) = written {
             self.unpin_blob(&blob);
+            // An I/O error in the data directory is the disk failing, as
+            // a failed sled write is: the store fail-stops. The attempt
+            // whose output this is fails, and its report is refused.
+            self.fail(&e);
             return Err(e);
         }
         Ok(blob)
@@ -181,13 +185,17 @@ impl Store {
             path: file.to_path_buf(),
             source,
         };
+        let fsync = |path: &Path| {
+            self.inject(FaultPoint::Fsync)
+                .and_then(|()| sync_dir(path))
+                .map_err(|e| io_err(path, e))
+        };
         if !shard.is_dir() {
             std::fs::create_dir_all(&shard).map_err(|e| io_err(&shard, e))?;
             if durable {
                 // The new folder's entry in `blobs/`, and `blobs/`'s own.
-                let blobs = &self.inner.blobs.dir;
-                sync_dir(blobs).map_err(|e| io_err(blobs, e))?;
-                sync_dir(self.dir()).map_err(|e| io_err(self.dir(), e))?;
+                fsync(&self.inner.blobs.dir)?;
+                fsync(self.dir())?;
             }
         }
         let seq = self.inner.blobs.tmp_seq.fetch_add(1, Ordering::Relaxed);
@@ -202,14 +210,18 @@ impl Store {
                 .create_new(true)
                 .open(&tmp)
                 .map_err(|e| io_err(&tmp, e))?;
-            f.write_all(bytes).map_err(|e| io_err(&tmp, e))?;
+            self.inject(FaultPoint::Write)
+                .and_then(|()| f.write_all(bytes))
+                .map_err(|e| io_err(&tmp, e))?;
             if durable {
-                f.sync_all().map_err(|e| io_err(&tmp, e))?;
+                self.inject(FaultPoint::Fsync)
+                    .and_then(|()| f.sync_all())
+                    .map_err(|e| io_err(&tmp, e))?;
             }
             drop(f);
             std::fs::rename(&tmp, &path).map_err(|e| io_err(&path, e))?;
             if durable {
-                sync_dir(&shard).map_err(|e| io_err(&shard, e))?;
+                fsync(&shard)?;
             }
             Ok(())
         })();

@@ -174,22 +174,15 @@ impl Store {
         }
         let plain =
             commit.puts.is_empty() && commit.deletes.is_empty() && commit.expiring.is_empty();
-        let written = if plain {
-            if entries == 0 {
-                Ok(())
-            } else if entries == 1 {
+        if plain {
+            if entries == 1 {
                 // One value is atomic on its own; sled's batch would add a
                 // process-wide write lock and a batch marker in its log.
-                inner
-                    .journal
-                    .insert(seq.to_be_bytes(), buf.as_slice())
-                    .map(drop)
-                    .map_err(|e| self.sled_err(e))
-            } else {
-                inner
-                    .journal
-                    .apply_batch(batch)
-                    .map_err(|e| self.sled_err(e))
+                self.write_sled("journal commit", || {
+                    inner.journal.insert(seq.to_be_bytes(), buf.as_slice())
+                })?;
+            } else if entries > 1 {
+                self.write_sled("journal commit", || inner.journal.apply_batch(batch))?;
             }
         } else {
             let mut records = sled::Batch::default();
@@ -203,23 +196,21 @@ impl Store {
             for e in &commit.expiring {
                 expiry.insert(e.index_key(), &[] as &[u8]);
             }
-            (&inner.journal, &inner.records, &inner.expiry)
-                .transaction(|(j, r, x)| {
-                    j.apply_batch(&batch)?;
-                    r.apply_batch(&records)?;
-                    x.apply_batch(&expiry)?;
-                    Ok::<(), ConflictableTransactionError<()>>(())
-                })
-                .map_err(|e| match e {
-                    TransactionError::Storage(e) => self.sled_err(e),
-                    TransactionError::Abort(()) => {
-                        unreachable!("the commit transaction never aborts")
-                    }
-                })
-        };
-        if let Err(e) = written {
-            self.fail();
-            return Err(e);
+            self.write_sled("journal commit with records", || {
+                (&inner.journal, &inner.records, &inner.expiry)
+                    .transaction(|(j, r, x)| {
+                        j.apply_batch(&batch)?;
+                        r.apply_batch(&records)?;
+                        x.apply_batch(&expiry)?;
+                        Ok::<(), ConflictableTransactionError<()>>(())
+                    })
+                    .map_err(|e| match e {
+                        TransactionError::Storage(e) => e,
+                        TransactionError::Abort(()) => {
+                            unreachable!("the commit transaction never aborts")
+                        }
+                    })
+            })?;
         }
         self.sync()?;
         inner.last_seq.store(seq, Ordering::Release);

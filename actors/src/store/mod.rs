@@ -39,6 +39,7 @@
 mod blobs;
 mod damage;
 mod disk;
+mod faults;
 mod journal;
 mod lock;
 mod page;
@@ -58,10 +59,11 @@ use weir_core::queue::TicketId;
 
 pub use blobs::{BlobRef, BLOBS_DIR, BLOB_INLINE_BYTES_MAX};
 pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
+pub use faults::{FaultErrno, FaultInjector, FaultPoint, ENV_FAULT_INJECT};
 pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use records::Expiring;
-pub use replay::Recovered;
-pub use snapshot::SnapshotMeta;
+pub use replay::{apply_journal_value, Recovered};
+pub use snapshot::{decode_ticket_chunk, SnapshotMeta};
 
 /// How durable a returned commit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -135,6 +137,12 @@ pub struct StoreSettings {
     /// tests pass a fake). Not serialized.
     #[serde(skip)]
     pub free_space: FreeSpaceProbe,
+    /// Faults to inject before writes, flushes and fsyncs (see the
+    /// `faults` module): for tests only; `None` by default. Not
+    /// serialized.
+    #[doc(hidden)]
+    #[serde(skip)]
+    pub faults: Option<FaultInjector>,
 }
 
 /// Environment variables that override the disk settings, for `weir run`
@@ -173,6 +181,12 @@ impl StoreSettings {
         if let Some(v) = read(ENV_RESERVE_FILE_BYTES)? {
             self.reserve_file_bytes = v;
         }
+        if let Ok(spec) = std::env::var(ENV_FAULT_INJECT) {
+            let faults = FaultInjector::parse(&spec)
+                .map_err(|e| format!("environment variable {ENV_FAULT_INJECT}: {e}"))?;
+            tracing::warn!(spec = %spec, "store fault injection is on (a test setting)");
+            self.faults = Some(faults);
+        }
         Ok(self)
     }
 }
@@ -182,8 +196,13 @@ impl Default for StoreSettings {
         StoreSettings {
             durability: Durability::Fsync,
             entry_bytes_max: 1 << 20,
-            snapshot_ops: 200_000,
-            snapshot_bytes: 64 << 20,
+            // The journal tail is what an open replays (about 5 us an op):
+            // 20,000 ops keep that near 100 ms, and a snapshot writes only
+            // the tickets changed since the last, so snapshotting ten times
+            // as often costs no more in all (200,000 made a restart after a
+            // busy minute take half a second in `weir bench torture`).
+            snapshot_ops: 20_000,
+            snapshot_bytes: 16 << 20,
             journal_bytes_max: 512 << 20,
             entry_ops_max: 256,
             cache_bytes: 256 << 20,
@@ -196,6 +215,7 @@ impl Default for StoreSettings {
             disk_reserve_percent: 0,
             reserve_file_bytes: 16 << 20,
             free_space: FreeSpaceProbe::default(),
+            faults: None,
         }
     }
 }
@@ -217,6 +237,24 @@ pub enum StoreError {
     /// sled failed.
     #[error("store {dir}: {source}")]
     Sled {
+        /// The data directory.
+        dir: PathBuf,
+        /// The cause.
+        source: sled::Error,
+    },
+    /// A write into sled failed (what the store was writing is named).
+    #[error("store {dir}: {what} failed: {source}")]
+    Write {
+        /// The data directory.
+        dir: PathBuf,
+        /// What was written: `journal commit`, `record batch`, ...
+        what: &'static str,
+        /// The cause.
+        source: sled::Error,
+    },
+    /// sled's flush of its log failed.
+    #[error("store {dir}: flush of {dir}/sled failed: {source}")]
+    Flush {
         /// The data directory.
         dir: PathBuf,
         /// The cause.
@@ -284,9 +322,10 @@ pub enum StoreError {
         /// What was found.
         what: String,
     },
-    /// A write failed earlier; the store refuses writes until reopened.
-    #[error("store {0} refuses writes after an earlier failure; reopen it")]
-    FailStopped(PathBuf),
+    /// A write failed earlier (the second field says which, and why); the
+    /// store refuses writes until reopened.
+    #[error("store {0} refuses writes after an earlier failure ({1}); reopen it")]
+    FailStopped(PathBuf, String),
     /// A blob named by a record is missing or damaged.
     #[error("blob {path}: {what}")]
     Blob {
@@ -359,6 +398,10 @@ struct Inner {
     db_file: File,
     /// Set after a failed write; cleared only by reopening.
     failed: AtomicBool,
+    /// The first failure that set `failed`, as its message.
+    failure: Mutex<Option<String>>,
+    /// Told of the first failure (the supervisor, which stops the engine).
+    on_failure: Mutex<Option<FailureHook>>,
     /// Whether closing writes the mark (see the `damage` module): set once
     /// the open checked the store whole.
     mark_on_close: AtomicBool,
@@ -395,6 +438,9 @@ impl Drop for Inner {
         );
     }
 }
+
+/// A function told of the store's first failure, with its message.
+type FailureHook = Box<dyn Fn(&str) + Send + Sync>;
 
 #[derive(Default)]
 struct SyncState {
@@ -521,6 +567,8 @@ impl Store {
                 expiry,
                 db_file,
                 failed: AtomicBool::new(false),
+                failure: Mutex::new(None),
+                on_failure: Mutex::new(None),
                 mark_on_close: AtomicBool::new(false),
                 last_seq: AtomicU64::new(0),
                 snapshot_seq: AtomicU64::new(0),
@@ -591,35 +639,34 @@ impl Store {
     pub fn sync(&self) -> Result<(), StoreError> {
         self.check_writable()?;
         let result = self.sync_inner();
-        if result.is_err() {
-            self.fail();
+        if let Err(e) = &result {
+            self.fail(e);
         }
         result
     }
 
     fn sync_inner(&self) -> Result<(), StoreError> {
         let inner = &self.inner;
+        let flush = || {
+            self.inject(FaultPoint::Flush)
+                .map_err(sled::Error::Io)
+                .and_then(|()| inner.db.flush().map(drop))
+                .map_err(|source| StoreError::Flush {
+                    dir: inner.dir.clone(),
+                    source,
+                })
+        };
         match inner.settings.durability {
             Durability::None => Ok(()),
-            Durability::Flush => {
-                inner.db.flush().map_err(|source| StoreError::Sled {
-                    dir: inner.dir.clone(),
-                    source,
-                })?;
-                Ok(())
-            }
+            Durability::Flush => flush(),
             Durability::Fsync => {
-                inner.db.flush().map_err(|source| StoreError::Sled {
-                    dir: inner.dir.clone(),
-                    source,
-                })?;
+                flush()?;
                 // sled's flush is sync_file_range, which does not flush the
                 // device cache (sled issue 1452); and sled writes large pages
                 // to blob files without syncing them. fsync both.
                 let mut sync = inner.sync.lock().unwrap_or_else(|p| p.into_inner());
-                inner
-                    .db_file
-                    .sync_data()
+                self.inject(FaultPoint::Fsync)
+                    .and_then(|()| inner.db_file.sync_data())
                     .map_err(|source| StoreError::Fsync {
                         dir: inner.dir.clone(),
                         file: inner.dir.join("sled").join("db"),
@@ -651,33 +698,97 @@ impl Store {
             let path = entry.path();
             // A blob garbage-collected since the listing is not an error.
             if let Ok(f) = File::open(&path) {
-                f.sync_data().map_err(|source| StoreError::Fsync {
-                    dir: self.inner.dir.clone(),
-                    file: path.clone(),
-                    source,
-                })?;
+                self.inject(FaultPoint::Fsync)
+                    .and_then(|()| f.sync_data())
+                    .map_err(|source| StoreError::Fsync {
+                        dir: self.inner.dir.clone(),
+                        file: path.clone(),
+                        source,
+                    })?;
                 any = true;
             }
             newest = newest.max(lsn);
         }
         if any {
             if let Ok(d) = File::open(&blobs) {
-                d.sync_all().map_err(|source| StoreError::Fsync {
-                    dir: self.inner.dir.clone(),
-                    file: blobs.clone(),
-                    source,
-                })?;
+                self.inject(FaultPoint::Fsync)
+                    .and_then(|()| d.sync_all())
+                    .map_err(|source| StoreError::Fsync {
+                        dir: self.inner.dir.clone(),
+                        file: blobs.clone(),
+                        source,
+                    })?;
             }
         }
         sync.blobs_synced_upto = newest;
         Ok(())
     }
 
+    /// Asks the fault injector, when one is set, whether a call at `point`
+    /// may go on (see the `faults` module).
+    #[inline]
+    pub(crate) fn inject(&self, point: FaultPoint) -> std::io::Result<()> {
+        match &self.inner.settings.faults {
+            None => Ok(()),
+            Some(faults) => faults.check(point),
+        }
+    }
+
+    /// Makes one write into sled, asking the fault injector first: its
+    /// failure fail-stops the store and is an error naming `what`.
+    pub(crate) fn write_sled<T>(
+        &self,
+        what: &'static str,
+        write: impl FnOnce() -> Result<T, sled::Error>,
+    ) -> Result<T, StoreError> {
+        let written = self
+            .inject(FaultPoint::Write)
+            .map_err(sled::Error::Io)
+            .and_then(|()| write());
+        written.map_err(|source| {
+            let e = StoreError::Write {
+                dir: self.inner.dir.clone(),
+                what,
+                source,
+            };
+            self.fail(&e);
+            e
+        })
+    }
+
     fn check_writable(&self) -> Result<(), StoreError> {
         if self.is_failed() {
-            return Err(StoreError::FailStopped(self.inner.dir.clone()));
+            return Err(StoreError::FailStopped(
+                self.inner.dir.clone(),
+                self.failure().unwrap_or_default(),
+            ));
         }
         Ok(())
+    }
+
+    /// The failure that fail-stopped the store, as its message; `None`
+    /// while it takes writes.
+    pub fn failure(&self) -> Option<String> {
+        self.inner
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Calls `hook` with the message of the store's first failure, once
+    /// (at once when the store failed already). Replaces the hook set
+    /// before: the engine's supervisor sets it, to stop the engine.
+    pub fn on_failure(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
+        let mut slot = self
+            .inner
+            .on_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match self.failure() {
+            Some(cause) => hook(&cause),
+            None => *slot = Some(Box::new(hook)),
+        }
     }
 
     /// Refuses a write when the data directory's filesystem has less free
@@ -717,12 +828,13 @@ impl Store {
             reserve_file_released = released,
             "disk full: refusing writes"
         );
-        self.fail();
-        Err(StoreError::DiskFull {
+        let e = StoreError::DiskFull {
             dir: inner.dir.clone(),
             free_bytes: space.free_bytes,
             reserve_bytes: reserve,
-        })
+        };
+        self.fail(&e);
+        Err(e)
     }
 
     /// Creates the reserve file when it is missing and the filesystem has
@@ -762,16 +874,36 @@ impl Store {
         }
     }
 
-    fn fail(&self) {
-        if !self.inner.failed.swap(true, Ordering::AcqRel) {
-            tracing::error!(dir = %self.inner.dir.display(), "store write failed: refusing writes until reopened");
+    /// Fail-stop: refuses every later write, keeps the first `cause` and
+    /// tells the failure hook of it.
+    pub(crate) fn fail(&self, cause: &dyn std::fmt::Display) {
+        let inner = &self.inner;
+        // The hook's lock first: `on_failure` reads the failure under it,
+        // so a hook is either set before and called here, or set after and
+        // called there.
+        let hook = inner.on_failure.lock().unwrap_or_else(|p| p.into_inner());
+        let first = {
+            let mut failure = inner.failure.lock().unwrap_or_else(|p| p.into_inner());
+            if failure.is_some() {
+                false
+            } else {
+                *failure = Some(cause.to_string());
+                true
+            }
+        };
+        inner.failed.store(true, Ordering::Release);
+        if first {
+            tracing::error!(dir = %inner.dir.display(), error = %cause, "store write failed: refusing writes until reopened");
+            if let Some(hook) = hook.as_ref() {
+                hook(&cause.to_string());
+            }
         }
     }
 
     /// Makes every later write fail, as after a failed append. For tests of
-    /// fail-stop behaviour and fault injection.
+    /// fail-stop behaviour.
     pub fn inject_failure(&self) {
-        self.fail();
+        self.fail(&"a failure injected by a test");
     }
 
     pub(crate) fn sled_err(&self, source: sled::Error) -> StoreError {

@@ -143,35 +143,35 @@ impl Store {
         self.check_writable()?;
         self.check_space()?;
         let inner = &self.inner;
-        let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
-            let current = r.get(key.as_bytes())?;
-            if current.as_deref() != expected {
-                return Err(ConflictableTransactionError::Abort(()));
-            }
-            match new {
-                Some(v) => {
-                    r.insert(key.as_bytes(), v)?;
+        let written = self.write_sled("record compare-and-put", || {
+            let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
+                let current = r.get(key.as_bytes())?;
+                if current.as_deref() != expected {
+                    return Err(ConflictableTransactionError::Abort(()));
                 }
-                None => {
-                    r.remove(key.as_bytes())?;
+                match new {
+                    Some(v) => {
+                        r.insert(key.as_bytes(), v)?;
+                    }
+                    None => {
+                        r.remove(key.as_bytes())?;
+                    }
                 }
+                for e in expiring {
+                    x.insert(e.index_key(), &[] as &[u8])?;
+                }
+                for e in unexpiring {
+                    x.remove(e.index_key())?;
+                }
+                Ok(())
+            });
+            match result {
+                Ok(()) => Ok(true),
+                Err(TransactionError::Abort(())) => Ok(false),
+                Err(TransactionError::Storage(e)) => Err(e),
             }
-            for e in expiring {
-                x.insert(e.index_key(), &[] as &[u8])?;
-            }
-            for e in unexpiring {
-                x.remove(e.index_key())?;
-            }
-            Ok(())
-        });
-        match result {
-            Ok(()) => Ok(true),
-            Err(TransactionError::Abort(())) => Ok(false),
-            Err(TransactionError::Storage(e)) => {
-                self.fail();
-                Err(self.sled_err(e))
-            }
-        }
+        })?;
+        Ok(written)
     }
 
     /// Writes records and deletes others in one atomic batch, then makes it
@@ -193,10 +193,7 @@ impl Store {
             batch.remove(k.as_bytes());
             self.delete_blob_index(k, &mut batch, &mut blobs)?;
         }
-        if let Err(e) = self.inner.records.apply_batch(batch) {
-            self.fail();
-            return Err(self.sled_err(e));
-        }
+        self.write_sled("record batch", || self.inner.records.apply_batch(batch))?;
         self.sync()?;
         self.remove_unreferenced_blobs(&blobs)?;
         Ok(())
@@ -274,18 +271,18 @@ impl Store {
         for k in &index_keys {
             index.remove(k.clone());
         }
-        let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
-            r.apply_batch(&records)?;
-            x.apply_batch(&index)?;
-            Ok::<(), ConflictableTransactionError<()>>(())
-        });
-        if let Err(e) = result {
-            self.fail();
-            return Err(match e {
-                TransactionError::Storage(e) => self.sled_err(e),
-                TransactionError::Abort(()) => unreachable!("expiry never aborts"),
-            });
-        }
+        self.write_sled("expiry of records", || {
+            (&inner.records, &inner.expiry)
+                .transaction(|(r, x)| {
+                    r.apply_batch(&records)?;
+                    x.apply_batch(&index)?;
+                    Ok::<(), ConflictableTransactionError<()>>(())
+                })
+                .map_err(|e| match e {
+                    TransactionError::Storage(e) => e,
+                    TransactionError::Abort(()) => unreachable!("expiry never aborts"),
+                })
+        })?;
         self.sync()?;
         self.remove_unreferenced_blobs(&blobs)?;
         Ok(keys)
@@ -314,10 +311,9 @@ impl Store {
                 batch.remove(k.clone());
                 self.delete_blob_index(&String::from_utf8_lossy(k), &mut batch, &mut blobs)?;
             }
-            if let Err(e) = self.inner.records.apply_batch(batch) {
-                self.fail();
-                return Err(self.sled_err(e));
-            }
+            self.write_sled("deletion of records", || {
+                self.inner.records.apply_batch(batch)
+            })?;
             deleted += keys.len();
         }
         if deleted > 0 {

@@ -12,8 +12,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::de::IgnoredAny;
-use weir_core::codec;
-use weir_core::queue::{Applied, QueueState, Ticket};
+use weir_core::codec::{self, CodecError};
+use weir_core::queue::{Applied, QueueState, Ticket, TicketId};
 
 use super::journal::JournalEntry;
 use super::snapshot::{decode_chunk, read_meta, SnapshotMeta, CHUNK_PREFIX, OLD_TICKET_PREFIX};
@@ -36,12 +36,110 @@ pub struct Recovered {
     pub elapsed: Duration,
 }
 
+/// Decodes one journal value and applies its ops to `state` through
+/// weir-core's `step`, adding the tickets they changed to `changed`;
+/// returns how many ops it held. The part of recovery that reads stored
+/// bytes: the `envelope` fuzz target feeds it arbitrary ones (it must
+/// return an error, never panic, and leave a state whose invariants hold).
+#[doc(hidden)]
+pub fn apply_journal_value(
+    state: &mut QueueState,
+    value: &[u8],
+    changed: &mut BTreeSet<TicketId>,
+) -> Result<u64, CodecError> {
+    let entry: JournalEntry = codec::decode(value)?;
+    for op in &entry.ops {
+        match state.step(op) {
+            Applied::Enqueued(id)
+            | Applied::Selected(id)
+            | Applied::Completed(id, _)
+            | Applied::Cancelled(id)
+            | Applied::Requeued(id)
+            | Applied::Extended(id)
+            | Applied::Started(id) => {
+                changed.insert(id);
+            }
+            Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}
+        }
+    }
+    Ok(entry.ops.len() as u64)
+}
+
+/// What the snapshot and the journal tail rebuilt.
+struct Replayed {
+    state: QueueState,
+    meta: SnapshotMeta,
+    snapshot_tickets: u64,
+    changed: BTreeSet<TicketId>,
+    last: u64,
+    entries: u64,
+    ops: u64,
+    bytes: u64,
+}
+
 pub(crate) fn recover(store: &Store) -> Result<Recovered, StoreError> {
     let started = Instant::now();
     let inner = &store.inner;
     let dir = store.dir().to_path_buf();
-    let meta = read_meta(store)?.unwrap_or_default();
+    // The check of every record is independent of the queue's replay and
+    // takes as long on a store of many records: it runs beside it, on a
+    // thread of its own. A panic there (sled on a damaged file) goes on
+    // into the open's guard, as it would on this thread; the replay's
+    // error, when both fail, is the one reported, as before.
+    let (replayed, records) = std::thread::scope(|s| {
+        let records = s.spawn(|| check_records(store));
+        let replayed = replay(store);
+        let records = records
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (replayed, records)
+    });
+    let Replayed {
+        state,
+        meta,
+        snapshot_tickets,
+        changed,
+        last,
+        entries,
+        ops,
+        bytes,
+    } = replayed?;
+    records?;
 
+    *inner.tail_changed.lock().unwrap_or_else(|p| p.into_inner()) = changed;
+    inner.last_seq.store(last, Ordering::Release);
+    inner.snapshot_seq.store(meta.seq, Ordering::Release);
+    inner.ops_since_snapshot.store(ops, Ordering::Relaxed);
+    inner.bytes_since_snapshot.store(bytes, Ordering::Relaxed);
+    // Entries the snapshot covers may remain after a crash between the
+    // snapshot and their removal; they are dead, so remove them now.
+    store.remove_journal_upto(meta.seq)?;
+
+    let recovered = Recovered {
+        state,
+        snapshot: meta,
+        snapshot_tickets,
+        entries_replayed: entries,
+        ops_replayed: ops,
+        elapsed: started.elapsed(),
+    };
+    tracing::info!(
+        dir = %dir.display(),
+        snapshot_seq = meta.seq,
+        snapshot_tickets,
+        entries_replayed = entries,
+        ops_replayed = ops,
+        elapsed_ms = recovered.elapsed.as_millis() as u64,
+        "store recovered"
+    );
+    Ok(recovered)
+}
+
+/// The queue's state from the snapshot and the journal tail after it.
+fn replay(store: &Store) -> Result<Replayed, StoreError> {
+    let inner = &store.inner;
+    let dir = store.dir().to_path_buf();
+    let meta = read_meta(store)?.unwrap_or_default();
     if let Some(item) = inner.snapshot.scan_prefix([OLD_TICKET_PREFIX]).next() {
         let (k, _) = item.map_err(|e| store.sled_err(e))?;
         return Err(StoreError::Inconsistent {
@@ -91,27 +189,14 @@ pub(crate) fn recover(store: &Store) -> Result<Recovered, StoreError> {
                 ),
             });
         }
-        let entry: JournalEntry = codec::decode(&v).map_err(|source| StoreError::Corrupt {
-            dir: dir.clone(),
-            tree: JOURNAL,
-            key: format!("sequence {seq}"),
-            source,
-        })?;
-        for op in &entry.ops {
-            match state.step(op) {
-                Applied::Enqueued(id)
-                | Applied::Selected(id)
-                | Applied::Completed(id, _)
-                | Applied::Cancelled(id)
-                | Applied::Requeued(id)
-                | Applied::Extended(id)
-                | Applied::Started(id) => {
-                    changed.insert(id);
-                }
-                Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}
+        ops += apply_journal_value(&mut state, &v, &mut changed).map_err(|source| {
+            StoreError::Corrupt {
+                dir: dir.clone(),
+                tree: JOURNAL,
+                key: format!("sequence {seq}"),
+                source,
             }
-        }
-        ops += entry.ops.len() as u64;
+        })?;
         bytes += v.len() as u64;
         entries += 1;
         last = seq;
@@ -123,41 +208,31 @@ pub(crate) fn recover(store: &Store) -> Result<Recovered, StoreError> {
     #[cfg(debug_assertions)]
     state.assert_invariants();
 
-    for item in inner.records.iter() {
+    Ok(Replayed {
+        state,
+        meta,
+        snapshot_tickets,
+        changed,
+        last,
+        entries,
+        ops,
+        bytes,
+    })
+}
+
+/// Every record decodes as an envelope: a corrupt one stops the open,
+/// named, rather than some later read.
+fn check_records(store: &Store) -> Result<(), StoreError> {
+    let dir = store.dir();
+    for item in store.inner.records.iter() {
         let (k, v) = item.map_err(|e| store.sled_err(e))?;
         codec::decode::<IgnoredAny>(&v).map_err(|source| StoreError::Corrupt {
-            dir: dir.clone(),
+            dir: dir.to_path_buf(),
             tree: RECORDS,
             key: printable(&k),
             source,
         })?;
     }
 
-    *inner.tail_changed.lock().unwrap_or_else(|p| p.into_inner()) = changed;
-    inner.last_seq.store(last, Ordering::Release);
-    inner.snapshot_seq.store(meta.seq, Ordering::Release);
-    inner.ops_since_snapshot.store(ops, Ordering::Relaxed);
-    inner.bytes_since_snapshot.store(bytes, Ordering::Relaxed);
-    // Entries the snapshot covers may remain after a crash between the
-    // snapshot and their removal; they are dead, so remove them now.
-    store.remove_journal_upto(meta.seq)?;
-
-    let recovered = Recovered {
-        state,
-        snapshot: meta,
-        snapshot_tickets,
-        entries_replayed: entries,
-        ops_replayed: ops,
-        elapsed: started.elapsed(),
-    };
-    tracing::info!(
-        dir = %dir.display(),
-        snapshot_seq = meta.seq,
-        snapshot_tickets,
-        entries_replayed = entries,
-        ops_replayed = ops,
-        elapsed_ms = recovered.elapsed.as_millis() as u64,
-        "store recovered"
-    );
-    Ok(recovered)
+    Ok(())
 }
