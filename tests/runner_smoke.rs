@@ -106,3 +106,61 @@ async fn jobs_run_once_retry_and_stop() {
     );
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// A key is never unknown between its enqueue's acknowledgement and its
+/// done record: while its completion is on its way to disk (the ticket gone
+/// from memory, the record not yet in the store) a query waits for the
+/// commit instead of answering "no such key".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completing_key_is_never_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Arc::new(
+        Engine::builder(dir.path())
+            .durability(Durability::Fsync)
+            .pool("default", 4)
+            .task_fn("ok", |_ctx| async { Ok(Vec::new()) })
+            .open()
+            .await
+            .unwrap(),
+    );
+    // Held until the pollers run, so that every completion happens while
+    // its key is being asked about.
+    engine.pause(true).unwrap();
+    let keys: Vec<String> = (0..200).map(|i| format!("k{i:03}")).collect();
+    engine
+        .enqueue_many(keys.iter().map(|k| job(k, "ok")).collect())
+        .await
+        .unwrap();
+    // Poll every key until it is done, as fast as the queue answers.
+    let mut pollers = tokio::task::JoinSet::new();
+    for chunk in keys.chunks(50) {
+        let engine = engine.clone();
+        let chunk = chunk.to_vec();
+        pollers.spawn(async move {
+            let mut queries = 0u64;
+            for key in chunk {
+                loop {
+                    queries += 1;
+                    match engine.ticket(&key).await.unwrap() {
+                        Some(TicketView::Done(r)) => {
+                            assert_eq!(r.status, DoneStatus::Succeeded, "{key}");
+                            break;
+                        }
+                        Some(TicketView::Live { .. }) => tokio::task::yield_now().await,
+                        None => panic!("{key}: unknown after its enqueue was acknowledged"),
+                    }
+                }
+            }
+            queries
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    engine.pause(false).unwrap();
+    let mut queries = 0;
+    while let Some(q) = pollers.join_next().await {
+        queries += q.unwrap();
+    }
+    assert!(queries >= keys.len() as u64);
+    let engine = Arc::into_inner(engine).unwrap();
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+}

@@ -382,6 +382,11 @@ enum Effect {
     CancelRunning(Arc<str>, TicketId),
     Notify(Arc<str>, Completion),
     Event(EngineEvent),
+    /// A ticket query about a key whose completion is not durable yet,
+    /// answered once it is (the ticket is gone from memory and its done
+    /// record not yet in the store: answered now, the key would look
+    /// unknown).
+    TicketView(String, RpcReplyPort<Option<TicketView>>),
 }
 
 #[derive(Default)]
@@ -752,8 +757,12 @@ impl Actor for QueueActor {
                 let _ = reply.send(state.status());
             }
             QueueMsg::Ticket(key, reply) => {
-                let view = state.ticket_view(&key)?;
-                let _ = reply.send(view);
+                if state.completing.contains_key(key.as_str()) {
+                    state.open.effects.push(Effect::TicketView(key, reply));
+                } else {
+                    let view = state.ticket_view(&key)?;
+                    let _ = reply.send(view);
+                }
             }
             QueueMsg::List(filter, reply) => {
                 let _ = reply.send(state.list(&filter));
@@ -1557,6 +1566,14 @@ impl QueueState_ {
                 Effect::Cancelled(reply, answer) => {
                     let _ = reply.send(answer);
                 }
+                Effect::TicketView(key, reply) => match self.ticket_view(&key) {
+                    Ok(view) => {
+                        let _ = reply.send(view);
+                    }
+                    // The caller's call fails: no answer is better than a
+                    // wrong "unknown".
+                    Err(e) => tracing::error!(key = %key, error = %e, "ticket view failed"),
+                },
                 Effect::CancelledMany(reply, answers) => {
                     let _ = reply.send(answers);
                 }
