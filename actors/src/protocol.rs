@@ -315,6 +315,10 @@ pub enum ToWorker {
         /// Why.
         reason: String,
     },
+    /// The engine recorded this worker's leave: it may exit. (A leave is a
+    /// cast; a worker that exited right after sending it could cut its
+    /// session before the frame went out, and be recorded lost.)
+    Farewell,
 }
 
 /// Encodes a wire message as one cast.

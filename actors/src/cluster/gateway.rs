@@ -656,6 +656,9 @@ impl GatewayState {
             }
             ToEngine::Leave { .. } => {
                 tracing::info!(worker = %worker_id, "worker left");
+                if let Some(link) = w.link.clone() {
+                    let _ = link.cast(LinkMsg::Wire(ToWorker::Farewell));
+                }
                 self.end(&worker_id, WorkerState::Left, None);
                 let _ = self
                     .args

@@ -54,6 +54,9 @@ pub const RECONNECT_MAX_MS: u64 = 2_000;
 pub const AUTH_FAILURES_MAX: u32 = 3;
 /// Log output kept while the link is down, at most; older output goes.
 pub const LOG_BACKLOG_BYTES_MAX: usize = 16 << 20;
+/// How long a leaving worker waits for the engine to confirm its leave
+/// before it exits anyway (and the engine, missing the leave, has it lost).
+pub const FAREWELL_WAIT_MS: u64 = 3_000;
 
 /// Messages of the link.
 pub enum LinkMsg {
@@ -190,6 +193,9 @@ pub struct LinkState {
     log_backlog_bytes: usize,
     auth_failures: u32,
     draining: Option<(u64, RpcReplyPort<DrainReport>)>,
+    /// Sent its leave: waits for the engine's farewell until the instant,
+    /// then answers the drain with the report and ends.
+    leaving: Option<(u64, RpcReplyPort<DrainReport>, DrainReport)>,
     joins: u32,
     resumes: u32,
     lost: u32,
@@ -253,6 +259,7 @@ impl Actor for LinkActor {
             log_backlog_bytes: 0,
             auth_failures: 0,
             draining: None,
+            leaving: None,
             joins: 0,
             resumes: 0,
             lost: 0,
@@ -355,6 +362,11 @@ impl LinkState {
     }
 
     fn down(&mut self, why: &str) {
+        if self.leaving.is_some() {
+            // Nothing left to send: the engine has this worker lost.
+            self.leave_now(why);
+            return;
+        }
         if !matches!(self.conn, Conn::Down { .. }) {
             tracing::warn!(worker = %self.args_worker_id, why, "worker cut off from the engine; reconnecting");
         }
@@ -499,6 +511,7 @@ impl LinkState {
             }
         }
         self.check_drain().await;
+        self.check_leaving();
     }
 
     /// Sends a join to the engine's gateway (again, when unanswered).
@@ -577,6 +590,7 @@ impl LinkState {
                     self.log(backlog);
                 }
             }
+            ToWorker::Farewell => self.leave_now("the engine confirmed the leave"),
             ToWorker::Refused { reason } => {
                 self.fail(format!("the engine refused this worker: {reason}"));
             }
@@ -734,15 +748,43 @@ impl LinkState {
                 }
             }
         }
-        self.send(ToEngine::Leave {
+        let sent = self.send(ToEngine::Leave {
             worker_id: self.args_worker_id.clone(),
         });
         self.flush();
         tracing::info!(worker = %self.args_worker_id, cancelled, unacked, "worker drained; leaving");
         if let Some((_, reply)) = self.draining.take() {
-            let _ = reply.send(DrainReport { cancelled, unacked });
+            self.leaving = Some((
+                now + FAREWELL_WAIT_MS,
+                reply,
+                DrainReport { cancelled, unacked },
+            ));
         }
+        if !sent {
+            self.leave_now("no engine to confirm the leave");
+        }
+    }
+
+    /// Ends a leave the engine confirmed, or gave up waiting for.
+    fn leave_now(&mut self, why: &str) {
+        let Some((_, reply, report)) = self.leaving.take() else {
+            return;
+        };
+        tracing::info!(worker = %self.args_worker_id, why, "worker left");
+        let _ = reply.send(report);
         let _ = self.end.send(LinkEnd::Left);
+    }
+
+    /// Gives up on a farewell that did not come in time.
+    fn check_leaving(&mut self) {
+        let late = self
+            .leaving
+            .as_ref()
+            .is_some_and(|(until_ms, _, _)| self.clock.now_ms() >= *until_ms);
+        if late {
+            tracing::warn!(worker = %self.args_worker_id, wait_ms = FAREWELL_WAIT_MS, "the engine did not confirm the leave; leaving anyway");
+            self.leave_now("farewell not received");
+        }
     }
 }
 
