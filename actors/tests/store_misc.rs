@@ -946,3 +946,38 @@ fn the_old_snapshot_layout_is_refused() {
         "{err}"
     );
 }
+
+/// A store dropped and opened again while another thread spawns child
+/// processes opens every time: a child forked at the moment of the drop
+/// holds the lock's descriptor until its exec, which must not read as
+/// another weir having the directory.
+#[test]
+fn a_reopen_while_children_are_spawned_is_not_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawners: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut spawned = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::process::Command::new("true").status().unwrap();
+                    spawned += 1;
+                }
+                spawned
+            })
+        })
+        .collect();
+    let mut refused = Vec::new();
+    for i in 0..100 {
+        match Store::open(&dir, settings(Durability::None)) {
+            Ok((store, _)) => drop(store),
+            Err(e) => refused.push(format!("open {i}: {e}")),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let spawned: u32 = spawners.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(spawned > 0);
+    assert!(refused.is_empty(), "{refused:?}");
+}
