@@ -426,6 +426,13 @@ mod tests {
             ToWorker::Lost { reason } => assert_eq!(reason, "silent"),
             other => panic!("not lost: {other:?}"),
         }
+        // A unit variant inside a batch: the farewell a leaving worker
+        // waits for.
+        let bytes = encode("t", &ToWorker::Batch(vec![ToWorker::Farewell])).unwrap();
+        match decode::<ToWorker>("t", bytes).unwrap() {
+            ToWorker::Batch(m) => assert!(matches!(m.as_slice(), [ToWorker::Farewell]), "{m:?}"),
+            other => panic!("not a batch: {other:?}"),
+        }
     }
 
     #[test]
