@@ -1168,6 +1168,10 @@ impl QueueState_ {
                 if !list.contains(&r.worker_id) {
                     list.push(r.worker_id.clone());
                 }
+            } else {
+                // Its next registration gives the queue its free slots
+                // again; until then they are missing.
+                tracing::warn!(worker = %r.worker_id, slots = r.regrant, id = r.id, "slots granted back by a worker the queue does not know are dropped");
             }
         }
         let now = self.clock.now_ms();

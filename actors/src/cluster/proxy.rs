@@ -244,9 +244,12 @@ impl ProxyState {
     }
 
     fn credit(&mut self, slots: u32) {
-        if slots == 0 {
-            return;
-        }
+        // Sent even with no slot: it registers this pool with the queue, so
+        // that slots its reports grant back later (Report.regrant) count.
+        // A worker that re-registers while its superseded attempts are
+        // still being cancelled has no free slot yet; were the Credit
+        // dropped, the queue would not know it and drop those slots, and
+        // the pool would wait for tickets that never come.
         self.granted = self.granted.saturating_add(slots);
         self.to_queue(QueueMsg::Credit {
             worker: self.me.clone(),
