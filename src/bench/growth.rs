@@ -12,7 +12,6 @@
 //! `--quick` runs a tenth of each size (chains of 10 / 100 / 1,000 and so
 //! on; drains of 1k / 10k / 100k).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_actors::store::Durability;
@@ -42,7 +41,6 @@ async fn paused_drain(dir: &std::path::Path, jobs: usize) -> Result<Duration, Be
         .open()
         .await
         .map_err(failed)?;
-    let engine = Arc::new(engine);
     engine.pause(true).map_err(failed)?;
     let mut i = 0;
     while i < jobs {
@@ -60,8 +58,6 @@ async fn paused_drain(dir: &std::path::Path, jobs: usize) -> Result<Duration, Be
         .await
         .map_err(failed)?;
     let elapsed = started.elapsed();
-    let engine =
-        Arc::try_unwrap(engine).map_err(|_| BenchError::Failed("engine still shared".into()))?;
     engine
         .shutdown(Duration::from_secs(30))
         .await

@@ -190,6 +190,7 @@ pub fn run_sweep(quick: bool) -> Result<(), BenchError> {
         let dir = tempfile_dir()?;
         let mut pairs = vec![("jobs", jobs.to_string())];
         let mut ops_per_batch: f64 = 1.0;
+        let (mut w1, mut w32) = (0.0, 0.0);
         for workers in [1u32, 8, 32] {
             // One worker runs a fifth of the jobs: its rate is steady long
             // before, and the whole sweep stays within its time budget.
@@ -206,6 +207,11 @@ pub fn run_sweep(quick: bool) -> Result<(), BenchError> {
                 d.jobs_per_s, d.batches, d.ops_per_batch
             );
             ops_per_batch = ops_per_batch.max(d.ops_per_batch);
+            match workers {
+                1 => w1 = d.jobs_per_s,
+                32 => w32 = d.jobs_per_s,
+                _ => {}
+            }
             pairs.push((
                 match workers {
                     1 => "w1_jobs_per_s",
@@ -232,16 +238,6 @@ pub fn run_sweep(quick: bool) -> Result<(), BenchError> {
         );
         // A lone worker's peer: one durable commit per job, one at a time
         // (what a queue without group commit pays for every job).
-        let w1 = pairs
-            .iter()
-            .find(|(k, _)| *k == "w1_jobs_per_s")
-            .and_then(|(_, v)| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
-        let w32 = pairs
-            .iter()
-            .find(|(k, _)| *k == "w32_jobs_per_s")
-            .and_then(|(_, v)| v.parse::<f64>().ok())
-            .unwrap_or(0.0);
         let one_commits = (jobs / 20).clamp(200, 2_000);
         let raw_one = raw_commits_per_s(&dir.join("one"), 1, 60, one_commits, true)?;
         let one_worker_ratio = w1 / raw_one;
