@@ -36,7 +36,7 @@ use crate::clock::Clock;
 use crate::done::{dead_key, done_key, DeadRecord, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::pool::PoolMsg;
-use crate::store::{BlobRef, Commit, Expiring, Recovered, Store};
+use crate::store::{BlobRef, Commit, Expiring, Recovered, Store, StoreCold, StoreError};
 
 /// The registered name of the queue actor.
 pub const QUEUE_NAME: &str = "weir.queue";
@@ -778,7 +778,19 @@ impl Actor for QueueActor {
 
 impl QueueState_ {
     fn step(&mut self, op: Op) -> Applied {
+        if self.q.cold_len() > 0 {
+            let cold = StoreCold::new(&self.store);
+            if let Err(e) = self.q.prepare(&op, &cold) {
+                cold_failed(&e);
+            }
+        }
         let applied = self.q.step(&op);
+        if self.q.cold_len() > 0 {
+            let cold = StoreCold::new(&self.store);
+            if let Err(e) = self.q.refill(&cold, self.store.settings().window_tickets) {
+                cold_failed(&e);
+            }
+        }
         match applied {
             Applied::Enqueued(id)
             | Applied::Selected(id)
@@ -812,7 +824,19 @@ impl QueueState_ {
         self.open.effects.push(Effect::Enqueued(reply, answers));
     }
 
+    /// Reads the ticket of `key` in from the store when only the store
+    /// holds it, so `by_key` finds it.
+    fn fault_in_key(&mut self, key: &str) {
+        if self.q.cold_len() > 0 {
+            let cold = StoreCold::new(&self.store);
+            if let Err(e) = self.q.fault_in_key(key, &cold) {
+                cold_failed(&e);
+            }
+        }
+    }
+
     fn enqueue_one(&mut self, job: Job) -> Result<Enqueued, String> {
+        self.fault_in_key(&job.key);
         if let Some(t) = self.q.by_key(&job.key) {
             return Ok(Enqueued::Live(t.id));
         }
@@ -857,6 +881,7 @@ impl QueueState_ {
     }
 
     fn cancel_one(&mut self, key: &str) -> Cancelled {
+        self.fault_in_key(key);
         match self
             .q
             .by_key(key)
@@ -986,6 +1011,7 @@ impl QueueState_ {
     }
 
     fn requeue_dead_one(&mut self, key: &str) -> Result<Enqueued, String> {
+        self.fault_in_key(key);
         if let Some(t) = self.q.by_key(key) {
             return Ok(Enqueued::Live(t.id));
         }
@@ -1556,6 +1582,7 @@ impl QueueState_ {
             written
         })
         .await??;
+        self.q.snapshot_taken();
         tracing::info!(seq, changed = n, tickets, "queue snapshot written");
         Ok(())
     }
@@ -1689,6 +1716,34 @@ impl QueueState_ {
                 Place::Running { .. } => p.running += 1,
             }
         }
+        // Tickets kept in the store: counted by level; the due ones among
+        // them by a walk of the index from each level's window on (keys
+        // only), which stops at the first not due.
+        if self.q.cold_len() > 0 {
+            let cold = StoreCold::new(&self.store);
+            for (pool, priority, level) in self.q.cold_levels() {
+                let p = pools.entry(pool.to_string()).or_default();
+                p.pending += level.remaining as usize;
+                let mut after = level.bound;
+                'walk: loop {
+                    let Ok(entries) =
+                        weir_core::cold::ColdTickets::scan(&cold, pool, priority, after, 4_096)
+                    else {
+                        break;
+                    };
+                    let Some(&last) = entries.last() else { break };
+                    for (due_ms, id) in entries {
+                        if due_ms > now {
+                            break 'walk;
+                        }
+                        if self.q.ticket(id).is_none() && !self.q.is_gone(id) {
+                            p.due += 1;
+                        }
+                    }
+                    after = Some(last);
+                }
+            }
+        }
         for w in self.workers.values() {
             let p = pools.entry(w.pool.to_string()).or_default();
             p.workers += 1;
@@ -1702,7 +1757,8 @@ impl QueueState_ {
         }
     }
 
-    fn ticket_view(&self, key: &str) -> Result<Option<TicketView>, ActorProcessingErr> {
+    fn ticket_view(&mut self, key: &str) -> Result<Option<TicketView>, ActorProcessingErr> {
+        self.fault_in_key(key);
         if let Some(t) = self.q.by_key(key) {
             let (running, at_ms) = match t.place {
                 Place::Pending { due_ms } => (false, due_ms),
@@ -1751,6 +1807,41 @@ impl QueueState_ {
                 })
             })
             .collect();
+        if self.q.cold_len() > 0 {
+            // Pending tickets kept in the store, in id order, skipping
+            // those in memory (their stored copy is stale) and those gone.
+            let mut cold: Vec<LiveTicket> = Vec::new();
+            let pending_wanted = f.running != Some(true);
+            if pending_wanted {
+                let result = self.store.for_each_stored_ticket(|t| {
+                    if self.q.ticket(t.id).is_some() || self.q.is_gone(t.id) {
+                        return true;
+                    }
+                    if f.pool.as_deref().is_none_or(|p| *t.job.pool == *p) {
+                        let at_ms = match t.place {
+                            Place::Pending { due_ms } => due_ms,
+                            Place::Running { lease_until_ms, .. } => lease_until_ms,
+                        };
+                        cold.push(LiveTicket {
+                            key: t.job.key.to_string(),
+                            id: t.id,
+                            pool: t.job.pool.to_string(),
+                            task: t.job.task.to_string(),
+                            target: t.job.target.as_deref().map(str::to_string),
+                            running: false,
+                            attempts: t.attempt,
+                            failures: t.tries.failures,
+                            at_ms,
+                        });
+                    }
+                    cold.len() < f.limit
+                });
+                if let Err(e) = result {
+                    tracing::warn!(error = %e, "listing the tickets kept in the store failed");
+                }
+            }
+            out.extend(cold);
+        }
         out.sort_by_key(|t| t.id);
         out.truncate(f.limit);
         out
@@ -1771,6 +1862,14 @@ fn human_ms(ms: u64) -> String {
         }
     }
     format!("{ms}ms")
+}
+
+/// A read of the tickets kept in the store failed: the queue cannot know
+/// what it holds, so it stops; its restart reads the store again (and an
+/// open that fails the same way refuses the store, naming what).
+fn cold_failed(e: &weir_core::cold::ColdError<StoreError>) -> ! {
+    tracing::error!(error = %e, "reading the tickets kept in the store failed");
+    panic!("queue: {e}")
 }
 
 fn op_id(op: &Op) -> TicketId {

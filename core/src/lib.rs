@@ -23,6 +23,7 @@ pub mod asset;
 pub mod breaker;
 pub mod canonical;
 pub mod codec;
+pub mod cold;
 pub mod cron;
 pub mod graph;
 pub mod http;

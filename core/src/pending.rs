@@ -85,6 +85,13 @@ impl PendingOrder {
         })
     }
 
+    /// The first ticket `(due_ms, id)` of the `priority` level.
+    pub fn first_of(&self, priority: i32) -> Option<(u64, TicketId)> {
+        self.levels
+            .get(&Reverse(priority))
+            .and_then(|level| level.first().copied())
+    }
+
     /// The earliest due instant over every level.
     pub fn next_due_ms(&self) -> Option<u64> {
         self.levels

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cold::{ColdError, ColdLevel, ColdTickets};
 use crate::pending::PendingOrder;
 use crate::retry::{AttemptOutcome, Plan, RetryPolicy, Stop, Tries};
 
@@ -347,6 +348,14 @@ pub struct QueueState {
     /// Running tickets ordered by (lease_until_ms, id).
     leases: BTreeSet<(u64, TicketId)>,
     keys: HashMap<Arc<str>, TicketId>,
+    /// Levels `(pool, priority)` with pending tickets in the store only
+    /// (see the `cold` module); empty when every ticket is in memory.
+    cold: BTreeMap<(Arc<str>, i32), ColdLevel>,
+    /// Tickets that left the queue since the store's last snapshot while
+    /// levels were cold: the store still lists them, and they must not be
+    /// read in again. Kept only while `cold` is not empty (without cold
+    /// levels nothing is read from the store).
+    gone: BTreeSet<TicketId>,
 }
 
 /// Counts of one pool.
@@ -397,7 +406,9 @@ impl QueueState {
         self.next_id
     }
 
-    /// Live tickets, by id.
+    /// Live tickets in memory, by id: every running ticket, and the
+    /// pending ones read in (all of them unless levels are cold, see
+    /// [`QueueState::cold_levels`]).
     pub fn tickets(&self) -> impl ExactSizeIterator<Item = &Ticket> {
         self.tickets.values().map(|t| &**t)
     }
@@ -415,14 +426,37 @@ impl QueueState {
             .map(|t| &**t)
     }
 
-    /// Live tickets in all.
+    /// Live tickets in all, in memory or in the store.
     pub fn len(&self) -> usize {
-        self.tickets.len()
+        self.tickets.len() + self.cold_len() as usize
     }
 
     /// Whether no ticket is live.
     pub fn is_empty(&self) -> bool {
-        self.tickets.is_empty()
+        self.tickets.is_empty() && self.cold.is_empty()
+    }
+
+    /// Live tickets in memory: every running one, and the pending ones
+    /// read in.
+    pub fn hot_len(&self) -> usize {
+        self.tickets.len()
+    }
+
+    /// Pending tickets in the store only.
+    pub fn cold_len(&self) -> u64 {
+        self.cold.values().map(|l| l.remaining).sum()
+    }
+
+    /// The levels `(pool, priority)` with pending tickets in the store
+    /// only.
+    pub fn cold_levels(&self) -> impl Iterator<Item = (&Arc<str>, i32, &ColdLevel)> {
+        self.cold.iter().map(|((pool, p), l)| (pool, *p, l))
+    }
+
+    /// Whether ticket `id` left the queue since the store's last snapshot
+    /// (its stored entries are stale).
+    pub fn is_gone(&self, id: TicketId) -> bool {
+        self.gone.contains(&id)
     }
 
     /// Running tickets.
@@ -431,16 +465,33 @@ impl QueueState {
     }
 
     /// The pools that have pending tickets.
-    pub fn pools(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.pending.keys()
+    pub fn pools(&self) -> Vec<&Arc<str>> {
+        let mut pools: Vec<&Arc<str>> = self
+            .pending
+            .keys()
+            .chain(self.cold.keys().map(|(pool, _)| pool))
+            .collect();
+        pools.sort();
+        pools.dedup();
+        pools
     }
 
-    /// Pending and due counts of `pool` at `now_ms`.
+    /// Pending and due counts of `pool` at `now_ms`: pending counts the
+    /// tickets in the store only too; due, only those in memory.
     pub fn pool_counts(&self, pool: &str, now_ms: u64) -> PoolCounts {
+        let cold: u64 = self
+            .cold
+            .iter()
+            .filter(|((p, _), _)| **p == *pool)
+            .map(|(_, l)| l.remaining)
+            .sum();
         match self.pending.get(pool) {
-            None => PoolCounts::default(),
+            None => PoolCounts {
+                pending: cold as usize,
+                due: 0,
+            },
             Some(set) => PoolCounts {
-                pending: set.len(),
+                pending: set.len() + cold as usize,
                 due: set.due_count(now_ms),
             },
         }
@@ -782,6 +833,9 @@ impl QueueState {
         }
         let removed = self.keys.remove(&ticket.job.key);
         debug_assert_eq!(removed, Some(id), "key index names ticket {id}");
+        if !self.cold.is_empty() {
+            self.gone.insert(id);
+        }
     }
 
     /// Counts agree: what a step can break cheaply. Full check in
@@ -859,6 +913,254 @@ impl QueueState {
         if let Some((&last, _)) = self.tickets.last_key_value() {
             assert!(last < self.next_id, "ticket ids are below next_id");
         }
+    }
+}
+
+/// The tickets in the store only: reading them in (see the `cold` module).
+impl QueueState {
+    /// A queue over a store's snapshot that holds `running` (every
+    /// running ticket of the snapshot, read in) and, per level
+    /// `(pool, priority, pending)`, that many pending tickets left in the
+    /// store. Call [`QueueState::refill`] before the first select.
+    pub fn restore_cold(
+        next_id: TicketId,
+        running: impl IntoIterator<Item = Ticket>,
+        levels: impl IntoIterator<Item = (Arc<str>, i32, u64)>,
+    ) -> Result<Self, String> {
+        let mut state = QueueState::restore(next_id, running)?;
+        if let Some(t) = state
+            .tickets
+            .values()
+            .find(|t| !matches!(t.place, Place::Running { .. }))
+        {
+            return Err(format!(
+                "ticket {} of the running index is not running",
+                t.id
+            ));
+        }
+        for (pool, priority, remaining) in levels {
+            if remaining == 0 {
+                continue;
+            }
+            let level = ColdLevel {
+                remaining,
+                bound: None,
+            };
+            if state.cold.insert((pool.clone(), priority), level).is_some() {
+                return Err(format!("pool {pool:?} lists priority {priority} twice"));
+            }
+        }
+        Ok(state)
+    }
+
+    /// Reads in from `cold` what `op` names and the store holds only: the
+    /// ticket of an enqueued key, the ticket of an id. Replay and the live
+    /// queue call it before every [`QueueState::step`], so a step finds in
+    /// memory every ticket it would change. Reads nothing while no level
+    /// is cold.
+    pub fn prepare<C: ColdTickets>(
+        &mut self,
+        op: &Op,
+        cold: &C,
+    ) -> Result<(), ColdError<C::Error>> {
+        if self.cold.is_empty() {
+            return Ok(());
+        }
+        match op {
+            Op::Enqueue(job) => self.fault_in_key(&job.key, cold),
+            Op::Select { .. } => Ok(()),
+            Op::Complete { id, .. }
+            | Op::Cancel { id }
+            | Op::Requeue { id, .. }
+            | Op::Defer { id, .. }
+            | Op::Poke { id, .. }
+            | Op::Extend { id, .. }
+            | Op::Start { id, .. }
+            | Op::Orphaned { id, .. } => self.fault_in_id(*id, cold),
+        }
+    }
+
+    /// Reads in the ticket of `key` when the store holds it only, so
+    /// [`QueueState::by_key`] finds it.
+    pub fn fault_in_key<C: ColdTickets>(
+        &mut self,
+        key: &str,
+        cold: &C,
+    ) -> Result<(), ColdError<C::Error>> {
+        if self.cold.is_empty() || self.keys.contains_key(key) {
+            return Ok(());
+        }
+        match cold.key_id(key).map_err(ColdError::Store)? {
+            Some(id) => self.fault_in_id(id, cold),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads in ticket `id` when the store holds it only.
+    pub fn fault_in_id<C: ColdTickets>(
+        &mut self,
+        id: TicketId,
+        cold: &C,
+    ) -> Result<(), ColdError<C::Error>> {
+        if self.cold.is_empty()
+            || id >= self.next_id
+            || self.tickets.contains_key(&id)
+            || self.gone.contains(&id)
+        {
+            return Ok(());
+        }
+        match cold.ticket(id).map_err(ColdError::Store)? {
+            Some(ticket) => self.admit(ticket),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads the next window of every cold level whose tickets in memory
+    /// no longer include one at or before its bound, so the first of a
+    /// level in memory is its first overall. Replay and the live queue
+    /// call it after every step; `window` tickets are read per level at
+    /// most.
+    pub fn refill<C: ColdTickets>(
+        &mut self,
+        cold: &C,
+        window: usize,
+    ) -> Result<(), ColdError<C::Error>> {
+        if self.cold.is_empty() {
+            return Ok(());
+        }
+        let window = window.max(1);
+        let levels: Vec<(Arc<str>, i32)> = self
+            .cold
+            .iter()
+            .filter(|((pool, priority), level)| {
+                let first = self.pending.get(pool).and_then(|o| o.first_of(*priority));
+                match (first, level.bound) {
+                    (Some(first), Some(bound)) => first > bound,
+                    _ => true,
+                }
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (pool, priority) in levels {
+            self.read_window(&pool, priority, cold, window)?;
+        }
+        Ok(())
+    }
+
+    /// Reads every ticket the store holds only into memory (a check of the
+    /// whole queue; an operator's tool, not a hot path).
+    pub fn read_in_all<C: ColdTickets>(&mut self, cold: &C) -> Result<(), ColdError<C::Error>> {
+        let levels: Vec<(Arc<str>, i32)> = self.cold.keys().cloned().collect();
+        for (pool, priority) in levels {
+            self.read_window(&pool, priority, cold, usize::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// Reads up to `window` cold tickets of a level past its bound.
+    fn read_window<C: ColdTickets>(
+        &mut self,
+        pool: &Arc<str>,
+        priority: i32,
+        cold: &C,
+        window: usize,
+    ) -> Result<(), ColdError<C::Error>> {
+        let key = (pool.clone(), priority);
+        let mut read = 0usize;
+        loop {
+            let Some(level) = self.cold.get(&key).copied() else {
+                return Ok(());
+            };
+            if read >= window {
+                return Ok(());
+            }
+            let entries = cold
+                .scan(pool, priority, level.bound, window)
+                .map_err(ColdError::Store)?;
+            let Some(&last) = entries.last() else {
+                return Err(ColdError::Inconsistent(format!(
+                    "pool {pool:?} at priority {priority} counts {} more pending tickets than its index lists",
+                    level.remaining
+                )));
+            };
+            for (due_ms, id) in entries {
+                if self.tickets.contains_key(&id) || self.gone.contains(&id) {
+                    continue;
+                }
+                let Some(ticket) = cold.ticket(id).map_err(ColdError::Store)? else {
+                    return Err(ColdError::Inconsistent(format!(
+                        "the pending index of pool {pool:?} names ticket {id}, which is not stored"
+                    )));
+                };
+                if ticket.place != (Place::Pending { due_ms })
+                    || ticket.job.priority != priority
+                    || ticket.job.pool != *pool
+                {
+                    return Err(ColdError::Inconsistent(format!(
+                        "ticket {id} is indexed pending in pool {pool:?} at priority {priority} due {due_ms}, and stored as {:?} in pool {:?} at priority {}",
+                        ticket.place, ticket.job.pool, ticket.job.priority
+                    )));
+                }
+                self.admit(ticket)?;
+                read += 1;
+                if !self.cold.contains_key(&key) {
+                    // The level's last cold ticket: the entries after it
+                    // are in memory or gone (and `gone` was just cleared
+                    // if no level is cold any more), so stop here.
+                    return Ok(());
+                }
+            }
+            if let Some(level) = self.cold.get_mut(&key) {
+                level.bound = Some(last);
+            }
+        }
+    }
+
+    /// Takes a stored ticket into memory.
+    fn admit<E>(&mut self, ticket: Ticket) -> Result<(), ColdError<E>> {
+        let id = ticket.id;
+        if id >= self.next_id {
+            return Err(ColdError::Inconsistent(format!(
+                "stored ticket {id} is at or above the next id {}",
+                self.next_id
+            )));
+        }
+        if !matches!(ticket.place, Place::Pending { .. }) {
+            return Err(ColdError::Inconsistent(format!(
+                "stored ticket {id} is running and not in the running index"
+            )));
+        }
+        let level_key = (ticket.job.pool.clone(), ticket.job.priority);
+        let Some(level) = self.cold.get_mut(&level_key) else {
+            return Err(ColdError::Inconsistent(format!(
+                "stored ticket {id} is pending in pool {:?} at priority {}, which counts none in the store",
+                ticket.job.pool, ticket.job.priority
+            )));
+        };
+        if let Some(&other) = self.keys.get(&ticket.job.key) {
+            return Err(ColdError::Inconsistent(format!(
+                "stored ticket {id} has the key {:?} of live ticket {other}",
+                ticket.job.key
+            )));
+        }
+        level.remaining -= 1;
+        if level.remaining == 0 {
+            self.cold.remove(&level_key);
+        }
+        self.keys.insert(ticket.job.key.clone(), id);
+        self.index(&ticket);
+        self.tickets.insert(id, Box::new(ticket));
+        if self.cold.is_empty() {
+            // Nothing is read from the store any more.
+            self.gone.clear();
+        }
+        Ok(())
+    }
+
+    /// The store has written a snapshot of this state: its index lists
+    /// no ticket that left, so none needs remembering.
+    pub fn snapshot_taken(&mut self) {
+        self.gone.clear();
     }
 }
 

@@ -37,6 +37,7 @@
 //! the data directory's files and what was found.
 
 mod blobs;
+mod cold;
 mod damage;
 mod disk;
 mod faults;
@@ -58,6 +59,7 @@ use weir_core::codec::CodecError;
 use weir_core::queue::TicketId;
 
 pub use blobs::{BlobRef, BLOBS_DIR, BLOB_INLINE_BYTES_MAX};
+pub use cold::StoreCold;
 pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use faults::{FaultErrno, FaultInjector, FaultPoint, ENV_FAULT_INJECT};
 pub use journal::{Commit, CommitInfo, JournalEntry};
@@ -120,6 +122,11 @@ pub struct StoreSettings {
     pub entry_ops_max: usize,
     /// sled's page cache, in bytes.
     pub cache_bytes: u64,
+    /// Pending tickets of one pool and priority read from the store at a
+    /// time, at open and as they are handed out: the rest of a backlog
+    /// stays in the store (see weir-core's `cold` module), so an open
+    /// reads this many per level, however many are pending.
+    pub window_tickets: usize,
     /// Records deleted in one expiry pass at most.
     pub expiry_batch_max: usize,
     /// Free bytes the store leaves on its filesystem at the least: a write
@@ -206,6 +213,7 @@ impl Default for StoreSettings {
             journal_bytes_max: 512 << 20,
             entry_ops_max: 256,
             cache_bytes: 256 << 20,
+            window_tickets: 1_024,
             expiry_batch_max: 10_000,
             disk_reserve_min_bytes: 64 << 20,
             // A share of the filesystem is opt-in: 5% of a large shared

@@ -12,11 +12,15 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::de::IgnoredAny;
+use std::sync::Arc;
 use weir_core::codec::{self, CodecError};
-use weir_core::queue::{Applied, QueueState, Ticket, TicketId};
 
+use weir_core::cold::ColdError;
+use weir_core::queue::{Applied, QueueState, TicketId};
+
+use super::cold::{StoreCold, LAYOUT_INDEXED};
 use super::journal::JournalEntry;
-use super::snapshot::{decode_chunk, read_meta, SnapshotMeta, CHUNK_PREFIX, OLD_TICKET_PREFIX};
+use super::snapshot::{read_meta, SnapshotMeta, CHUNK_PREFIX, META_KEY, OLD_TICKET_PREFIX};
 use super::{printable, Store, StoreError, JOURNAL, RECORDS, SNAPSHOT};
 
 /// What recovery rebuilt.
@@ -26,7 +30,7 @@ pub struct Recovered {
     pub state: QueueState,
     /// The snapshot it started from.
     pub snapshot: SnapshotMeta,
-    /// Tickets loaded from the snapshot.
+    /// Tickets the snapshot holds (read in or left in the store).
     pub snapshot_tickets: u64,
     /// Journal entries (values) replayed.
     pub entries_replayed: u64,
@@ -49,20 +53,25 @@ pub fn apply_journal_value(
 ) -> Result<u64, CodecError> {
     let entry: JournalEntry = codec::decode(value)?;
     for op in &entry.ops {
-        match state.step(op) {
-            Applied::Enqueued(id)
-            | Applied::Selected(id)
-            | Applied::Completed(id, _)
-            | Applied::Cancelled(id)
-            | Applied::Requeued(id)
-            | Applied::Extended(id)
-            | Applied::Started(id) => {
-                changed.insert(id);
-            }
-            Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}
-        }
+        note_changed(state.step(op), changed);
     }
     Ok(entry.ops.len() as u64)
+}
+
+/// Adds the ticket an applied op changed to `changed`.
+fn note_changed(applied: Applied, changed: &mut BTreeSet<TicketId>) {
+    match applied {
+        Applied::Enqueued(id)
+        | Applied::Selected(id)
+        | Applied::Completed(id, _)
+        | Applied::Cancelled(id)
+        | Applied::Requeued(id)
+        | Applied::Extended(id)
+        | Applied::Started(id) => {
+            changed.insert(id);
+        }
+        Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}
+    }
 }
 
 /// What the snapshot and the journal tail rebuilt.
@@ -151,18 +160,56 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
             ),
         });
     }
-    let mut tickets: Vec<Ticket> = Vec::with_capacity(meta.tickets as usize);
-    for item in inner.snapshot.scan_prefix([CHUNK_PREFIX]) {
-        let (k, v) = item.map_err(|e| store.sled_err(e))?;
-        tickets.extend(decode_chunk(store, &k, &v)?.tickets);
+    let mut meta = meta;
+    if meta.layout < LAYOUT_INDEXED {
+        // Written before the ticket indexes: build them once. The meta
+        // says so only after they are written.
+        if inner.snapshot.scan_prefix([CHUNK_PREFIX]).next().is_some() {
+            let built = store.build_indexes()?;
+            tracing::info!(dir = %dir.display(), tickets = built, "snapshot indexes built");
+        }
+        meta.layout = LAYOUT_INDEXED;
+        if read_meta(store)?.is_some() {
+            let bytes = store.encode("snapshot meta", &meta)?;
+            store.write_sled("snapshot meta", || {
+                inner.snapshot.insert(META_KEY, bytes.clone())
+            })?;
+            store.sync()?;
+        }
     }
-    let snapshot_tickets = tickets.len() as u64;
-    let mut state =
-        QueueState::restore(meta.next_id, tickets).map_err(|what| StoreError::Inconsistent {
+    let window = inner.settings.window_tickets;
+    let cold = StoreCold::new(store);
+    let running = store.running_tickets(&cold)?;
+    let counts = store.read_counts()?;
+    let snapshot_tickets = running.len() as u64 + counts.levels.iter().map(|l| l.2).sum::<u64>();
+    if snapshot_tickets != meta.tickets {
+        return Err(StoreError::Inconsistent {
             dir: dir.clone(),
             tree: SNAPSHOT,
-            what,
-        })?;
+            what: format!(
+                "its meta counts {} tickets, its indexes {} running and {} pending",
+                meta.tickets,
+                running.len(),
+                snapshot_tickets - running.len() as u64
+            ),
+        });
+    }
+    let levels = counts
+        .levels
+        .into_iter()
+        .map(|(pool, priority, n)| (Arc::<str>::from(pool), priority, n));
+    let inconsistent = |what: String| StoreError::Inconsistent {
+        dir: dir.clone(),
+        tree: SNAPSHOT,
+        what,
+    };
+    let cold_err = |e: ColdError<StoreError>| match e {
+        ColdError::Store(e) => e,
+        ColdError::Inconsistent(what) => inconsistent(what),
+    };
+    let mut state =
+        QueueState::restore_cold(meta.next_id, running, levels).map_err(inconsistent)?;
+    state.refill(&cold, window).map_err(cold_err)?;
 
     let mut changed = BTreeSet::new();
     let mut last = meta.seq;
@@ -189,14 +236,18 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
                 ),
             });
         }
-        ops += apply_journal_value(&mut state, &v, &mut changed).map_err(|source| {
-            StoreError::Corrupt {
-                dir: dir.clone(),
-                tree: JOURNAL,
-                key: format!("sequence {seq}"),
-                source,
-            }
+        let entry: JournalEntry = codec::decode(&v).map_err(|source| StoreError::Corrupt {
+            dir: dir.clone(),
+            tree: JOURNAL,
+            key: format!("sequence {seq}"),
+            source,
         })?;
+        for op in &entry.ops {
+            state.prepare(op, &cold).map_err(cold_err)?;
+            note_changed(state.step(op), &mut changed);
+            state.refill(&cold, window).map_err(cold_err)?;
+        }
+        ops += entry.ops.len() as u64;
         bytes += v.len() as u64;
         entries += 1;
         last = seq;

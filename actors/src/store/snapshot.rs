@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::codec;
 use weir_core::queue::{Ticket, TicketId};
 
+use super::cold::{index, unindex, LevelCounts, COUNTS_KEY, LAYOUT_INDEXED};
 use super::{printable, Store, StoreError, SNAPSHOT};
 
 /// The key of the snapshot's meta record.
@@ -60,6 +61,10 @@ pub struct SnapshotMeta {
     pub next_id: u64,
     /// Live tickets it holds.
     pub tickets: u64,
+    /// 1 when it has the ticket indexes of the `cold` module (0: written
+    /// before them; they are built at the next open).
+    #[serde(default)]
+    pub layout: u32,
 }
 
 pub(crate) fn chunk_key(chunk: u64) -> [u8; 9] {
@@ -136,7 +141,9 @@ impl Store {
             seq,
             next_id,
             tickets,
+            layout: LAYOUT_INDEXED,
         };
+        let mut counts = self.read_counts()?.to_map();
         // The changes, by chunk.
         let mut chunks: BTreeMap<u64, Vec<(TicketId, Option<&'a Ticket>)>> = BTreeMap::new();
         for (id, ticket) in changed {
@@ -150,6 +157,12 @@ impl Store {
         }
         let mut batch = sled::Batch::default();
         let mut buf = Vec::with_capacity(8 << 10);
+        // The index entries of the stored tickets the changes replace, and
+        // of the tickets they write: all removals go into the batch before
+        // all insertions, since a batch keeps the last write of a key and
+        // a key may pass from a ticket that left to a new one.
+        let mut olds: Vec<Ticket> = Vec::new();
+        let mut news: Vec<&'a Ticket> = Vec::new();
         for (chunk, changes) in chunks {
             let key = chunk_key(chunk);
             let stored = match inner.snapshot.get(key).map_err(|e| self.sled_err(e))? {
@@ -159,10 +172,14 @@ impl Store {
             let mut live: BTreeMap<TicketId, Cow<'a, Ticket>> =
                 stored.into_iter().map(|t| (t.id, Cow::Owned(t))).collect();
             for (id, ticket) in changes {
-                match ticket {
-                    Some(t) => live.insert(id, Cow::Borrowed(t)),
+                let old = match ticket {
+                    Some(t) => {
+                        news.push(t);
+                        live.insert(id, Cow::Borrowed(t))
+                    }
                     None => live.remove(&id),
                 };
+                olds.extend(old.map(Cow::into_owned));
             }
             if live.is_empty() {
                 batch.remove(&key);
@@ -178,6 +195,14 @@ impl Store {
             })?;
             batch.insert(&key, buf.as_slice());
         }
+        for old in &olds {
+            unindex(&mut batch, &mut counts, old);
+        }
+        for new in news {
+            index(&mut batch, &mut counts, new);
+        }
+        let counts_bytes = self.encode("snapshot level counts", &LevelCounts::from_map(&counts))?;
+        batch.insert(COUNTS_KEY, counts_bytes);
         let meta_bytes = self.encode("snapshot meta", &meta)?;
         batch.insert(META_KEY, meta_bytes);
         self.write_sled("snapshot", || inner.snapshot.apply_batch(batch))?;
