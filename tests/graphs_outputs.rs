@@ -756,7 +756,9 @@ async fn a_plain_jobs_blob_expires_with_its_done_record() {
         .await
         .unwrap();
     let mut job = weir::Job::new("p1", "plain", "default");
-    job.retention_ms = Some(200);
+    // Long enough for the output to be read back before it expires on a
+    // loaded machine (200 ms was not, once in a full parallel test run).
+    job.retention_ms = Some(2_000);
     engine.enqueue(job).await.unwrap();
     engine
         .drain_until_idle(Duration::from_secs(20))

@@ -83,6 +83,15 @@ async fn a_backlog_opens_with_a_window_and_every_ticket_runs_once_in_order() {
                 .unwrap();
             assert!(answers.iter().all(|a| matches!(a, Ok(Enqueued::New(_)))));
         }
+        // Past each snapshot, the backlog beyond a window per level is in
+        // the store only, in a running engine too.
+        let status = engine.status().await.unwrap();
+        assert_eq!(status.live, n);
+        assert!(
+            status.in_memory <= 2 * WINDOW + 500,
+            "{} of {n} tickets in memory",
+            status.in_memory
+        );
         engine.shutdown(Duration::from_secs(10)).await.unwrap();
     }
     assert!(ran.starts.lock().unwrap().is_empty(), "paused: nothing ran");

@@ -215,6 +215,10 @@ pub struct QueueStatus {
     pub live: usize,
     /// Running tickets.
     pub running: usize,
+    /// Live tickets held in memory: the running ones and a window of the
+    /// pending ones per pool and priority; the rest are in the store only.
+    #[serde(default)]
+    pub in_memory: usize,
     /// The last journal sequence.
     pub last_seq: u64,
 }
@@ -676,6 +680,20 @@ impl Actor for QueueActor {
     ) -> Result<(), ActorProcessingErr> {
         if let Some((_, t)) = state.timer.take() {
             t.abort();
+        }
+        // A graceful stop with everything durable leaves a snapshot, so the
+        // next open replays no journal tail (up to `snapshot_ops` ops, each
+        // an enqueue read into memory) before its first hand-out. Not after
+        // a kill or a panic (ractor calls no `post_stop` then): the tail
+        // is what recovery is for.
+        if state.in_flight.is_none()
+            && state.open.is_empty()
+            && !state.dirty.is_empty()
+            && !state.store.is_failed()
+        {
+            if let Err(e) = state.snapshot().await {
+                tracing::warn!(error = %e, "no snapshot at stop; the next open replays the journal tail");
+            }
         }
         Ok(())
     }
@@ -1583,7 +1601,17 @@ impl QueueState_ {
         })
         .await??;
         self.q.snapshot_taken();
-        tracing::info!(seq, changed = n, tickets, "queue snapshot written");
+        // The store holds every ticket as it is now: the pending ones past
+        // each level's window may live there only.
+        let window = self.store.settings().window_tickets;
+        let evicted = self.q.evict(window);
+        if evicted > 0 {
+            let cold = StoreCold::new(&self.store);
+            if let Err(e) = self.q.refill(&cold, window) {
+                cold_failed(&e);
+            }
+        }
+        tracing::info!(seq, changed = n, tickets, evicted, "queue snapshot written");
         Ok(())
     }
 
@@ -1753,6 +1781,7 @@ impl QueueState_ {
             pools,
             live: self.q.len(),
             running: self.q.running_len(),
+            in_memory: self.q.hot_len(),
             last_seq: self.store.last_seq(),
         }
     }

@@ -287,24 +287,6 @@ fn acknowledged_commits_survive_kill_9() {
         // Every ticket read in, from the store's windows on: the checks
         // below see the whole queue, and the indexes must list it all.
         let mut state = recovered.state;
-        {
-            let t = store.raw_tree("snapshot").unwrap();
-            let p = t.scan_prefix(b"p").count();
-            let r = t.scan_prefix(b"r").count();
-            let k = t.scan_prefix(b"k").count();
-            let mut chunk_pending = 0;
-            let mut chunk_all = 0;
-            store
-                .for_each_stored_ticket(|tk| {
-                    chunk_all += 1;
-                    if matches!(tk.place, weir_core::queue::Place::Pending { .. }) {
-                        chunk_pending += 1;
-                    }
-                    true
-                })
-                .unwrap();
-            eprintln!("DIAG round {round}: p {p} r {r} k {k} chunk_all {chunk_all} chunk_pending {chunk_pending} meta {:?} cold {:?} hot {}", recovered.snapshot, state.cold_levels().collect::<Vec<_>>(), state.hot_len());
-        }
         state
             .read_in_all(&StoreCold::new(&store))
             .unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));

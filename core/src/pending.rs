@@ -92,6 +92,30 @@ impl PendingOrder {
             .and_then(|level| level.first().copied())
     }
 
+    /// The priority levels in use.
+    pub fn priorities(&self) -> Vec<i32> {
+        self.levels.keys().map(|&Reverse(p)| p).collect()
+    }
+
+    /// Removes and returns the tickets of the `priority` level after its
+    /// first `keep`, in order, with the last one kept (`None` when the
+    /// level holds `keep` or fewer, and nothing is removed).
+    pub fn split_level_after(
+        &mut self,
+        priority: i32,
+        keep: usize,
+    ) -> Option<((u64, TicketId), Vec<(u64, TicketId)>)> {
+        let level = self.levels.get_mut(&Reverse(priority))?;
+        if level.len() <= keep || keep == 0 {
+            return None;
+        }
+        let first_moved = *level.iter().nth(keep).expect("more than keep");
+        let moved = level.split_off(&first_moved);
+        let last_kept = *level.last().expect("keep > 0");
+        self.len -= moved.len();
+        Some((last_kept, moved.into_iter().collect()))
+    }
+
     /// The earliest due instant over every level.
     pub fn next_due_ms(&self) -> Option<u64> {
         self.levels

@@ -1157,6 +1157,50 @@ impl QueueState {
         Ok(())
     }
 
+    /// Leaves in the store only the pending tickets of each level past
+    /// its first `keep` in memory, so a backlog costs memory for a window,
+    /// not for its size. Call it only right after
+    /// [`QueueState::snapshot_taken`]: the store must hold every ticket as
+    /// it is now. Returns how many tickets left memory.
+    pub fn evict(&mut self, keep: usize) -> usize {
+        let keep = keep.max(1);
+        let mut evicted = 0;
+        let pools: Vec<Arc<str>> = self.pending.keys().cloned().collect();
+        for pool in pools {
+            let order = self.pending.get_mut(&pool).expect("listed above");
+            for priority in order.priorities() {
+                let Some((last_kept, moved)) = order.split_level_after(priority, keep) else {
+                    continue;
+                };
+                for &(_, id) in &moved {
+                    let t = self
+                        .tickets
+                        .remove(&id)
+                        .expect("pending entry names a live ticket");
+                    let removed = self.keys.remove(&t.job.key);
+                    debug_assert_eq!(removed, Some(id));
+                }
+                evicted += moved.len();
+                // Every ticket cold before lies past the old bound, every
+                // one moved now past the last kept: the lower of the two
+                // bounds them all.
+                let level = self
+                    .cold
+                    .entry((pool.clone(), priority))
+                    .or_insert(ColdLevel {
+                        remaining: 0,
+                        bound: Some(last_kept),
+                    });
+                level.remaining += moved.len() as u64;
+                level.bound = match level.bound {
+                    Some(b) => Some(b.min(last_kept)),
+                    None => None,
+                };
+            }
+        }
+        evicted
+    }
+
     /// The store has written a snapshot of this state: its index lists
     /// no ticket that left, so none needs remembering.
     pub fn snapshot_taken(&mut self) {

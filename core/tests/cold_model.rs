@@ -119,6 +119,9 @@ fn job(key: &str, pool: &str, due_ms: u64, priority: i32) -> Job {
 enum Step {
     Op(Op),
     Snapshot,
+    /// A snapshot, then all but `keep` pending tickets of each level left
+    /// in the store, as the queue actor does after each snapshot.
+    SnapshotEvict(usize),
     Restart,
 }
 
@@ -139,6 +142,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
         1 => (id.clone(), 0u32..4).prop_map(|(id, attempt)| Step::Op(Op::Start { id, attempt })),
         1 => (id, 0u64..150).prop_map(|(id, due_ms)| Step::Op(Op::Orphaned { id, due_ms })),
         1 => Just(Step::Snapshot),
+        1 => (1usize..4).prop_map(Step::SnapshotEvict),
         1 => Just(Step::Restart),
     ]
 }
@@ -170,6 +174,13 @@ proptest! {
                     cold = MemCold::of(logical(&q, &cold), q.next_id());
                     q.snapshot_taken();
                     tail.clear();
+                }
+                Step::SnapshotEvict(keep) => {
+                    cold = MemCold::of(logical(&q, &cold), q.next_id());
+                    q.snapshot_taken();
+                    tail.clear();
+                    q.evict(keep);
+                    q.refill(&cold, window).unwrap();
                 }
                 Step::Restart => {
                     q = cold.open();
@@ -231,6 +242,39 @@ fn an_open_reads_one_window() {
         assert!(q.hot_len() <= 64, "memory holds a window: {}", q.hot_len());
     }
     assert!(q.is_empty());
+}
+
+/// Eviction leaves a window per level in memory, and the queue hands out
+/// the same tickets in the same order as before it.
+#[test]
+fn eviction_keeps_a_window_and_the_order() {
+    let mut model = QueueState::new();
+    for i in 0..5_000 {
+        let _ = model.step(&Op::Enqueue(job(
+            &format!("k{i}"),
+            "p",
+            5_000 - i,
+            i as i32 % 3,
+        )));
+    }
+    let mut q = model.clone();
+    let cold = MemCold::of(q.tickets().cloned().collect(), q.next_id());
+    q.snapshot_taken();
+    assert_eq!(q.evict(16), 5_000 - 3 * 16);
+    assert_eq!(q.hot_len(), 3 * 16);
+    assert_eq!(q.len(), 5_000);
+    for _ in 0..5_000 {
+        let op = Op::Select {
+            pool: "p".into(),
+            now_ms: 10_000,
+            worker: "w".into(),
+            lease_until_ms: 20_000,
+        };
+        q.prepare(&op, &cold).unwrap();
+        assert_eq!(q.step(&op), model.step(&op));
+        q.refill(&cold, 16).unwrap();
+    }
+    assert_eq!(q.len(), model.len());
 }
 
 /// A store whose counts name more tickets than its index lists is refused

@@ -49,6 +49,20 @@ pub const SCENARIOS: &[&str] = &[
     "validate", "api", "cluster", "growth", "mapped", "torture",
 ];
 
+/// Runs a scenario at its quick, default or `--full` size (the last for
+/// `recovery` only).
+pub fn run_sized(scenario: &str, quick: bool, full: bool) -> Result<(), BenchError> {
+    if full {
+        return match scenario {
+            "recovery" => recovery::run_pending(10_000_000),
+            other => Err(BenchError::Failed(format!(
+                "scenario {other} has no --full size (recovery has)"
+            ))),
+        };
+    }
+    run(scenario, quick)
+}
+
 /// Runs a scenario.
 pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
     match scenario {

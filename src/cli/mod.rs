@@ -118,6 +118,10 @@ enum Command {
         /// A tenth of the full size.
         #[arg(long)]
         quick: bool,
+        /// Ten times the full size, where a scenario has one (recovery:
+        /// 10M pending tickets).
+        #[arg(long, conflicts_with = "quick")]
+        full: bool,
     },
 }
 
@@ -197,10 +201,14 @@ pub fn main() -> ExitCode {
         init_logging(LogFormat::Plain, "warn");
     }
     let result = match cli.command {
-        Command::Bench { scenario, quick } => {
+        Command::Bench {
+            scenario,
+            quick,
+            full,
+        } => {
             // Quiet unless RUST_LOG asks: log lines would skew the figures.
             init_logging(LogFormat::Plain, "error");
-            crate::bench::run(&scenario, quick)
+            crate::bench::run_sized(&scenario, quick, full)
                 .map(|()| 0)
                 .map_err(|e| Failure {
                     code: e.exit_code(),

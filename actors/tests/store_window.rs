@@ -1,0 +1,142 @@
+//! The snapshot's ticket indexes: built at the first open of a store
+//! written before them, and checked, so a damaged one is refused by name.
+
+use weir_actors::store::{
+    Commit, Durability, SnapshotMeta, Store, StoreCold, StoreError, StoreSettings,
+};
+use weir_core::codec;
+use weir_core::queue::{Job, Op, QueueState};
+
+fn settings(window_tickets: usize) -> StoreSettings {
+    StoreSettings {
+        durability: Durability::Flush,
+        window_tickets,
+        ..StoreSettings::default()
+    }
+}
+
+/// A store holding `n` tickets (every fifth at priority 2), two of them
+/// running, all in its snapshot; returns the queue it holds.
+fn filled(dir: &std::path::Path, n: usize) -> QueueState {
+    let (store, recovered) = Store::open(dir, settings(1_024)).unwrap();
+    let mut q = recovered.state;
+    let mut commit = Commit::default();
+    for i in 0..n {
+        let mut job = Job::new(format!("k{i}"), "noop", if i % 2 == 0 { "a" } else { "b" });
+        job.priority = if i % 5 == 0 { 2 } else { 0 };
+        let op = Op::Enqueue(job);
+        let _ = q.step(&op);
+        commit.ops.push(op);
+    }
+    for _ in 0..2 {
+        let op = Op::Select {
+            pool: "a".into(),
+            now_ms: 10,
+            worker: "w".into(),
+            lease_until_ms: 60_000,
+        };
+        let _ = q.step(&op);
+        commit.ops.push(op);
+    }
+    store.commit(&commit).unwrap();
+    let ids: Vec<u64> = q.tickets().map(|t| t.id).collect();
+    store
+        .write_snapshot(
+            store.last_seq(),
+            q.next_id(),
+            q.len() as u64,
+            ids.iter().map(|&id| (id, q.ticket(id))),
+        )
+        .unwrap();
+    q
+}
+
+/// Removes every index entry and marks the meta as the first layout: a
+/// store as the weir before the indexes wrote it.
+fn strip_indexes(dir: &std::path::Path) {
+    let (store, _) = Store::open(dir, settings(1_024)).unwrap();
+    let tree = store.raw_tree("snapshot").unwrap();
+    let mut batch = sled::Batch::default();
+    for key in tree.iter().keys() {
+        let key = key.unwrap();
+        if matches!(key[0], b'p' | b'r' | b'k' | b'n') {
+            batch.remove(key);
+        }
+    }
+    tree.apply_batch(batch).unwrap();
+    let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
+    meta.layout = 0;
+    tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
+    tree.flush().unwrap();
+}
+
+fn whole(q: &QueueState, store: &Store) -> QueueState {
+    let mut q = q.clone();
+    q.read_in_all(&StoreCold::new(store)).unwrap();
+    q
+}
+
+#[test]
+fn a_store_written_before_the_indexes_is_indexed_at_its_first_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = filled(dir.path(), 2_000);
+    strip_indexes(dir.path());
+    let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
+    assert_eq!(recovered.state.len(), 2_000);
+    // The running two and a window of each of four levels.
+    assert!(
+        recovered.state.hot_len() <= 2 + 4 * 16,
+        "{}",
+        recovered.state.hot_len()
+    );
+    assert_eq!(whole(&recovered.state, &store), q);
+    assert_eq!(recovered.snapshot.layout, 1);
+    drop(store);
+    // The next open reads the built indexes and builds nothing.
+    let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
+    assert_eq!(whole(&recovered.state, &store), q);
+}
+
+#[test]
+fn a_pending_index_that_lost_an_entry_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = filled(dir.path(), 100);
+    {
+        let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
+        let tree = store.raw_tree("snapshot").unwrap();
+        let key = tree.scan_prefix(b"p").keys().nth(7).unwrap().unwrap();
+        tree.remove(key).unwrap();
+        tree.flush().unwrap();
+    }
+    match Store::open(dir.path(), settings(1_024)) {
+        Err(e @ StoreError::Inconsistent { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("snapshot"), "{msg}");
+            assert!(
+                msg.contains("more pending tickets than its index lists"),
+                "{msg}"
+            );
+        }
+        other => panic!("a damaged index opened: {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn counts_that_disagree_with_the_meta_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = filled(dir.path(), 100);
+    {
+        let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
+        let tree = store.raw_tree("snapshot").unwrap();
+        let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
+        meta.tickets += 3;
+        tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
+        tree.flush().unwrap();
+    }
+    match Store::open(dir.path(), settings(1_024)) {
+        Err(e @ StoreError::Inconsistent { .. }) => {
+            assert!(e.to_string().contains("its meta counts 103 tickets"), "{e}");
+        }
+        other => panic!("inconsistent counts opened: {:?}", other.map(|_| ())),
+    }
+}
