@@ -140,3 +140,31 @@ fn counts_that_disagree_with_the_meta_are_refused() {
         other => panic!("inconsistent counts opened: {:?}", other.map(|_| ())),
     }
 }
+
+/// An open of a store with a large backlog reads its running tickets and
+/// a window per level, not the backlog: 50,000 pending here, 1,000,000
+/// with `WEIR_SOAK=1`.
+#[test]
+fn an_open_over_a_large_backlog_reads_a_window() {
+    let n = if std::env::var_os("WEIR_SOAK").is_some() {
+        1_000_000
+    } else {
+        50_000
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let _ = filled(dir.path(), n);
+    let started = std::time::Instant::now();
+    let (_store, recovered) = Store::open(dir.path(), settings(1_024)).unwrap();
+    let elapsed = started.elapsed();
+    let state = &recovered.state;
+    assert_eq!(state.len(), n);
+    assert_eq!(state.running_len(), 2);
+    // Two pools at two priorities: four windows.
+    assert!(state.hot_len() <= 2 + 4 * 1_024, "{} in memory", state.hot_len());
+    assert_eq!(state.cold_len() as usize, n - state.hot_len());
+    eprintln!(
+        "open of {n} pending: {} in memory, {:.1} ms",
+        state.hot_len(),
+        elapsed.as_secs_f64() * 1e3
+    );
+}
