@@ -28,7 +28,7 @@ fn settings() -> StoreSettings {
 fn job(i: usize) -> Job {
     // One ticket in ten at priority 5: two levels to window.
     let mut j = Job::new(format!("k-{i:05}"), "work", "default");
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         j.priority = 5;
     }
     j

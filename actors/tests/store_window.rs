@@ -160,7 +160,11 @@ fn an_open_over_a_large_backlog_reads_a_window() {
     assert_eq!(state.len(), n);
     assert_eq!(state.running_len(), 2);
     // Two pools at two priorities: four windows.
-    assert!(state.hot_len() <= 2 + 4 * 1_024, "{} in memory", state.hot_len());
+    assert!(
+        state.hot_len() <= 2 + 4 * 1_024,
+        "{} in memory",
+        state.hot_len()
+    );
     assert_eq!(state.cold_len() as usize, n - state.hot_len());
     eprintln!(
         "open of {n} pending: {} in memory, {:.1} ms",

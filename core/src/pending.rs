@@ -21,6 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::queue::TicketId;
 
+/// A ticket in a level: `(due_ms, id)`.
+pub type Entry = (u64, TicketId);
+
 /// One pool's pending tickets, by (priority descending, due, id).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PendingOrder {
@@ -100,11 +103,7 @@ impl PendingOrder {
     /// Removes and returns the tickets of the `priority` level after its
     /// first `keep`, in order, with the last one kept (`None` when the
     /// level holds `keep` or fewer, and nothing is removed).
-    pub fn split_level_after(
-        &mut self,
-        priority: i32,
-        keep: usize,
-    ) -> Option<((u64, TicketId), Vec<(u64, TicketId)>)> {
+    pub fn split_level_after(&mut self, priority: i32, keep: usize) -> Option<(Entry, Vec<Entry>)> {
         let level = self.levels.get_mut(&Reverse(priority))?;
         if level.len() <= keep || keep == 0 {
             return None;

@@ -1192,10 +1192,7 @@ impl QueueState {
                         bound: Some(last_kept),
                     });
                 level.remaining += moved.len() as u64;
-                level.bound = match level.bound {
-                    Some(b) => Some(b.min(last_kept)),
-                    None => None,
-                };
+                level.bound = level.bound.map(|b| b.min(last_kept));
             }
         }
         evicted

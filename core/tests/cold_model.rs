@@ -116,6 +116,7 @@ fn job(key: &str, pool: &str, due_ms: u64, priority: i32) -> Job {
 }
 
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // test steps, a few hundred at a time
 enum Step {
     Op(Op),
     Snapshot,
