@@ -629,10 +629,12 @@ impl Actor for QueueActor {
                         None,
                     ),
                     Orphan::Unstarted(op) => {
-                        let id = op_id(&op);
-                        let key = state.q.ticket(id).map(|t| t.job.key.clone());
+                        let id = op.ticket_id();
+                        let key = id
+                            .and_then(|id| state.q.ticket(id))
+                            .map(|t| t.job.key.clone());
                         let _ = state.step(op);
-                        tracing::info!(key = ?key, id, "a hand-out whose task had not started when the process died is given back; no attempt spent");
+                        tracing::info!(key = ?key, id = ?id, "a hand-out whose task had not started when the process died is given back; no attempt spent");
                     }
                 }
             }
@@ -796,31 +798,18 @@ impl Actor for QueueActor {
 
 impl QueueState_ {
     fn step(&mut self, op: Op) -> Applied {
-        if self.q.cold_len() > 0 {
-            let cold = StoreCold::new(&self.store);
-            if let Err(e) = self.q.prepare(&op, &cold) {
-                cold_failed(&e);
-            }
+        // Both read the store only while levels are cold.
+        let cold = StoreCold::new(&self.store);
+        if let Err(e) = self.q.prepare(&op, &cold) {
+            cold_failed(&e);
         }
         let applied = self.q.step(&op);
-        if self.q.cold_len() > 0 {
-            let cold = StoreCold::new(&self.store);
-            if let Err(e) = self.q.refill(&cold, self.store.settings().window_tickets) {
-                cold_failed(&e);
-            }
+        if let Err(e) = self.q.refill(&cold, self.store.settings().window_tickets) {
+            cold_failed(&e);
         }
-        match applied {
-            Applied::Enqueued(id)
-            | Applied::Selected(id)
-            | Applied::Completed(id, _)
-            | Applied::Cancelled(id)
-            | Applied::Requeued(id)
-            | Applied::Extended(id)
-            | Applied::Started(id) => {
-                self.dirty.insert(id);
-                self.open.commit.ops.push(op);
-            }
-            Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}
+        if let Some(id) = applied.changed() {
+            self.dirty.insert(id);
+            self.open.commit.ops.push(op);
         }
         applied
     }
@@ -845,11 +834,8 @@ impl QueueState_ {
     /// Reads the ticket of `key` in from the store when only the store
     /// holds it, so `by_key` finds it.
     fn fault_in_key(&mut self, key: &str) {
-        if self.q.cold_len() > 0 {
-            let cold = StoreCold::new(&self.store);
-            if let Err(e) = self.q.fault_in_key(key, &cold) {
-                cold_failed(&e);
-            }
+        if let Err(e) = self.q.fault_in_key(key, &StoreCold::new(&self.store)) {
+            cold_failed(&e);
         }
     }
 
@@ -1266,7 +1252,7 @@ impl QueueState_ {
         now: u64,
         started_ms: Option<u64>,
     ) {
-        let Some(t) = self.q.ticket(op_id(&op)) else {
+        let Some(t) = op.ticket_id().and_then(|id| self.q.ticket(id)) else {
             return;
         };
         let (id, attempts, tries, job) = (t.id, t.attempts(), t.tries, t.job.clone());
@@ -1844,7 +1830,7 @@ impl QueueState_ {
             if pending_wanted {
                 let result = self.store.for_each_stored_ticket(|t| {
                     if self.q.ticket(t.id).is_some() || self.q.is_gone(t.id) {
-                        return true;
+                        return Ok(true);
                     }
                     if f.pool.as_deref().is_none_or(|p| *t.job.pool == *p) {
                         let at_ms = match t.place {
@@ -1863,7 +1849,7 @@ impl QueueState_ {
                             at_ms,
                         });
                     }
-                    cold.len() < f.limit
+                    Ok(cold.len() < f.limit)
                 });
                 if let Err(e) = result {
                     tracing::warn!(error = %e, "listing the tickets kept in the store failed");
@@ -1899,18 +1885,4 @@ fn human_ms(ms: u64) -> String {
 fn cold_failed(e: &weir_core::cold::ColdError<StoreError>) -> ! {
     tracing::error!(error = %e, "reading the tickets kept in the store failed");
     panic!("queue: {e}")
-}
-
-fn op_id(op: &Op) -> TicketId {
-    match op {
-        Op::Complete { id, .. }
-        | Op::Cancel { id }
-        | Op::Requeue { id, .. }
-        | Op::Defer { id, .. }
-        | Op::Poke { id, .. }
-        | Op::Extend { id, .. }
-        | Op::Start { id, .. }
-        | Op::Orphaned { id, .. } => *id,
-        Op::Enqueue(_) | Op::Select { .. } => u64::MAX,
-    }
 }

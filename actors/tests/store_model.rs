@@ -86,20 +86,6 @@ fn arb_action() -> impl Strategy<Value = Action> {
     ]
 }
 
-/// The id an applied op changed, if it changed one.
-fn changed_id(applied: &Applied) -> Option<TicketId> {
-    match *applied {
-        Applied::Enqueued(id)
-        | Applied::Selected(id)
-        | Applied::Completed(id, _)
-        | Applied::Cancelled(id)
-        | Applied::Requeued(id)
-        | Applied::Extended(id)
-        | Applied::Started(id) => Some(id),
-        Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => None,
-    }
-}
-
 /// The whole queue: `q` with every ticket the store holds only read in.
 fn whole(q: &QueueState, store: &Store) -> QueueState {
     let mut q = q.clone();
@@ -229,7 +215,7 @@ impl Harness {
             if let (Applied::Completed(id, _), Some(key)) = (&applied, key) {
                 puts.push((format!("done/{key}"), codec::encode(id).unwrap()));
             }
-            changed.extend(changed_id(&applied));
+            changed.extend(applied.changed());
             accepted.push(op.clone());
         }
         let commit = Commit {

@@ -278,6 +278,24 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The ticket the op names; `None` for an enqueue (its ticket has no
+    /// id yet) and a select (it names a pool).
+    pub fn ticket_id(&self) -> Option<TicketId> {
+        match self {
+            Op::Complete { id, .. }
+            | Op::Cancel { id }
+            | Op::Requeue { id, .. }
+            | Op::Defer { id, .. }
+            | Op::Poke { id, .. }
+            | Op::Extend { id, .. }
+            | Op::Start { id, .. }
+            | Op::Orphaned { id, .. } => Some(*id),
+            Op::Enqueue(_) | Op::Select { .. } => None,
+        }
+    }
+}
+
 /// What one step did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
@@ -302,6 +320,23 @@ pub enum Applied {
     Started(TicketId),
     /// The op named a ticket that is not live or not in the state it needs.
     Ignored(Ignored),
+}
+
+impl Applied {
+    /// The ticket the step changed, if it changed one: the op is then
+    /// journaled, and the ticket goes into the next snapshot.
+    pub fn changed(&self) -> Option<TicketId> {
+        match *self {
+            Applied::Enqueued(id)
+            | Applied::Selected(id)
+            | Applied::Completed(id, _)
+            | Applied::Cancelled(id)
+            | Applied::Requeued(id)
+            | Applied::Extended(id)
+            | Applied::Started(id) => Some(id),
+            Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => None,
+        }
+    }
 }
 
 /// Why an op changed nothing.
@@ -966,17 +1001,10 @@ impl QueueState {
         if self.cold.is_empty() {
             return Ok(());
         }
-        match op {
-            Op::Enqueue(job) => self.fault_in_key(&job.key, cold),
-            Op::Select { .. } => Ok(()),
-            Op::Complete { id, .. }
-            | Op::Cancel { id }
-            | Op::Requeue { id, .. }
-            | Op::Defer { id, .. }
-            | Op::Poke { id, .. }
-            | Op::Extend { id, .. }
-            | Op::Start { id, .. }
-            | Op::Orphaned { id, .. } => self.fault_in_id(*id, cold),
+        match (op, op.ticket_id()) {
+            (Op::Enqueue(job), _) => self.fault_in_key(&job.key, cold),
+            (_, Some(id)) => self.fault_in_id(id, cold),
+            (_, None) => Ok(()),
         }
     }
 

@@ -201,19 +201,17 @@ impl Store {
         let mut batch = sled::Batch::default();
         let mut in_batch = 0usize;
         let mut tickets = 0u64;
-        for item in inner.snapshot.scan_prefix([super::snapshot::CHUNK_PREFIX]) {
-            let (k, v) = item.map_err(|e| self.sled_err(e))?;
-            for t in decode_chunk(self, &k, &v)?.tickets {
-                index(&mut batch, &mut counts, &t);
-                in_batch += 1;
-                tickets += 1;
-            }
+        self.for_each_stored_ticket(|t| {
+            index(&mut batch, &mut counts, &t);
+            in_batch += 1;
+            tickets += 1;
             if in_batch >= BATCH_TICKETS {
                 let full = std::mem::take(&mut batch);
                 self.write_sled("snapshot index build", || inner.snapshot.apply_batch(full))?;
                 in_batch = 0;
             }
-        }
+            Ok(true)
+        })?;
         let bytes = self.encode("snapshot level counts", &LevelCounts::from_map(&counts))?;
         batch.insert(COUNTS_KEY, bytes);
         self.write_sled("snapshot index build", || inner.snapshot.apply_batch(batch))?;
@@ -348,11 +346,11 @@ impl ColdTickets for StoreCold<'_> {
 
 impl Store {
     /// Calls `f` with every ticket of the snapshot, in id order, until it
-    /// returns `false`. An operator's view over a backlog kept in the
-    /// store: it reads the chunks it walks.
+    /// returns `false` or an error. It reads every chunk it walks: for
+    /// operators' views and the one-time index build, not a hot path.
     pub fn for_each_stored_ticket(
         &self,
-        mut f: impl FnMut(Ticket) -> bool,
+        mut f: impl FnMut(Ticket) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
         for item in self
             .inner
@@ -361,7 +359,7 @@ impl Store {
         {
             let (k, v) = item.map_err(|e| self.sled_err(e))?;
             for t in decode_chunk(self, &k, &v)?.tickets {
-                if !f(t) {
+                if !f(t)? {
                     return Ok(());
                 }
             }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use weir_core::codec::{self, CodecError};
 
 use weir_core::cold::ColdError;
-use weir_core::queue::{Applied, QueueState, TicketId};
+use weir_core::queue::{QueueState, TicketId};
 
 use super::cold::{StoreCold, LAYOUT_INDEXED};
 use super::journal::JournalEntry;
@@ -53,25 +53,9 @@ pub fn apply_journal_value(
 ) -> Result<u64, CodecError> {
     let entry: JournalEntry = codec::decode(value)?;
     for op in &entry.ops {
-        note_changed(state.step(op), changed);
+        changed.extend(state.step(op).changed());
     }
     Ok(entry.ops.len() as u64)
-}
-
-/// Adds the ticket an applied op changed to `changed`.
-fn note_changed(applied: Applied, changed: &mut BTreeSet<TicketId>) {
-    match applied {
-        Applied::Enqueued(id)
-        | Applied::Selected(id)
-        | Applied::Completed(id, _)
-        | Applied::Cancelled(id)
-        | Applied::Requeued(id)
-        | Applied::Extended(id)
-        | Applied::Started(id) => {
-            changed.insert(id);
-        }
-        Applied::Duplicate(_) | Applied::NoneDue | Applied::Ignored(_) => {}
-    }
 }
 
 /// What the snapshot and the journal tail rebuilt.
@@ -148,7 +132,8 @@ pub(crate) fn recover(store: &Store) -> Result<Recovered, StoreError> {
 fn replay(store: &Store) -> Result<Replayed, StoreError> {
     let inner = &store.inner;
     let dir = store.dir().to_path_buf();
-    let meta = read_meta(store)?.unwrap_or_default();
+    let stored_meta = read_meta(store)?;
+    let mut meta = stored_meta.unwrap_or_default();
     if let Some(item) = inner.snapshot.scan_prefix([OLD_TICKET_PREFIX]).next() {
         let (k, _) = item.map_err(|e| store.sled_err(e))?;
         return Err(StoreError::Inconsistent {
@@ -160,7 +145,6 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
             ),
         });
     }
-    let mut meta = meta;
     if meta.layout < LAYOUT_INDEXED {
         // Written before the ticket indexes: build them once. The meta
         // says so only after they are written.
@@ -169,7 +153,7 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
             tracing::info!(dir = %dir.display(), tickets = built, "snapshot indexes built");
         }
         meta.layout = LAYOUT_INDEXED;
-        if read_meta(store)?.is_some() {
+        if stored_meta.is_some() {
             let bytes = store.encode("snapshot meta", &meta)?;
             store.write_sled("snapshot meta", || {
                 inner.snapshot.insert(META_KEY, bytes.clone())
@@ -244,7 +228,7 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
         })?;
         for op in &entry.ops {
             state.prepare(op, &cold).map_err(cold_err)?;
-            note_changed(state.step(op), &mut changed);
+            changed.extend(state.step(op).changed());
             state.refill(&cold, window).map_err(cold_err)?;
         }
         ops += entry.ops.len() as u64;
