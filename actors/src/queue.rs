@@ -798,11 +798,18 @@ impl Actor for QueueActor {
 
 impl QueueState_ {
     fn step(&mut self, op: Op) -> Applied {
-        // Both read the store only while levels are cold.
-        let cold = StoreCold::new(&self.store);
-        if let Err(e) = self.q.prepare(&op, &cold) {
+        // Reads the store only while levels are cold.
+        if let Err(e) = self.q.prepare(&op, &StoreCold::new(&self.store)) {
             cold_failed(&e);
         }
+        self.step_prepared(op)
+    }
+
+    /// [`QueueState_::step`] for an op whose ticket the caller has just
+    /// read in (an enqueue looks its key up first: a second look would be
+    /// a second store read of a key that is not there).
+    fn step_prepared(&mut self, op: Op) -> Applied {
+        let cold = StoreCold::new(&self.store);
         let applied = self.q.step(&op);
         if let Err(e) = self.q.refill(&cold, self.store.settings().window_tickets) {
             cold_failed(&e);
@@ -860,7 +867,7 @@ impl QueueState_ {
             unreachable!()
         };
         let (key, pool) = (job.key.clone(), job.pool.clone());
-        match self.step(op) {
+        match self.step_prepared(op) {
             Applied::Enqueued(id) => {
                 tracing::debug!(key = %key, id, pool = %pool, "ticket enqueued");
                 self.open

@@ -59,7 +59,7 @@ fn strip_indexes(dir: &std::path::Path) {
     let mut batch = sled::Batch::default();
     for key in tree.iter().keys() {
         let key = key.unwrap();
-        if matches!(key[0], b'p' | b'r' | b'k' | b'n') {
+        if matches!(key[0], b'l' | b'w' | b'k' | b'n') {
             batch.remove(key);
         }
     }
@@ -90,11 +90,73 @@ fn a_store_written_before_the_indexes_is_indexed_at_its_first_open() {
         recovered.state.hot_len()
     );
     assert_eq!(whole(&recovered.state, &store), q);
-    assert_eq!(recovered.snapshot.layout, 1);
+    assert_eq!(recovered.snapshot.layout, 2);
     drop(store);
     // The next open reads the built indexes and builds nothing.
     let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
     assert_eq!(whole(&recovered.state, &store), q);
+}
+
+/// A store of the first indexed layout (an entry per pending and per
+/// running ticket, under `p` and `r`) is indexed again at its first open,
+/// and its per-ticket entries are removed.
+#[test]
+fn a_store_of_the_per_ticket_index_layout_is_indexed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = filled(dir.path(), 2_000);
+    {
+        let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
+        let tree = store.raw_tree("snapshot").unwrap();
+        let mut batch = sled::Batch::default();
+        for key in tree.iter().keys() {
+            let key = key.unwrap();
+            if matches!(key[0], b'l' | b'w') {
+                batch.remove(key);
+            }
+        }
+        // Layout 1's entries, as it wrote them.
+        for t in q.tickets() {
+            let mut k = Vec::new();
+            match t.place {
+                weir_core::queue::Place::Pending { due_ms } => {
+                    k.push(b'p');
+                    k.extend_from_slice(&(t.job.pool.len() as u16).to_be_bytes());
+                    k.extend_from_slice(t.job.pool.as_bytes());
+                    k.extend_from_slice(&((t.job.priority as u32) ^ 0x8000_0000).to_be_bytes());
+                    k.extend_from_slice(&due_ms.to_be_bytes());
+                }
+                weir_core::queue::Place::Running { .. } => k.push(b'r'),
+            }
+            k.extend_from_slice(&t.id.to_be_bytes());
+            batch.insert(k, &[] as &[u8]);
+        }
+        tree.apply_batch(batch).unwrap();
+        let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
+        meta.layout = 1;
+        tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
+        tree.flush().unwrap();
+    }
+    let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
+    assert_eq!(recovered.snapshot.layout, 2);
+    assert!(recovered.state.hot_len() <= 2 + 4 * 16);
+    assert_eq!(whole(&recovered.state, &store), q);
+    let tree = store.raw_tree("snapshot").unwrap();
+    assert_eq!(
+        tree.scan_prefix(b"p").count(),
+        0,
+        "per-ticket pending entries left"
+    );
+    assert_eq!(
+        tree.scan_prefix(b"r").count(),
+        0,
+        "per-ticket running entries left"
+    );
+    // One running entry per chunk with a running ticket (the first two
+    // tickets of pool a share chunk 0), and a level entry per chunk and
+    // level: far fewer than the tickets.
+    assert_eq!(tree.scan_prefix(b"w").count(), 1);
+    let levels = tree.scan_prefix(b"l").count();
+    assert!(levels <= 4 * 2_000 / 16 + 4, "{levels} level entries");
 }
 
 #[test]
@@ -104,7 +166,7 @@ fn a_pending_index_that_lost_an_entry_is_refused_by_name() {
     {
         let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
         let tree = store.raw_tree("snapshot").unwrap();
-        let key = tree.scan_prefix(b"p").keys().nth(7).unwrap().unwrap();
+        let key = tree.scan_prefix(b"l").keys().nth(3).unwrap().unwrap();
         tree.remove(key).unwrap();
         tree.flush().unwrap();
     }

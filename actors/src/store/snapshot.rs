@@ -19,7 +19,6 @@
 //! and replays nothing twice. Disk use stays bounded under a steady load:
 //! the journal holds at most what came since the last snapshot.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -27,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::codec;
 use weir_core::queue::{Ticket, TicketId};
 
-use super::cold::{index, unindex, LevelCounts, COUNTS_KEY, LAYOUT_INDEXED};
+use super::cold::{IndexWrites, LevelCounts, COUNTS_KEY, LAYOUT_INDEXED};
 use super::{printable, Store, StoreError, SNAPSHOT};
 
 /// The key of the snapshot's meta record.
@@ -61,8 +60,9 @@ pub struct SnapshotMeta {
     pub next_id: u64,
     /// Live tickets it holds.
     pub tickets: u64,
-    /// 1 when it has the ticket indexes of the `cold` module (0: written
-    /// before them; they are built at the next open).
+    /// 2 when it has the ticket indexes of the `cold` module (1: their
+    /// per-ticket first form; 0: written before them; either is indexed
+    /// again at the next open).
     #[serde(default)]
     pub layout: u32,
 }
@@ -157,37 +157,34 @@ impl Store {
         }
         let mut batch = sled::Batch::default();
         let mut buf = Vec::with_capacity(8 << 10);
-        // The index entries of the stored tickets the changes replace, and
-        // of the tickets they write: all removals go into the batch before
-        // all insertions, since a batch keeps the last write of a key and
-        // a key may pass from a ticket that left to a new one.
-        let mut olds: Vec<Ticket> = Vec::new();
-        let mut news: Vec<&'a Ticket> = Vec::new();
+        let mut index = IndexWrites::default();
         for (chunk, changes) in chunks {
             let key = chunk_key(chunk);
             let stored = match inner.snapshot.get(key).map_err(|e| self.sled_err(e))? {
                 Some(bytes) => decode_chunk(self, &key, &bytes)?.tickets,
                 None => Vec::new(),
             };
-            let mut live: BTreeMap<TicketId, Cow<'a, Ticket>> =
-                stored.into_iter().map(|t| (t.id, Cow::Owned(t))).collect();
+            let mut live: BTreeMap<TicketId, &Ticket> = stored.iter().map(|t| (t.id, t)).collect();
             for (id, ticket) in changes {
-                let old = match ticket {
-                    Some(t) => {
-                        news.push(t);
-                        live.insert(id, Cow::Borrowed(t))
-                    }
+                match ticket {
+                    Some(t) => live.insert(id, t),
                     None => live.remove(&id),
                 };
-                olds.extend(old.map(Cow::into_owned));
             }
+            index.chunk(
+                &mut batch,
+                &mut counts,
+                chunk,
+                stored.iter(),
+                live.values().copied(),
+            );
             if live.is_empty() {
                 batch.remove(&key);
                 continue;
             }
             buf.clear();
             let value = TicketChunkRef {
-                tickets: live.values().map(|t| &**t).collect(),
+                tickets: live.into_values().collect(),
             };
             codec::encode_into(&value, &mut buf).map_err(|source| StoreError::Encode {
                 what: format!("ticket chunk {chunk}"),
@@ -195,12 +192,7 @@ impl Store {
             })?;
             batch.insert(&key, buf.as_slice());
         }
-        for old in &olds {
-            unindex(&mut batch, &mut counts, old);
-        }
-        for new in news {
-            index(&mut batch, &mut counts, new);
-        }
+        index.finish(&mut batch);
         let counts_bytes = self.encode("snapshot level counts", &LevelCounts::from_map(&counts))?;
         batch.insert(COUNTS_KEY, counts_bytes);
         let meta_bytes = self.encode("snapshot meta", &meta)?;
