@@ -51,23 +51,42 @@ fn filled(dir: &std::path::Path, n: usize) -> QueueState {
     q
 }
 
-/// Removes every index entry and marks the meta as the first layout: a
-/// store as the weir before the indexes wrote it.
-fn strip_indexes(dir: &std::path::Path) {
+/// Opens the store in `dir`, lets `edit` change its snapshot tree behind
+/// the store's back (a damaged or older store), and flushes it.
+fn edit_snapshot(dir: &std::path::Path, edit: impl FnOnce(&sled::Tree)) {
     let (store, _) = Store::open(dir, settings(1_024)).unwrap();
     let tree = store.raw_tree("snapshot").unwrap();
+    edit(&tree);
+    tree.flush().unwrap();
+}
+
+/// Rewrites the snapshot's meta through `edit`.
+fn edit_meta(tree: &sled::Tree, edit: impl FnOnce(&mut SnapshotMeta)) {
+    let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
+    edit(&mut meta);
+    tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
+}
+
+/// Removes the snapshot tree's entries whose keys start with one of
+/// `prefixes`.
+fn remove_entries(tree: &sled::Tree, prefixes: &[u8]) {
     let mut batch = sled::Batch::default();
     for key in tree.iter().keys() {
         let key = key.unwrap();
-        if matches!(key[0], b'l' | b'w' | b'k' | b'n') {
+        if prefixes.contains(&key[0]) {
             batch.remove(key);
         }
     }
     tree.apply_batch(batch).unwrap();
-    let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
-    meta.layout = 0;
-    tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
-    tree.flush().unwrap();
+}
+
+/// Removes every index entry and marks the meta as the first layout: a
+/// store as the weir before the indexes wrote it.
+fn strip_indexes(dir: &std::path::Path) {
+    edit_snapshot(dir, |tree| {
+        remove_entries(tree, b"lwkn");
+        edit_meta(tree, |meta| meta.layout = 0);
+    });
 }
 
 fn whole(q: &QueueState, store: &Store) -> QueueState {
@@ -104,17 +123,10 @@ fn a_store_written_before_the_indexes_is_indexed_at_its_first_open() {
 fn a_store_of_the_per_ticket_index_layout_is_indexed_again() {
     let dir = tempfile::tempdir().unwrap();
     let q = filled(dir.path(), 2_000);
-    {
-        let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
-        let tree = store.raw_tree("snapshot").unwrap();
-        let mut batch = sled::Batch::default();
-        for key in tree.iter().keys() {
-            let key = key.unwrap();
-            if matches!(key[0], b'l' | b'w') {
-                batch.remove(key);
-            }
-        }
+    edit_snapshot(dir.path(), |tree| {
+        remove_entries(tree, b"lw");
         // Layout 1's entries, as it wrote them.
+        let mut batch = sled::Batch::default();
         for t in q.tickets() {
             let mut k = Vec::new();
             match t.place {
@@ -131,11 +143,8 @@ fn a_store_of_the_per_ticket_index_layout_is_indexed_again() {
             batch.insert(k, &[] as &[u8]);
         }
         tree.apply_batch(batch).unwrap();
-        let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
-        meta.layout = 1;
-        tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
-        tree.flush().unwrap();
-    }
+        edit_meta(tree, |meta| meta.layout = 1);
+    });
     let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
     assert_eq!(recovered.snapshot.layout, 2);
     assert!(recovered.state.hot_len() <= 2 + 4 * 16);
@@ -163,13 +172,10 @@ fn a_store_of_the_per_ticket_index_layout_is_indexed_again() {
 fn a_pending_index_that_lost_an_entry_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let _ = filled(dir.path(), 100);
-    {
-        let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
-        let tree = store.raw_tree("snapshot").unwrap();
+    edit_snapshot(dir.path(), |tree| {
         let key = tree.scan_prefix(b"l").keys().nth(3).unwrap().unwrap();
         tree.remove(key).unwrap();
-        tree.flush().unwrap();
-    }
+    });
     match Store::open(dir.path(), settings(1_024)) {
         Err(e @ StoreError::Inconsistent { .. }) => {
             let msg = e.to_string();
@@ -187,14 +193,7 @@ fn a_pending_index_that_lost_an_entry_is_refused_by_name() {
 fn counts_that_disagree_with_the_meta_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let _ = filled(dir.path(), 100);
-    {
-        let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
-        let tree = store.raw_tree("snapshot").unwrap();
-        let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
-        meta.tickets += 3;
-        tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
-        tree.flush().unwrap();
-    }
+    edit_snapshot(dir.path(), |tree| edit_meta(tree, |meta| meta.tickets += 3));
     match Store::open(dir.path(), settings(1_024)) {
         Err(e @ StoreError::Inconsistent { .. }) => {
             assert!(e.to_string().contains("its meta counts 103 tickets"), "{e}");
