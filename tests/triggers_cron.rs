@@ -45,14 +45,31 @@ async fn hourly_cron_over_a_day_starts_24_windows() {
         .list_runs("hourly", Some(RunState::Complete))
         .unwrap();
     assert_eq!(runs.len(), 24, "every run completed");
-    // Each run was requested at the firing that closed its window.
+    // Each run was prepared ahead of the firing that closed its window (at
+    // most the preparation horizon before it), to start at the firing: its
+    // task started at the firing, never before.
+    let ahead = TriggerSettings::default().prepare_ahead_ms;
+    let started: std::collections::HashMap<String, u64> = script
+        .ran_at
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(id, at)| Some((id.split('/').nth(1)?.to_string(), *at)))
+        .collect();
     for r in &runs {
         let p: weir::Partition = r.partition.parse().unwrap();
         let firing = p.end_ms().unwrap();
-        let late = r.record.requested_at_ms - firing;
+        assert_eq!(r.record.not_before_ms, Some(firing), "{}", r.partition);
         assert!(
-            late < S,
-            "{}: requested {late} ms after its firing",
+            r.record.requested_at_ms + ahead >= firing && r.record.requested_at_ms < firing,
+            "{}: requested at {} for a firing at {firing}",
+            r.partition,
+            r.record.requested_at_ms
+        );
+        let at = started[&r.partition];
+        assert!(
+            at >= firing && at - firing < S,
+            "{}: its task started {at} for a firing at {firing}",
             r.partition
         );
     }

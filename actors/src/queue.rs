@@ -288,6 +288,13 @@ pub enum QueueMsg {
     /// Cancels the live tickets of keys (a mapped node's members); one
     /// answer per key, in order, when durable.
     CancelMany(Vec<String>, RpcReplyPort<Vec<Cancelled>>),
+    /// Withdraws the tickets of keys that have not been handed out (a
+    /// prepared run whose schedule moved before its instant): all or
+    /// nothing. When every live ticket of the keys is pending, each is
+    /// cancelled and the answers (one per key, in order) come once durable;
+    /// when any has been handed out or is ending, nothing changes and the
+    /// answer is that key, at once.
+    Withdraw(Vec<String>, RpcReplyPort<Result<Vec<Cancelled>, String>>),
     /// Requeues the dead letter of a plain job (a fresh ticket, tries
     /// starting over); answers when durable. `Live` when the key is live
     /// again already; an error names a key without a letter.
@@ -375,6 +382,10 @@ enum Effect {
     ),
     Cancelled(RpcReplyPort<Cancelled>, Cancelled),
     CancelledMany(RpcReplyPort<Vec<Cancelled>>, Vec<Cancelled>),
+    Withdrawn(
+        RpcReplyPort<Result<Vec<Cancelled>, String>>,
+        Vec<Cancelled>,
+    ),
     RequeuedDead(
         RpcReplyPort<Result<Enqueued, String>>,
         Result<Enqueued, String>,
@@ -710,6 +721,7 @@ impl Actor for QueueActor {
             QueueMsg::Enqueue(jobs, reply) => state.enqueue(jobs, reply),
             QueueMsg::Cancel(key, reply) => state.cancel(&key, reply),
             QueueMsg::CancelMany(keys, reply) => state.cancel_many(keys, reply),
+            QueueMsg::Withdraw(keys, reply) => state.withdraw(keys, reply),
             QueueMsg::RequeueDead(key, reply) => state.requeue_dead(&key, reply),
             QueueMsg::Credit {
                 worker,
@@ -889,6 +901,29 @@ impl QueueState_ {
         self.open
             .effects
             .push(Effect::CancelledMany(reply, answers));
+    }
+
+    /// See [`QueueMsg::Withdraw`]: the check and the cancels are one
+    /// handler, so no hand-out falls between them.
+    fn withdraw(
+        &mut self,
+        keys: Vec<String>,
+        reply: RpcReplyPort<Result<Vec<Cancelled>, String>>,
+    ) {
+        for key in &keys {
+            self.fault_in_key(key);
+            let started = self
+                .q
+                .by_key(key)
+                .is_some_and(|t| !matches!(t.place, Place::Pending { .. }));
+            if started || self.completing.contains_key(key.as_str()) {
+                tracing::debug!(key = %key, "withdraw refused: the ticket was handed out");
+                let _ = reply.send(Err(key.clone()));
+                return;
+            }
+        }
+        let answers = keys.iter().map(|k| self.cancel_one(k)).collect();
+        self.open.effects.push(Effect::Withdrawn(reply, answers));
     }
 
     fn cancel_one(&mut self, key: &str) -> Cancelled {
@@ -1628,6 +1663,9 @@ impl QueueState_ {
                 },
                 Effect::CancelledMany(reply, answers) => {
                     let _ = reply.send(answers);
+                }
+                Effect::Withdrawn(reply, answers) => {
+                    let _ = reply.send(Ok(answers));
                 }
                 Effect::RequeuedDead(reply, answer) => {
                     let _ = reply.send(answer);

@@ -38,7 +38,7 @@ use weir_core::mapped::{
 use weir_core::readiness::{NodeState, NodeStatus};
 
 use super::records::{ledger_key, member_id, run_id, MemberInput, LEDGER_PREFIX};
-use super::{node_job, run_params, ActiveRun, Res, SchedulerMsg, SchedulerState, QUEUE_CALL_MS};
+use super::{node_job, run_due_ms, run_params, ActiveRun, Res, SchedulerMsg, SchedulerState, QUEUE_CALL_MS};
 use crate::done::{done_key, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::queue::{Cancelled, Enqueued, QueueMsg};
@@ -262,7 +262,7 @@ impl SchedulerState {
                     item: map.items[i].clone(),
                 }),
             )?;
-            jobs.push(node_job(node, &key, &input, now, &notify)?);
+            jobs.push(node_job(node, &key, &input, run_due_ms(run, now), &notify)?);
         }
         tracing::debug!(graph = %self.graph, partition = p, node = %node.name, rerun = map.rerun, members = which.len(), live = map.members.live(), "members submitted");
         Ok((jobs, which))

@@ -154,6 +154,20 @@ pub enum SchedulerMsg {
         BTreeMap<String, String>,
         RpcReplyPort<Result<Vec<StartOutcome>, String>>,
     ),
+    /// Prepare runs ahead of their instants: each run is created as
+    /// `StartRuns` creates it (the definition's params), its first tickets
+    /// enqueued durably, but none handed out before its instant (ms since
+    /// the epoch). A withdrawn run of the partition is revived.
+    PrepareRuns(
+        Vec<(Partition, u64)>,
+        RpcReplyPort<Result<Vec<StartOutcome>, String>>,
+    ),
+    /// Take prepared runs back before their instants (what made them due
+    /// changed): `true` for each run now withdrawn, `false` for one that is
+    /// not a prepared run waiting for its instant any more (a ticket of it
+    /// was handed out, its instant passed, or it is not active), which
+    /// then runs as it would have.
+    Withdraw(Vec<Partition>, RpcReplyPort<Result<Vec<bool>, String>>),
     /// Rerun a node of a run.
     Rerun(
         Partition,
@@ -294,6 +308,7 @@ impl Actor for SchedulerActor {
             state.store.scan(&runs_prefix(state.graph.as_str()))?;
         let prefix_len = runs_prefix(state.graph.as_str()).len();
         let mut cancelled = Vec::new();
+        let mut withdrawn = Vec::new();
         for (key, record) in runs {
             let partition: Partition = key[prefix_len..]
                 .parse()
@@ -306,6 +321,7 @@ impl Actor for SchedulerActor {
                     }
                 }
                 RunState::Cancelled => cancelled.push(partition),
+                RunState::Withdrawn => withdrawn.push(partition),
                 RunState::Complete | RunState::Failed => {}
             }
         }
@@ -317,6 +333,10 @@ impl Actor for SchedulerActor {
         }
         if n > 0 {
             tracing::info!(graph = %state.graph, cancelled = n, "cancelled leftover task instances of cancelled runs");
+        }
+        // Withdrawn runs whose tickets a crash may have left waiting.
+        for p in withdrawn {
+            state.finish_withdraw(&p).await?;
         }
         Ok(state)
     }
@@ -358,7 +378,17 @@ impl Actor for SchedulerActor {
                 state.adopted = Some(hash);
             }
             SchedulerMsg::StartRuns(partitions, params, reply) => {
+                let partitions = partitions.into_iter().map(|p| (p, None)).collect();
                 let r = state.start_runs(partitions, &params).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::PrepareRuns(prepared, reply) => {
+                let partitions = prepared.into_iter().map(|(p, at)| (p, Some(at))).collect();
+                let r = state.start_runs(partitions, &BTreeMap::new()).await;
+                let _ = reply.send(r.map_err(|e| e.to_string()));
+            }
+            SchedulerMsg::Withdraw(partitions, reply) => {
+                let r = state.withdraw(&partitions).await;
                 let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             SchedulerMsg::Rerun(partition, node, reply) => {
@@ -424,7 +454,7 @@ fn node_job(
     node: &weir_core::graph::NodeDef,
     key: &str,
     input: &TaskInput,
-    now: u64,
+    due_ms: u64,
     notify: &Arc<str>,
 ) -> Res<Job> {
     let payload =
@@ -434,7 +464,7 @@ fn node_job(
         task: Arc::from(node.task.task.as_str()),
         pool: Arc::from(node.pool.as_str()),
         target: node.target.as_ref().map(|t| Arc::from(t.as_str())),
-        due_ms: now,
+        due_ms,
         payload,
         policy: node.retry.clone(),
         timeout_ms: node.timeout_ms,
@@ -453,6 +483,49 @@ fn node_job(
                 .collect()
         },
     })
+}
+
+/// When a ticket of `run` submitted at `now` may first be handed out: at
+/// once, or at the instant a prepared run waits for.
+fn run_due_ms(run: &ActiveRun, now: u64) -> u64 {
+    run.record.not_before_ms.map_or(now, |at| at.max(now))
+}
+
+/// The record a start of a withdrawn run writes over it: active again,
+/// as `fresh` asks (its instant, params, definition), every node one rerun
+/// on, so its tickets are new instances and the withdrawn (cancelled) ones
+/// stay superseded. `None` when the stored run is not withdrawn (it exists,
+/// and a start does nothing).
+fn revive(
+    store: &Store,
+    key: &str,
+    mut fresh: GraphRunRecord,
+    nodes: &[Name],
+) -> Result<Option<(GraphRunRecord, Vec<u8>)>, crate::store::StoreError> {
+    let Some((stored, current)) = store.get_with_raw::<GraphRunRecord>(key)? else {
+        return Ok(None);
+    };
+    if stored.state != RunState::Withdrawn {
+        return Ok(None);
+    }
+    for name in nodes {
+        let rerun = stored.expected_reruns.get(name).copied().unwrap_or(0);
+        fresh.expected_reruns.insert(name.clone(), rerun.saturating_add(1));
+    }
+    let unexpire: Vec<Expiring> = stored
+        .settled_at_ms
+        .map(|at| Expiring {
+            at_ms: at.saturating_add(stored.retention_ms),
+            key: key.to_string(),
+        })
+        .into_iter()
+        .collect();
+    let bytes = store.encode("run record", &fresh)?;
+    if !store.compare_and_put_unsynced(key, Some(&current), Some(&bytes), &[], &unexpire)? {
+        return Ok(None);
+    }
+    tracing::info!(run = key, "withdrawn graph run revived");
+    Ok(Some((fresh, bytes)))
 }
 
 impl SchedulerState {
@@ -506,7 +579,7 @@ impl SchedulerState {
 
     async fn start_runs(
         &mut self,
-        partitions: Vec<Partition>,
+        asked: Vec<(Partition, Option<u64>)>,
         given: &BTreeMap<String, String>,
     ) -> Res<Vec<StartOutcome>> {
         let hash = self
@@ -524,8 +597,8 @@ impl SchedulerState {
         // backfill, 10,000 keys due at once) costs a few flushes, not two
         // per run.
         let now = self.clock.now_ms();
-        let mut prepared = Vec::with_capacity(partitions.len());
-        for partition in &partitions {
+        let mut writes = Vec::with_capacity(asked.len());
+        for (partition, not_before_ms) in &asked {
             let record = GraphRunRecord {
                 definition: hash.clone(),
                 state: RunState::Active,
@@ -534,33 +607,39 @@ impl SchedulerState {
                 expected_reruns: BTreeMap::new(),
                 retention_ms: graph.def().retention_ms,
                 params: params.clone(),
+                not_before_ms: not_before_ms.filter(|at| *at > now),
             };
-            let bytes = self.store.encode("run record", &record)?;
-            prepared.push((run_key(self.graph.as_str(), partition), record, bytes));
+            writes.push((run_key(self.graph.as_str(), partition), record));
         }
         let store = self.store.clone();
-        let writes: Vec<(String, Vec<u8>)> = prepared
-            .iter()
-            .map(|(k, _, b)| (k.clone(), b.clone()))
+        let names: Vec<Name> = (0..graph.len())
+            .map(|i| graph.node_at(i).name.clone())
             .collect();
-        let created: Vec<bool> = tokio::task::spawn_blocking(move || {
-            let mut created = Vec::with_capacity(writes.len());
-            for (k, b) in &writes {
-                created.push(store.compare_and_put_unsynced(k, None, Some(b), &[], &[])?);
-            }
-            if created.iter().any(|c| *c) {
-                store.sync()?;
-            }
-            Ok::<_, crate::store::StoreError>(created)
-        })
-        .await??;
+        // Per partition: the record this call wrote (new, or a withdrawn
+        // run revived), or `None` when a run exists.
+        let created: Vec<Option<(GraphRunRecord, Vec<u8>)>> =
+            tokio::task::spawn_blocking(move || {
+                let mut created = Vec::with_capacity(writes.len());
+                for (k, record) in writes {
+                    let bytes = store.encode("run record", &record)?;
+                    if store.compare_and_put_unsynced(&k, None, Some(&bytes), &[], &[])? {
+                        created.push(Some((record, bytes)));
+                        continue;
+                    }
+                    created.push(revive(&store, &k, record, &names)?);
+                }
+                if created.iter().any(|c| c.is_some()) {
+                    store.sync()?;
+                }
+                Ok::<_, crate::store::StoreError>(created)
+            })
+            .await??;
+        let partitions: Vec<Partition> = asked.into_iter().map(|(p, _)| p).collect();
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-        for ((partition, (_, record, bytes)), created) in
-            partitions.iter().zip(prepared).zip(&created)
-        {
-            if !created {
+        for (partition, created) in partitions.iter().zip(&created) {
+            let Some((record, bytes)) = created.clone() else {
                 continue;
-            }
+            };
             tracing::info!(graph = %self.graph, partition = %partition, definition = %hash, params = ?record.params, "graph run started");
             let _ = self.events.send(EngineEvent::RunStarted {
                 graph: self.graph.to_string(),
@@ -591,7 +670,7 @@ impl SchedulerState {
         let mut out = Vec::with_capacity(partitions.len());
         for (partition, created) in partitions.iter().zip(created) {
             let p = partition.to_string();
-            if !created {
+            if created.is_none() {
                 out.push(StartOutcome {
                     partition: p,
                     started: false,
@@ -725,7 +804,7 @@ impl SchedulerState {
                 rerun,
             );
             let input = self.input_of(run, idx, &mut read, &params, None)?;
-            jobs.push(node_job(node, &id, &input, now, &notify)?);
+            jobs.push(node_job(node, &id, &input, run_due_ms(run, now), &notify)?);
             ids.push((idx, id));
         }
         Ok((jobs, ids))
@@ -954,7 +1033,7 @@ impl SchedulerState {
         let notifies = match state {
             RunState::Failed => run.graph.def().on_failure.is_some(),
             RunState::Complete => run.graph.def().on_success.is_some(),
-            RunState::Active | RunState::Cancelled => false,
+            RunState::Active | RunState::Cancelled | RunState::Withdrawn => false,
         };
         if notifies {
             let states: Vec<NodeState> =
@@ -976,7 +1055,10 @@ impl SchedulerState {
             }
         })
         .await??;
-        if written {
+        if written && state == RunState::Withdrawn {
+            // Not a settle: no task of it ran, and nothing waits for it.
+            tracing::info!(graph = %self.graph, partition = p, "prepared graph run withdrawn");
+        } else if written {
             tracing::info!(graph = %self.graph, partition = p, state = %state, "graph run settled");
             let event = EngineEvent::RunSettled {
                 graph: self.graph.to_string(),
@@ -1283,6 +1365,118 @@ impl SchedulerState {
             }
         }
         Ok(n)
+    }
+
+    /// See [`SchedulerMsg::Withdraw`].
+    async fn withdraw(&mut self, partitions: &[Partition]) -> Res<Vec<bool>> {
+        let mut out = Vec::with_capacity(partitions.len());
+        for partition in partitions {
+            out.push(self.withdraw_one(partition).await?);
+        }
+        Ok(out)
+    }
+
+    /// Withdraws one prepared run: its record first (as a cancel writes
+    /// its record first: a crash after it finishes the withdrawal at the
+    /// next start), then its tickets, all or none; when one was handed out
+    /// meanwhile, the record goes back to active and the run goes on.
+    async fn withdraw_one(&mut self, partition: &Partition) -> Res<bool> {
+        let p = partition.to_string();
+        let now = self.clock.now_ms();
+        let Some(run) = self.runs.get(&p) else {
+            return Ok(false);
+        };
+        // Only a run nothing of which has happened: no record, no mapped
+        // node's members (those are not withdrawn: the run goes on).
+        let waiting = run.record.not_before_ms.is_some_and(|at| at > now)
+            && run.recorded.iter().all(Option::is_none)
+            && run.maps.is_empty();
+        if !waiting {
+            return Ok(false);
+        }
+        if !self.write_settled(&p, RunState::Withdrawn, true).await? {
+            return Ok(false);
+        }
+        let run = self.runs.remove(&p).expect("written above, so active");
+        if self.withdraw_tickets(&run).await? {
+            return Ok(true);
+        }
+        self.restore_withdrawn(&run).await?;
+        Ok(false)
+    }
+
+    /// Withdraws the tickets of every node of `run` without a record at the
+    /// queue, all or none; `false` when one was handed out.
+    async fn withdraw_tickets(&self, run: &ActiveRun) -> Res<bool> {
+        let queue =
+            ActorRef::<QueueMsg>::where_is(self.names.queue()).ok_or("the queue is not running")?;
+        let ids: Vec<String> = (0..run.graph.len())
+            .filter(|&i| run.recorded[i].is_none() && run.graph.node_at(i).map.is_none())
+            .map(|i| {
+                run_id(
+                    self.graph.as_str(),
+                    &run.partition,
+                    run.graph.node_at(i).name.as_str(),
+                    run.expected(i),
+                )
+            })
+            .collect();
+        match ractor::call_t!(queue, QueueMsg::Withdraw, QUEUE_CALL_MS, ids)
+            .map_err(|e| format!("withdraw: {e}"))?
+        {
+            Ok(_) => Ok(true),
+            Err(key) => {
+                tracing::info!(graph = %self.graph, partition = %run.partition, key, "prepared run not withdrawn: its ticket was handed out");
+                Ok(false)
+            }
+        }
+    }
+
+    /// Puts a withdrawn run's record back to active (a ticket of it was
+    /// handed out before the withdrawal reached the queue) and tracks it.
+    async fn restore_withdrawn(&mut self, run: &ActiveRun) -> Res<()> {
+        let key = run_key(self.graph.as_str(), &run.partition);
+        let store = self.store.clone();
+        let mut active = run.record.clone();
+        active.state = RunState::Active;
+        active.settled_at_ms = None;
+        let bytes = self.store.encode("run record", &active)?;
+        tokio::task::spawn_blocking(move || {
+            let Some((stored, current)) = store.get_with_raw::<GraphRunRecord>(&key)? else {
+                return Ok(());
+            };
+            let unexpire: Vec<Expiring> = stored
+                .settled_at_ms
+                .map(|at| Expiring {
+                    at_ms: at.saturating_add(stored.retention_ms),
+                    key: key.clone(),
+                })
+                .into_iter()
+                .collect();
+            store.compare_and_put(&key, Some(&current), Some(&bytes), &[], &unexpire)?;
+            Ok::<_, crate::store::StoreError>(())
+        })
+        .await??;
+        if let Some(r) = self.load_run(&run.partition)? {
+            if r.record.state == RunState::Active {
+                self.runs.insert(run.partition.to_string(), r);
+            }
+        }
+        Ok(())
+    }
+
+    /// At start: the tickets of a withdrawn run are withdrawn (again; a
+    /// crash may have come between its record and its tickets), and a run
+    /// one of whose tickets was handed out meanwhile is active again.
+    async fn finish_withdraw(&mut self, partition: &Partition) -> Res<()> {
+        let Some(run) = self.load_run(partition)? else {
+            return Ok(());
+        };
+        if !self.withdraw_tickets(&run).await? {
+            tracing::warn!(graph = %self.graph, partition = %partition, "a withdrawn run's ticket was handed out before the withdrawal landed; the run goes on");
+            self.restore_withdrawn(&run).await?;
+        }
+        Ok(())
     }
 
     async fn cancel_unrecorded(&mut self, partition: &Partition) -> Res<usize> {

@@ -169,7 +169,7 @@ impl SchedulerState {
         let spec: Option<&TaskSpec> = match state {
             RunState::Failed => run.graph.def().on_failure.as_ref(),
             RunState::Complete => run.graph.def().on_success.as_ref(),
-            RunState::Active | RunState::Cancelled => None,
+            RunState::Active | RunState::Cancelled | RunState::Withdrawn => None,
         };
         let Some(spec) = spec.cloned() else {
             return Ok(());

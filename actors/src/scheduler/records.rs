@@ -55,6 +55,11 @@ pub enum RunState {
     Failed,
     /// A user cancelled it.
     Cancelled,
+    /// It was prepared ahead of its instant (its first tickets waiting in
+    /// the queue for it) and taken back before any of them was handed out,
+    /// because what made it due changed: no task of it ran. Starting the
+    /// partition again revives it with fresh task instances.
+    Withdrawn,
 }
 
 impl std::fmt::Display for RunState {
@@ -64,6 +69,7 @@ impl std::fmt::Display for RunState {
             RunState::Complete => "complete",
             RunState::Failed => "failed",
             RunState::Cancelled => "cancelled",
+            RunState::Withdrawn => "withdrawn",
         })
     }
 }
@@ -78,9 +84,10 @@ impl std::str::FromStr for RunState {
             "complete" => RunState::Complete,
             "failed" => RunState::Failed,
             "cancelled" => RunState::Cancelled,
+            "withdrawn" => RunState::Withdrawn,
             other => {
                 return Err(format!(
-                    "{other:?} is not one of active, complete, failed, cancelled"
+                    "{other:?} is not one of active, complete, failed, cancelled, withdrawn"
                 ))
             }
         })
@@ -113,6 +120,11 @@ pub struct GraphRunRecord {
     /// existed); absent from the encoding when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, String>,
+    /// For a run prepared ahead of its instant: no task of it is handed out
+    /// before this instant (ms since the epoch). Absent for a run started
+    /// to run at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_ms: Option<u64>,
 }
 
 /// The key of a graph record.

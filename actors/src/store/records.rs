@@ -50,10 +50,18 @@ impl Store {
     /// A record, decoded. A value that does not decode is an error naming
     /// the tree and key.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StoreError> {
+        Ok(self.get_with_raw(key)?.map(|(value, _)| value))
+    }
+
+    /// A record, decoded, with its raw value (for a compare-and-put).
+    pub fn get_with_raw<T: DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<(T, Vec<u8>)>, StoreError> {
         match self.get_raw(key)? {
             None => Ok(None),
             Some(bytes) => codec::decode(&bytes)
-                .map(Some)
+                .map(|value| Some((value, bytes)))
                 .map_err(|source| StoreError::Corrupt {
                     dir: self.dir().to_path_buf(),
                     tree: RECORDS,

@@ -62,6 +62,16 @@ pub struct KeyRecord {
     /// `key=<key>@<run_at_ms>`); `None` without a lease.
     #[serde(default)]
     pub run_at_ms: Option<u64>,
+    /// The lease is a prepared claim: taken ahead of its instant (the
+    /// claim a claim at that instant would make), its run's first tickets
+    /// waiting in the queue for it. Until the instant the run can be
+    /// withdrawn, and signals see the key as not running.
+    #[serde(default)]
+    pub prepared: bool,
+    /// For a prepared claim: the last run's claim instant before it, which
+    /// the record shows again if the claim is withdrawn.
+    #[serde(default)]
+    pub prior_started_ms: Option<u64>,
 }
 
 /// The stored form of a [`KeyRecord`]: named (fields may be added with a
@@ -91,6 +101,10 @@ struct StoredKey {
     window: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     run_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    prep: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prior: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -114,6 +128,8 @@ impl From<KeyRecord> for StoredKey {
             fails: s.consecutive_failures,
             window: s.signal_window_started_at_ms,
             run_at: r.run_at_ms,
+            prep: r.prepared,
+            prior: r.prior_started_ms,
         }
     }
 }
@@ -136,11 +152,44 @@ impl From<StoredKey> for KeyRecord {
                 signal_window_started_at_ms: s.window,
             },
             run_at_ms: s.run_at,
+            prepared: s.prep,
+            prior_started_ms: s.prior,
         }
     }
 }
 
 impl KeyRecord {
+    /// A record without a prepared claim.
+    pub fn plain(schedule: KeySchedule, run_at_ms: Option<u64>) -> Self {
+        KeyRecord {
+            schedule,
+            run_at_ms,
+            prepared: false,
+            prior_started_ms: None,
+        }
+    }
+
+    /// The instant a prepared claim waits for, while it is still ahead of
+    /// `now_ms` (the run can be withdrawn).
+    pub fn waiting_at(&self, now_ms: u64) -> Option<u64> {
+        if !self.prepared {
+            return None;
+        }
+        self.schedule
+            .last_started_at_ms
+            .filter(|at| *at > now_ms)
+    }
+
+    /// The record as it was before its prepared claim: no lease, the last
+    /// claim instant before it.
+    fn unclaimed(&self) -> KeySchedule {
+        let mut s = self.schedule.clone();
+        s.lease_owner = None;
+        s.lease_until_ms = None;
+        s.last_started_at_ms = self.prior_started_ms;
+        s
+    }
+
     /// The partition of the run the lease is for.
     pub fn run_partition(&self) -> Option<Partition> {
         self.run_at_ms
@@ -331,10 +380,7 @@ impl Keyed {
                 continue;
             }
             let s = schedule::discovered(k.clone(), now_ms, &self.spec.schedule, draw());
-            self.put(KeyRecord {
-                schedule: s,
-                run_at_ms: None,
-            });
+            self.put(KeyRecord::plain(s, None));
             added += 1;
         }
         InventoryChange {
@@ -347,28 +393,55 @@ impl Keyed {
     /// Leases at most `max` keys due at `now_ms` to `owner`; returns the
     /// partitions of their runs.
     pub fn claim_batch(&mut self, owner: &str, now_ms: u64, max: usize) -> Vec<Partition> {
-        let due: Vec<Key> = self
+        self.claim_until(owner, now_ms, now_ms, max)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
+    }
+
+    /// Leases at most `max` keys that can be claimed by `until_ms` to
+    /// `owner`, in the order they can: a key due at `now_ms` is claimed
+    /// now; one due later is *prepared*, given the very claim a claim at
+    /// its instant would make, to run at that instant. Returns each run's
+    /// partition and the instant it may first start (at most `now_ms` for
+    /// a claim of now).
+    pub fn claim_until(
+        &mut self,
+        owner: &str,
+        now_ms: u64,
+        until_ms: u64,
+        max: usize,
+    ) -> Vec<(Partition, u64)> {
+        let due: Vec<(u64, Key)> = self
             .index
             .iter()
-            .take_while(|(at, _)| *at <= now_ms)
+            .take_while(|(at, _)| *at <= until_ms)
             .take(max)
-            .map(|(_, k)| k.clone())
+            .cloned()
             .collect();
         let mut out = Vec::with_capacity(due.len());
-        for key in due {
+        for (claimable, key) in due {
             let record = self.records.get(&key).expect("indexed keys have records");
-            match schedule::claim(&record.schedule, owner, now_ms, self.spec.lease_ms) {
+            // A claim of now is taken at now; a prepared one at the instant
+            // the key can be claimed, so the run is the one that instant
+            // would start.
+            let at = claimable.max(now_ms);
+            match schedule::claim(&record.schedule, owner, at, self.spec.lease_ms) {
                 Claim::Claimed(s) => {
-                    let at = s.due_at_ms;
-                    let Ok(p) = Partition::keyed_at(key.clone(), at) else {
+                    let due_at = s.due_at_ms;
+                    let Ok(p) = Partition::keyed_at(key.clone(), due_at) else {
                         // A due instant past year 9999 cannot name a run.
                         continue;
                     };
+                    let prepared = at > now_ms;
+                    let prior = record.schedule.last_started_at_ms;
                     self.put(KeyRecord {
                         schedule: s,
-                        run_at_ms: Some(at),
+                        run_at_ms: Some(due_at),
+                        prepared,
+                        prior_started_ms: if prepared { prior } else { None },
                     });
-                    out.push(p);
+                    out.push((p, at));
                 }
                 // The index said claimable: only an unexpired lease or a
                 // future due instant can refuse, and the index orders by
@@ -377,11 +450,75 @@ impl Keyed {
                     let r = record.clone();
                     self.index.remove(&(claimable_at(&r.schedule), key.clone()));
                     self.index
-                        .insert((claimable_at(&r.schedule).max(now_ms + 1), key));
+                        .insert((claimable_at(&r.schedule).max(at + 1), key));
                 }
             }
         }
         out
+    }
+
+    /// The keys whose prepared run still waits for its instant at `now_ms`
+    /// (all of them: `None`; or those of `keys`), with that run's
+    /// partition.
+    pub fn waiting(&self, now_ms: u64, keys: Option<&[Key]>) -> Vec<(Key, Partition)> {
+        let of = |r: &KeyRecord| {
+            r.waiting_at(now_ms)
+                .and(r.run_partition())
+                .map(|p| (r.schedule.key.clone(), p))
+        };
+        match keys {
+            None => {
+                let mut all: Vec<_> = self.records.values().filter_map(of).collect();
+                all.sort();
+                all
+            }
+            Some(keys) => keys
+                .iter()
+                .filter_map(|k| self.records.get(k).and_then(of))
+                .collect(),
+        }
+    }
+
+    /// The key's prepared run was withdrawn: its record is as it was before
+    /// the claim (due at the same instant, so it is claimed or prepared
+    /// again unless something moves it). `false` when the key's lease is
+    /// not a prepared claim.
+    pub fn unprepare(&mut self, key: &Key) -> bool {
+        let Some(r) = self.records.get(key).filter(|r| r.prepared) else {
+            return false;
+        };
+        let unclaimed = r.unclaimed();
+        self.put(KeyRecord::plain(unclaimed, None));
+        true
+    }
+
+    /// The key's prepared run was not withdrawn (one of its tickets was
+    /// handed out): from now on its lease is a claim like any other.
+    pub fn begun(&mut self, key: &Key) {
+        if let Some(r) = self.records.get(key).filter(|r| r.prepared) {
+            let r = KeyRecord::plain(r.schedule.clone(), r.run_at_ms);
+            self.put(r);
+        }
+    }
+
+    /// The partition of the key's prepared run, when a signal at `now_ms`
+    /// would move the run's instant: that run must be withdrawn (or found
+    /// begun) before [`Keyed::signal`] applies the signal.
+    pub fn signal_moves(&self, key: &Key, signal: &Signal, now_ms: u64) -> Option<Partition> {
+        let r = self.records.get(key)?;
+        r.waiting_at(now_ms)?;
+        let s = schedule::signal(
+            Some(&r.unclaimed()),
+            key,
+            signal,
+            now_ms,
+            &self.spec.debounce,
+        );
+        if Some(s.due_at_ms) == r.run_at_ms {
+            None
+        } else {
+            r.run_partition()
+        }
     }
 
     /// Records the end of the run of `key` due at `run_at_ms` (`error` when
@@ -411,40 +548,75 @@ impl Keyed {
             draw,
         ) {
             Update::Applied(s) => {
-                self.put(KeyRecord {
-                    schedule: s,
-                    run_at_ms: None,
-                });
+                self.put(KeyRecord::plain(s, None));
                 true
             }
             Update::NotOwner => false,
         }
     }
 
-    /// Applies a signal (trailing debounce); returns the new record.
+    /// Applies a signal (trailing debounce); returns the new record. A key
+    /// whose prepared run waits for its instant is not running: the signal
+    /// applies to the record as it was before the claim, and must leave its
+    /// due instant where it is ([`Keyed::signal_moves`] says when it would
+    /// not; the caller withdraws the run first); the claim stays.
     pub fn signal(&mut self, key: &Key, signal: &Signal, now_ms: u64) -> &KeyRecord {
         let current = self.records.get(key);
-        let s = schedule::signal(
-            current.map(|r| &r.schedule),
-            key,
-            signal,
-            now_ms,
-            &self.spec.debounce,
-        );
-        let run_at_ms = current.and_then(|r| r.run_at_ms);
-        self.put(KeyRecord {
-            schedule: s,
-            run_at_ms,
-        });
+        let record = match current.filter(|r| r.waiting_at(now_ms).is_some()) {
+            Some(r) => {
+                let mut s = schedule::signal(
+                    Some(&r.unclaimed()),
+                    key,
+                    signal,
+                    now_ms,
+                    &self.spec.debounce,
+                );
+                debug_assert_eq!(
+                    Some(s.due_at_ms),
+                    r.run_at_ms,
+                    "key {key}: a signal moved a prepared run's instant"
+                );
+                s.lease_owner = r.schedule.lease_owner.clone();
+                s.lease_until_ms = r.schedule.lease_until_ms;
+                s.last_started_at_ms = r.schedule.last_started_at_ms;
+                KeyRecord {
+                    schedule: s,
+                    ..r.clone()
+                }
+            }
+            None => {
+                let s = schedule::signal(
+                    current.map(|r| &r.schedule),
+                    key,
+                    signal,
+                    now_ms,
+                    &self.spec.debounce,
+                );
+                let run_at_ms = current.and_then(|r| r.run_at_ms);
+                let prepared = current.is_some_and(|r| r.prepared);
+                let prior_started_ms = current.and_then(|r| r.prior_started_ms);
+                KeyRecord {
+                    schedule: s,
+                    run_at_ms,
+                    prepared,
+                    prior_started_ms,
+                }
+            }
+        };
+        self.put(record);
         self.records.get(key).expect("just put")
     }
 
-    /// The leased keys of `owner`, with the partition of their run.
-    pub fn leased(&self, owner: &str) -> Vec<(Key, u64)> {
+    /// The leased keys of `owner`, with the due instant their run is for
+    /// and, for a prepared claim, the instant the run waits for.
+    pub fn leased(&self, owner: &str) -> Vec<(Key, u64, Option<u64>)> {
         self.records
             .values()
             .filter(|r| r.schedule.lease_owner.as_deref() == Some(owner))
-            .filter_map(|r| r.run_at_ms.map(|at| (r.schedule.key.clone(), at)))
+            .filter_map(|r| {
+                let waits = r.schedule.last_started_at_ms.filter(|_| r.prepared);
+                r.run_at_ms.map(|at| (r.schedule.key.clone(), at, waits))
+            })
             .collect()
     }
 
@@ -487,15 +659,15 @@ mod tests {
     /// The compact form round-trips every field and stays small.
     #[test]
     fn stored_form_round_trips_and_is_small() {
-        let fresh = KeyRecord {
-            schedule: schedule::discovered(
+        let fresh = KeyRecord::plain(
+            schedule::discovered(
                 Key::new("key-0000001").unwrap(),
                 1_795_910_400_000,
                 &Default::default(),
                 0,
             ),
-            run_at_ms: None,
-        };
+            None,
+        );
         let bytes = weir_core::codec::encode(&fresh).unwrap();
         assert!(bytes.len() <= 64, "{} bytes", bytes.len());
         assert_eq!(
@@ -512,6 +684,8 @@ mod tests {
         full.schedule.last_error = Some("e".into());
         full.schedule.consecutive_failures = 3;
         full.schedule.signal_window_started_at_ms = Some(4);
+        full.prepared = true;
+        full.prior_started_ms = Some(6);
         full.schedule.due_reason = DueReason::Signal {
             source: "ci".into(),
         };
