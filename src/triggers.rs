@@ -49,6 +49,31 @@ impl Engine {
         .map_err(EngineError::Graph)
     }
 
+    /// Signals every key of keyed graph `graph` at once (one instant for
+    /// all, one durable write): each is due as [`Engine::signal`] would
+    /// make it. Returns the keys signalled.
+    pub async fn signal_all(
+        &self,
+        graph: &str,
+        source: &str,
+        immediate: bool,
+    ) -> Result<Vec<String>, EngineError> {
+        let signal = Signal {
+            source: source.to_string(),
+            received_at_ms: None,
+            immediate,
+        };
+        let t = self.trigger(graph).await?;
+        ractor::call_t!(
+            t,
+            TriggerMsg::SignalAll,
+            CALL_TIMEOUT.as_millis() as u64,
+            signal
+        )
+        .map_err(|e| self.call_err("trigger", e))?
+        .map_err(EngineError::Graph)
+    }
+
     /// Starts the runs of every window of `range`, oldest or newest first,
     /// never more than the graph's `max_active_runs` active at once.
     /// Windows whose run exists are skipped. Returns the backfill as

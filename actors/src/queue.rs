@@ -382,10 +382,7 @@ enum Effect {
     ),
     Cancelled(RpcReplyPort<Cancelled>, Cancelled),
     CancelledMany(RpcReplyPort<Vec<Cancelled>>, Vec<Cancelled>),
-    Withdrawn(
-        RpcReplyPort<Result<Vec<Cancelled>, String>>,
-        Vec<Cancelled>,
-    ),
+    Withdrawn(RpcReplyPort<Result<Vec<Cancelled>, String>>, Vec<Cancelled>),
     RequeuedDead(
         RpcReplyPort<Result<Enqueued, String>>,
         Result<Enqueued, String>,
@@ -905,11 +902,7 @@ impl QueueState_ {
 
     /// See [`QueueMsg::Withdraw`]: the check and the cancels are one
     /// handler, so no hand-out falls between them.
-    fn withdraw(
-        &mut self,
-        keys: Vec<String>,
-        reply: RpcReplyPort<Result<Vec<Cancelled>, String>>,
-    ) {
+    fn withdraw(&mut self, keys: Vec<String>, reply: RpcReplyPort<Result<Vec<Cancelled>, String>>) {
         for key in &keys {
             self.fault_in_key(key);
             let started = self

@@ -38,7 +38,9 @@ use weir_core::mapped::{
 use weir_core::readiness::{NodeState, NodeStatus};
 
 use super::records::{ledger_key, member_id, run_id, MemberInput, LEDGER_PREFIX};
-use super::{node_job, run_due_ms, run_params, ActiveRun, Res, SchedulerMsg, SchedulerState, QUEUE_CALL_MS};
+use super::{
+    node_job, run_due_ms, run_params, ActiveRun, Res, SchedulerMsg, SchedulerState, QUEUE_CALL_MS,
+};
 use crate::done::{done_key, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::queue::{Cancelled, Enqueued, QueueMsg};

@@ -510,7 +510,9 @@ fn revive(
     }
     for name in nodes {
         let rerun = stored.expected_reruns.get(name).copied().unwrap_or(0);
-        fresh.expected_reruns.insert(name.clone(), rerun.saturating_add(1));
+        fresh
+            .expected_reruns
+            .insert(name.clone(), rerun.saturating_add(1));
     }
     let unexpire: Vec<Expiring> = stored
         .settled_at_ms

@@ -175,9 +175,7 @@ impl KeyRecord {
         if !self.prepared {
             return None;
         }
-        self.schedule
-            .last_started_at_ms
-            .filter(|at| *at > now_ms)
+        self.schedule.last_started_at_ms.filter(|at| *at > now_ms)
     }
 
     /// The record as it was before its prepared claim: no lease, the last

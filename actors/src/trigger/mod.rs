@@ -746,7 +746,10 @@ impl TriggerState {
             return None;
         }
         let next = c.schedule.next_after(c.record.last_firing_ms.max(now))?;
-        let prepared = self.cron_prepared.as_ref().is_some_and(|(at, _)| *at == next);
+        let prepared = self
+            .cron_prepared
+            .as_ref()
+            .is_some_and(|(at, _)| *at == next);
         (!prepared).then_some(next)
     }
 
@@ -1019,8 +1022,7 @@ impl TriggerState {
                     for out in [self.start(at_once).await?, self.prepare(ahead).await?] {
                         match out {
                             None => {
-                                self.retry_at_ms =
-                                    Some(now.saturating_add(self.settings.retry_ms));
+                                self.retry_at_ms = Some(now.saturating_add(self.settings.retry_ms));
                                 return Ok(());
                             }
                             Some(out) => room = room.saturating_sub(started(&out)),
