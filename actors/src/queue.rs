@@ -62,6 +62,13 @@ pub struct QueueSettings {
     pub commit_linger_us: u64,
     /// Ops in the open batch past which it is committed without lingering.
     pub batch_ops_linger_max: usize,
+    /// Pending tickets that only the store holds and that fall due within
+    /// this long (ms) are read into memory ahead of their instant, so a
+    /// burst due at one instant (prepared runs) is handed out from memory
+    /// rather than read window by window as it goes. 0 = only as needed.
+    pub warm_ahead_ms: u64,
+    /// Tickets read ahead at most, over what the window holds.
+    pub warm_tickets_max: usize,
 }
 
 impl Default for QueueSettings {
@@ -74,6 +81,8 @@ impl Default for QueueSettings {
             enqueue_batch_max: 100_000,
             commit_linger_us: 1_000,
             batch_ops_linger_max: 4_096,
+            warm_ahead_ms: 1_000,
+            warm_tickets_max: 16_384,
         }
     }
 }
@@ -1706,6 +1715,24 @@ impl QueueState_ {
     /// Arms the timer for the earliest due instant of a pool with credit or
     /// the earliest lease end.
     fn rearm(&mut self, myself: &ActorRef<QueueMsg>) {
+        if self.settings.warm_ahead_ms > 0 {
+            let until = self
+                .clock
+                .now_ms()
+                .saturating_add(self.settings.warm_ahead_ms);
+            match self.q.warm(
+                &StoreCold::new(&self.store),
+                until,
+                self.store.settings().window_tickets,
+                self.settings.warm_tickets_max,
+            ) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::debug!(tickets = n, until_ms = until, "tickets due soon read ahead")
+                }
+                Err(e) => cold_failed(&e),
+            }
+        }
         let mut wake: Option<u64> = self.q.next_lease_end_ms();
         if !self.paused {
             for (pool, list) in &self.by_pool {

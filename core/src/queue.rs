@@ -1075,6 +1075,48 @@ impl QueueState {
         Ok(())
     }
 
+    /// Reads the cold tickets of every level that may fall due by
+    /// `until_ms` into memory, a window at a time, until each level's
+    /// cold tickets lie past it (the last window read may hold some due
+    /// after it) or about `max` tickets were read in all (a window more at
+    /// most). Returns how many were read. Cheap when nothing is cold or
+    /// due soon: a look at each cold level's bound.
+    pub fn warm<C: ColdTickets>(
+        &mut self,
+        cold: &C,
+        until_ms: u64,
+        window: usize,
+        max: usize,
+    ) -> Result<usize, ColdError<C::Error>> {
+        let soon = |l: &ColdLevel| l.bound.is_some_and(|(due, _)| due <= until_ms);
+        let levels: Vec<(Arc<str>, i32)> = self
+            .cold
+            .iter()
+            .filter(|(_, l)| soon(l))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut read = 0usize;
+        for (pool, priority) in levels {
+            let key = (pool.clone(), priority);
+            while read < max {
+                let Some(level) = self.cold.get(&key).copied().filter(soon) else {
+                    break;
+                };
+                let before = level.remaining;
+                self.read_window(&pool, priority, cold, window.max(1).min(max - read))?;
+                let after = self.cold.get(&key).map_or(0, |l| l.remaining);
+                let n = (before - after) as usize;
+                if n == 0 && self.cold.get(&key).copied() == Some(level) {
+                    // Nothing moved (cannot happen: a level with tickets
+                    // left reads at least one); stop rather than spin.
+                    break;
+                }
+                read += n;
+            }
+        }
+        Ok(read)
+    }
+
     /// Reads every ticket the store holds only into memory (a check of the
     /// whole queue; an operator's tool, not a hot path).
     pub fn read_in_all<C: ColdTickets>(&mut self, cold: &C) -> Result<(), ColdError<C::Error>> {

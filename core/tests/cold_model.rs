@@ -123,6 +123,8 @@ enum Step {
     /// A snapshot, then all but `keep` pending tickets of each level left
     /// in the store, as the queue actor does after each snapshot.
     SnapshotEvict(usize),
+    /// Cold tickets due by the instant read ahead, at most so many.
+    Warm(u64, usize),
     Restart,
 }
 
@@ -144,6 +146,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
         1 => (id, 0u64..150).prop_map(|(id, due_ms)| Step::Op(Op::Orphaned { id, due_ms })),
         1 => Just(Step::Snapshot),
         1 => (1usize..4).prop_map(Step::SnapshotEvict),
+        1 => (0u64..150, 1usize..20).prop_map(|(until, max)| Step::Warm(until, max)),
         1 => Just(Step::Restart),
     ]
 }
@@ -182,6 +185,20 @@ proptest! {
                     tail.clear();
                     q.evict(keep);
                     q.refill(&cold, window).unwrap();
+                }
+                Step::Warm(until, max) => {
+                    let hot = q.hot_len();
+                    let n = q.warm(&cold, until, window, max).unwrap();
+                    prop_assert_eq!(q.hot_len(), hot + n);
+                    // A window past the bound at most.
+                    prop_assert!(n < max + 2 * window, "{} read for a bound of {}", n, max);
+                    // What is still cold lies past the instant, or the
+                    // bound was reached.
+                    if n < max {
+                        for (_, _, level) in q.cold_levels() {
+                            prop_assert!(level.bound.is_none_or(|(due, _)| due > until));
+                        }
+                    }
                 }
                 Step::Restart => {
                     q = cold.open();
@@ -243,6 +260,43 @@ fn an_open_reads_one_window() {
         assert!(q.hot_len() <= 64, "memory holds a window: {}", q.hot_len());
     }
     assert!(q.is_empty());
+}
+
+/// Read ahead: a burst due at one instant, left in the store by an
+/// eviction, is in memory before its instant, and tickets due later stay
+/// in the store.
+#[test]
+fn warm_reads_a_burst_due_soon_and_nothing_later() {
+    let mut model = QueueState::new();
+    for i in 0..64 {
+        let _ = model.step(&Op::Enqueue(job(&format!("k{i}"), "p", 10, 0)));
+    }
+    for i in 64..128 {
+        let _ = model.step(&Op::Enqueue(job(&format!("k{i}"), "p", 1_000, 0)));
+    }
+    let cold = MemCold::of(model.tickets().cloned().collect(), model.next_id());
+    let mut q = cold.open();
+    q.refill(&cold, 8).unwrap();
+    assert_eq!(q.hot_len(), 8);
+    assert_eq!(q.warm(&cold, 5, 8, 1_000).unwrap(), 0, "nothing due by 5");
+    // The rest of the burst due at 10, and the one window after it that
+    // shows the level's cold tickets lie past 10.
+    let n = q.warm(&cold, 10, 8, 1_000).unwrap();
+    assert_eq!(n, 56 + 8);
+    assert_eq!(q.hot_len(), 72);
+    assert_eq!(
+        q.cold_levels().count(),
+        1,
+        "the tickets due at 1,000 stay cold"
+    );
+    assert_eq!(
+        q.warm(&cold, 10, 8, 1_000).unwrap(),
+        0,
+        "a second read finds nothing"
+    );
+    let mut q2 = cold.open();
+    q2.refill(&cold, 8).unwrap();
+    assert_eq!(q2.warm(&cold, 10, 8, 20).unwrap(), 20, "the bound");
 }
 
 /// Eviction leaves a window per level in memory, and the queue hands out
