@@ -1716,12 +1716,11 @@ impl QueueState_ {
     /// the earliest lease end.
     fn rearm(&mut self, myself: &ActorRef<QueueMsg>) {
         if self.settings.warm_ahead_ms > 0 {
-            let until = self
-                .clock
-                .now_ms()
-                .saturating_add(self.settings.warm_ahead_ms);
+            let now = self.clock.now_ms();
+            let until = now.saturating_add(self.settings.warm_ahead_ms);
             match self.q.warm(
                 &StoreCold::new(&self.store),
+                now,
                 until,
                 self.store.settings().window_tickets,
                 self.settings.warm_tickets_max,

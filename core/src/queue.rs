@@ -1075,20 +1075,27 @@ impl QueueState {
         Ok(())
     }
 
-    /// Reads the cold tickets of every level that may fall due by
-    /// `until_ms` into memory, a window at a time, until each level's
-    /// cold tickets lie past it (the last window read may hold some due
-    /// after it) or about `max` tickets were read in all (a window more at
-    /// most). Returns how many were read. Cheap when nothing is cold or
+    /// Reads the cold tickets of every level that fall due after `now_ms`
+    /// and by `until_ms` into memory (a burst due at one instant soon), a
+    /// window at a time, until each level's cold tickets lie past it (the
+    /// last window read may hold some due after it) or about `max` tickets
+    /// were read in all (a window more at most). A level whose cold
+    /// tickets may be due already (its last read ticket is) is left to
+    /// [`QueueState::refill`]: a backlog is read as it is handed out, not
+    /// ahead. Returns how many were read. Cheap when nothing is cold or
     /// due soon: a look at each cold level's bound.
     pub fn warm<C: ColdTickets>(
         &mut self,
         cold: &C,
+        now_ms: u64,
         until_ms: u64,
         window: usize,
         max: usize,
     ) -> Result<usize, ColdError<C::Error>> {
-        let soon = |l: &ColdLevel| l.bound.is_some_and(|(due, _)| due <= until_ms);
+        let soon = |l: &ColdLevel| {
+            l.bound
+                .is_some_and(|(due, _)| due > now_ms && due <= until_ms)
+        };
         let levels: Vec<(Arc<str>, i32)> = self
             .cold
             .iter()

@@ -123,8 +123,9 @@ enum Step {
     /// A snapshot, then all but `keep` pending tickets of each level left
     /// in the store, as the queue actor does after each snapshot.
     SnapshotEvict(usize),
-    /// Cold tickets due by the instant read ahead, at most so many.
-    Warm(u64, usize),
+    /// Cold tickets due after the first instant and by the second read
+    /// ahead, at most so many.
+    Warm(u64, u64, usize),
     Restart,
 }
 
@@ -146,7 +147,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
         1 => (id, 0u64..150).prop_map(|(id, due_ms)| Step::Op(Op::Orphaned { id, due_ms })),
         1 => Just(Step::Snapshot),
         1 => (1usize..4).prop_map(Step::SnapshotEvict),
-        1 => (0u64..150, 1usize..20).prop_map(|(until, max)| Step::Warm(until, max)),
+        1 => (0u64..100, 0u64..60, 1usize..20).prop_map(|(now, ahead, max)| Step::Warm(now, now + ahead, max)),
         1 => Just(Step::Restart),
     ]
 }
@@ -186,9 +187,9 @@ proptest! {
                     q.evict(keep);
                     q.refill(&cold, window).unwrap();
                 }
-                Step::Warm(until, max) => {
+                Step::Warm(now, until, max) => {
                     let hot = q.hot_len();
-                    let n = q.warm(&cold, until, window, max).unwrap();
+                    let n = q.warm(&cold, now, until, window, max).unwrap();
                     prop_assert_eq!(q.hot_len(), hot + n);
                     // A window past the bound at most.
                     prop_assert!(n < max + 2 * window, "{} read for a bound of {}", n, max);
@@ -196,7 +197,7 @@ proptest! {
                     // bound was reached.
                     if n < max {
                         for (_, _, level) in q.cold_levels() {
-                            prop_assert!(level.bound.is_none_or(|(due, _)| due > until));
+                            prop_assert!(level.bound.is_none_or(|(due, _)| due <= now || due > until));
                         }
                     }
                 }
@@ -278,10 +279,19 @@ fn warm_reads_a_burst_due_soon_and_nothing_later() {
     let mut q = cold.open();
     q.refill(&cold, 8).unwrap();
     assert_eq!(q.hot_len(), 8);
-    assert_eq!(q.warm(&cold, 5, 8, 1_000).unwrap(), 0, "nothing due by 5");
+    assert_eq!(
+        q.warm(&cold, 0, 5, 8, 1_000).unwrap(),
+        0,
+        "nothing due by 5"
+    );
+    assert_eq!(
+        q.warm(&cold, 10, 20, 8, 1_000).unwrap(),
+        0,
+        "a burst due already is a backlog: read as it is handed out"
+    );
     // The rest of the burst due at 10, and the one window after it that
     // shows the level's cold tickets lie past 10.
-    let n = q.warm(&cold, 10, 8, 1_000).unwrap();
+    let n = q.warm(&cold, 5, 10, 8, 1_000).unwrap();
     assert_eq!(n, 56 + 8);
     assert_eq!(q.hot_len(), 72);
     assert_eq!(
@@ -290,13 +300,13 @@ fn warm_reads_a_burst_due_soon_and_nothing_later() {
         "the tickets due at 1,000 stay cold"
     );
     assert_eq!(
-        q.warm(&cold, 10, 8, 1_000).unwrap(),
+        q.warm(&cold, 5, 10, 8, 1_000).unwrap(),
         0,
         "a second read finds nothing"
     );
     let mut q2 = cold.open();
     q2.refill(&cold, 8).unwrap();
-    assert_eq!(q2.warm(&cold, 10, 8, 20).unwrap(), 20, "the bound");
+    assert_eq!(q2.warm(&cold, 5, 10, 8, 20).unwrap(), 20, "the bound");
 }
 
 /// Eviction leaves a window per level in memory, and the queue hands out
