@@ -121,25 +121,12 @@ impl SchedulerState {
             Some(RunOutcome::Complete) => RunState::Complete,
             Some(RunOutcome::Failed) => RunState::Failed,
         };
-        let was_settled = record.settled_at_ms;
+        let key = run_key(&graph_name, &partition);
+        let unexpiring: Vec<Expiring> = record.expiry(&key).into_iter().collect();
+        let was_settled = !unexpiring.is_empty();
         record.state = new_state;
         record.settled_at_ms = (new_state != RunState::Active).then_some(now);
-        let key = run_key(&graph_name, &partition);
-        let expiring: Vec<Expiring> = record
-            .settled_at_ms
-            .map(|at| Expiring {
-                at_ms: at.saturating_add(record.retention_ms),
-                key: key.clone(),
-            })
-            .into_iter()
-            .collect();
-        let unexpiring: Vec<Expiring> = was_settled
-            .map(|at| Expiring {
-                at_ms: at.saturating_add(record.retention_ms),
-                key: key.clone(),
-            })
-            .into_iter()
-            .collect();
+        let expiring: Vec<Expiring> = record.expiry(&key).into_iter().collect();
 
         // The mark's record, durable before the run record expects it.
         let mark_id = run_id(&graph_name, &partition, node, count);
@@ -211,7 +198,7 @@ impl SchedulerState {
         self.apply_changes(p, changes).await?;
         self.drop_dead_letters(superseded).await?;
         if new_state == RunState::Active {
-            if was_settled.is_some() {
+            if was_settled {
                 let _ = self.events.send(EngineEvent::RunStarted {
                     graph: graph_name.clone(),
                     partition: p.to_string(),

@@ -514,14 +514,7 @@ fn revive(
             .expected_reruns
             .insert(name.clone(), rerun.saturating_add(1));
     }
-    let unexpire: Vec<Expiring> = stored
-        .settled_at_ms
-        .map(|at| Expiring {
-            at_ms: at.saturating_add(stored.retention_ms),
-            key: key.to_string(),
-        })
-        .into_iter()
-        .collect();
+    let unexpire: Vec<Expiring> = stored.expiry(key).into_iter().collect();
     let bytes = store.encode("run record", &fresh)?;
     if !store.compare_and_put_unsynced(key, Some(&current), Some(&bytes), &[], &unexpire)? {
         return Ok(None);
@@ -1447,14 +1440,7 @@ impl SchedulerState {
             let Some((stored, current)) = store.get_with_raw::<GraphRunRecord>(&key)? else {
                 return Ok(());
             };
-            let unexpire: Vec<Expiring> = stored
-                .settled_at_ms
-                .map(|at| Expiring {
-                    at_ms: at.saturating_add(stored.retention_ms),
-                    key: key.clone(),
-                })
-                .into_iter()
-                .collect();
+            let unexpire: Vec<Expiring> = stored.expiry(&key).into_iter().collect();
             store.compare_and_put(&key, Some(&current), Some(&bytes), &[], &unexpire)?;
             Ok::<_, crate::store::StoreError>(())
         })

@@ -127,6 +127,17 @@ pub struct GraphRunRecord {
     pub not_before_ms: Option<u64>,
 }
 
+impl GraphRunRecord {
+    /// The expiry entry a settled run's record `key` has (settled, plus
+    /// its retention); `None` while it is active.
+    pub fn expiry(&self, key: &str) -> Option<crate::store::Expiring> {
+        self.settled_at_ms.map(|at| crate::store::Expiring {
+            at_ms: at.saturating_add(self.retention_ms),
+            key: key.to_string(),
+        })
+    }
+}
+
 /// The key of a graph record.
 pub fn graph_key(graph: &str) -> String {
     format!("graph/{graph}")
