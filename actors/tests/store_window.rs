@@ -5,6 +5,7 @@ use weir_actors::store::{
     Commit, Durability, SnapshotMeta, Store, StoreCold, StoreError, StoreSettings,
 };
 use weir_core::codec;
+use weir_core::cold::ColdTickets;
 use weir_core::queue::{Job, Op, QueueState};
 
 fn settings(window_tickets: usize) -> StoreSettings {
@@ -84,7 +85,7 @@ fn remove_entries(tree: &sled::Tree, prefixes: &[u8]) {
 /// store as the weir before the indexes wrote it.
 fn strip_indexes(dir: &std::path::Path) {
     edit_snapshot(dir, |tree| {
-        remove_entries(tree, b"lwkn");
+        remove_entries(tree, b"lwknK");
         edit_meta(tree, |meta| meta.layout = 0);
     });
 }
@@ -109,7 +110,7 @@ fn a_store_written_before_the_indexes_is_indexed_at_its_first_open() {
         recovered.state.hot_len()
     );
     assert_eq!(whole(&recovered.state, &store), q);
-    assert_eq!(recovered.snapshot.layout, 2);
+    assert_eq!(recovered.snapshot.layout, 3);
     drop(store);
     // The next open reads the built indexes and builds nothing.
     let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
@@ -146,7 +147,7 @@ fn a_store_of_the_per_ticket_index_layout_is_indexed_again() {
         edit_meta(tree, |meta| meta.layout = 1);
     });
     let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
-    assert_eq!(recovered.snapshot.layout, 2);
+    assert_eq!(recovered.snapshot.layout, 3);
     assert!(recovered.state.hot_len() <= 2 + 4 * 16);
     assert_eq!(whole(&recovered.state, &store), q);
     let tree = store.raw_tree("snapshot").unwrap();
@@ -232,4 +233,121 @@ fn an_open_over_a_large_backlog_reads_a_window() {
         state.hot_len(),
         elapsed.as_secs_f64() * 1e3
     );
+}
+
+/// The key index of every ticket `q` holds that the store has not read
+/// in answers as `q` does, and an unknown key answers none.
+fn assert_keys_answer(q: &QueueState, store: &Store) {
+    let cold = StoreCold::new(store);
+    for t in q.tickets() {
+        assert_eq!(
+            cold.key_id(&t.job.key).unwrap(),
+            Some(t.id),
+            "key {}",
+            t.job.key
+        );
+    }
+    assert_eq!(cold.key_id("no-such-key").unwrap(), None);
+}
+
+/// A store of the layout with an entry per key (under `k`) is indexed
+/// again at its first open: its key entries become one run and are
+/// removed, and every key still finds its ticket.
+#[test]
+fn a_store_of_the_per_key_index_layout_is_indexed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = filled(dir.path(), 2_000);
+    edit_snapshot(dir.path(), |tree| {
+        remove_entries(tree, b"K");
+        let mut batch = sled::Batch::default();
+        for t in q.tickets() {
+            let mut k = vec![b'k'];
+            k.extend_from_slice(t.job.key.as_bytes());
+            batch.insert(k, &t.id.to_be_bytes());
+        }
+        tree.apply_batch(batch).unwrap();
+        edit_meta(tree, |meta| meta.layout = 2);
+    });
+    let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
+    assert_eq!(recovered.snapshot.layout, 3);
+    let tree = store.raw_tree("snapshot").unwrap();
+    assert_eq!(tree.scan_prefix(b"k").count(), 0, "per-key entries left");
+    assert_eq!(tree.scan_prefix(b"K").count(), 1, "one run of every key");
+    assert_keys_answer(&q, &store);
+    assert_eq!(whole(&recovered.state, &store), q);
+}
+
+/// Snapshots that add and remove keys leave few runs, and after a
+/// reopen every key still finds its ticket, a removed one none.
+#[test]
+fn keys_survive_many_snapshots_and_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = filled(dir.path(), 500);
+    let q = {
+        let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
+        let mut state = recovered.state;
+        state.read_in_all(&StoreCold::new(&store)).unwrap();
+        let mut before: Vec<u64> = Vec::new();
+        for round in 0..40 {
+            let mut commit = Commit::default();
+            let mut changed = Vec::new();
+            let mut enqueued = Vec::new();
+            for i in 0..50 {
+                let op = Op::Enqueue(Job::new(format!("r{round}-{i}"), "noop", "a"));
+                let id = state.step(&op).changed().expect("a new key");
+                enqueued.push(id);
+                changed.push(id);
+                commit.ops.push(op);
+            }
+            // Every round cancels what the round before enqueued.
+            for id in std::mem::replace(&mut before, enqueued) {
+                let op = Op::Cancel { id };
+                changed.extend(state.step(&op).changed());
+                commit.ops.push(op);
+            }
+            store.commit(&commit).unwrap();
+            store
+                .write_snapshot(
+                    store.last_seq(),
+                    state.next_id(),
+                    state.len() as u64,
+                    changed.iter().map(|&id| (id, state.ticket(id))),
+                )
+                .unwrap();
+            let runs = store
+                .raw_tree("snapshot")
+                .unwrap()
+                .scan_prefix(b"K")
+                .count();
+            assert!(runs <= 12, "{runs} runs after round {round}");
+        }
+        state
+    };
+    let (store, recovered) = Store::open(dir.path(), settings(16)).unwrap();
+    assert_keys_answer(&q, &store);
+    let cold = StoreCold::new(&store);
+    assert_eq!(cold.key_id("r10-3").unwrap(), None, "a cancelled key");
+    assert_eq!(whole(&recovered.state, &store), q);
+}
+
+/// A key index run whose bytes were damaged is refused at open, named.
+#[test]
+fn a_damaged_key_index_run_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let _ = filled(dir.path(), 100);
+    edit_snapshot(dir.path(), |tree| {
+        let (k, v) = tree.scan_prefix(b"K").next().unwrap().unwrap();
+        let mut v = v.to_vec();
+        let mid = v.len() / 2;
+        v[mid] ^= 0x5a;
+        tree.insert(k, v).unwrap();
+    });
+    match Store::open(dir.path(), settings(1_024)) {
+        Err(e @ StoreError::Inconsistent { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("snapshot"), "{msg}");
+            assert!(msg.contains("key index run"), "{msg}");
+        }
+        other => panic!("a damaged key index opened: {:?}", other.map(|_| ())),
+    }
 }

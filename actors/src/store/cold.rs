@@ -10,7 +10,8 @@
 //!   first due instant;
 //! - `w` + chunk: every chunk holding a running ticket (all are read at
 //!   open: each is an orphan of the process that died);
-//! - `k` + key → id: every ticket's key;
+//! - the key index, every ticket's key → id, as runs under `K` (see the
+//!   `keys` module);
 //! - `n`: the pending tickets per (pool, priority), so an open knows how
 //!   many stay in the store without counting them.
 //!
@@ -36,20 +37,25 @@ use serde::{Deserialize, Serialize};
 use weir_core::cold::ColdTickets;
 use weir_core::queue::{Place, Ticket, TicketId};
 
+use super::keys::{run_error, RunChange, TOMBSTONE};
 use super::snapshot::{chunk_key, decode_chunk, CHUNK_PREFIX, TICKETS_PER_CHUNK};
 use super::{printable, Store, StoreError, SNAPSHOT};
 
-/// The snapshot layout with these indexes (1: an entry per pending and
-/// running ticket; 0: no indexes).
-pub(crate) const LAYOUT_INDEXED: u32 = 2;
+/// The snapshot layout with these indexes (2: the key index as an entry
+/// per key under `k`; 1: an entry per pending and running ticket; 0: no
+/// indexes).
+pub(crate) const LAYOUT_INDEXED: u32 = 3;
 /// The key of the per-level counts.
 pub(crate) const COUNTS_KEY: &[u8] = b"n";
 const LEVEL_PREFIX: u8 = b'l';
 const RUNNING_PREFIX: u8 = b'w';
-const KEY_PREFIX: u8 = b'k';
-/// Layout 1's per-ticket pending and running entries, removed when a store
-/// of that layout is indexed again.
-const OLD_PREFIXES: [u8; 2] = [b'p', b'r'];
+/// Layout 1's per-ticket pending and running entries and layout 2's
+/// per-key entries, removed when a store of those layouts is indexed
+/// again.
+const OLD_PREFIXES: [u8; 3] = [b'p', b'r', b'k'];
+/// Keys a run of the index build holds at most before the next begins
+/// (they are merged into one at the end).
+const BUILD_RUN_KEYS: usize = 100_000;
 /// Decoded chunks a reader keeps (16 tickets each): a scan reads the
 /// chunks of a window and the window's tickets are read from them next.
 const CHUNK_CACHE_MAX: usize = 512;
@@ -105,13 +111,6 @@ fn running_key(chunk: u64) -> [u8; 9] {
     k
 }
 
-pub(crate) fn key_key(key: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + key.len());
-    k.push(KEY_PREFIX);
-    k.extend_from_slice(key.as_bytes());
-    k
-}
-
 /// One level's pending tickets in one chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct LevelSpan {
@@ -164,10 +163,10 @@ impl<'t> ChunkIndex<'t> {
     }
 }
 
-/// The index writes of a snapshot batch. Key entries are kept apart: a key
-/// may pass from a ticket that left to a new one in another chunk, and a
-/// batch keeps the last write of a key, so all key removals go in before
-/// all key insertions.
+/// The index writes of a snapshot batch. Key changes are kept apart, for
+/// the snapshot's key index run: a key may pass from a ticket that left
+/// to a new one in another chunk, so all key removals go in before all
+/// key insertions.
 #[derive(Default)]
 pub(crate) struct IndexWrites {
     key_removals: Vec<Vec<u8>>,
@@ -212,21 +211,24 @@ impl IndexWrites {
             _ => {}
         }
         for (key, _) in old.keys.difference(&new.keys) {
-            self.key_removals.push(key_key(key));
+            self.key_removals.push(key.as_bytes().to_vec());
         }
         for &(key, id) in new.keys.difference(&old.keys) {
-            self.key_insertions.push((key_key(key), id));
+            self.key_insertions.push((key.as_bytes().to_vec(), id));
         }
     }
 
-    /// Writes the key entries into `batch`.
-    pub(crate) fn finish(self, batch: &mut sled::Batch) {
+    /// The key changes: each key whose ticket changed → its new id, or
+    /// [`TOMBSTONE`] when no ticket holds it any more.
+    pub(crate) fn finish(self) -> BTreeMap<Vec<u8>, TicketId> {
+        let mut changes = BTreeMap::new();
         for k in self.key_removals {
-            batch.remove(k);
+            changes.insert(k, TOMBSTONE);
         }
         for (k, id) in self.key_insertions {
-            batch.insert(k, &id.to_be_bytes());
+            changes.insert(k, id);
         }
+        changes
     }
 }
 
@@ -290,10 +292,11 @@ impl Store {
     }
 
     /// Builds the indexes of a snapshot written before them: removes
-    /// layout 1's per-ticket entries, then reads every chunk once and
-    /// writes its entries, in batches, then the counts. The caller writes
-    /// the layout after, so a crash midway builds them again (the entries
-    /// are the same each time).
+    /// earlier layouts' entries and what an interrupted build left, then
+    /// reads every chunk once and writes its entries, in batches, then the
+    /// key index as one run and the counts. The caller writes the layout
+    /// after, so a crash midway builds them again (the entries are the
+    /// same each time).
     pub(crate) fn build_indexes(&self) -> Result<u64, StoreError> {
         const BATCH_ITEMS: usize = 50_000;
         let inner = &self.inner;
@@ -315,6 +318,24 @@ impl Store {
         }
         let mut counts: BTreeMap<(String, i32), u64> = BTreeMap::new();
         let mut tickets = 0u64;
+        // The keys, sorted a run at a time (one sort of every key would
+        // hold them all at once), merged into one run at the end.
+        let mut pending_keys: Vec<(Vec<u8>, TicketId)> = Vec::new();
+        let mut built_runs: Vec<fst::Map<Vec<u8>>> = Vec::new();
+        let seal = |keys: &mut Vec<(Vec<u8>, TicketId)>,
+                    runs: &mut Vec<fst::Map<Vec<u8>>>|
+         -> Result<(), StoreError> {
+            keys.sort_unstable();
+            let change = RunChange::built(
+                0,
+                keys.iter().map(|(k, id)| (k.as_slice(), *id)),
+                Vec::new(),
+            )
+            .map_err(|e| run_error(self, e))?;
+            runs.push(change.into_map().map_err(|e| run_error(self, e))?);
+            keys.clear();
+            Ok(())
+        };
         for item in inner.snapshot.scan_prefix([CHUNK_PREFIX]) {
             let (k, v) = item.map_err(|e| self.sled_err(e))?;
             let chunk = chunk_of_key(&k).ok_or_else(|| {
@@ -323,14 +344,23 @@ impl Store {
             let stored = decode_chunk(self, &k, &v)?.tickets;
             let mut writes = IndexWrites::default();
             writes.chunk(&mut batch, &mut counts, chunk, [], stored.iter());
-            writes.finish(&mut batch);
+            pending_keys.extend(writes.finish());
+            if pending_keys.len() >= BUILD_RUN_KEYS {
+                seal(&mut pending_keys, &mut built_runs)?;
+            }
             tickets += stored.len() as u64;
-            in_batch += stored.len() + 2;
+            in_batch += 2;
             if in_batch >= BATCH_ITEMS {
                 flush(&mut batch)?;
                 in_batch = 0;
             }
         }
+        if !pending_keys.is_empty() {
+            seal(&mut pending_keys, &mut built_runs)?;
+        }
+        let change = RunChange::merged(0, &built_runs, self.key_run_ids()?)
+            .map_err(|e| run_error(self, e))?;
+        change.write(&mut batch);
         let bytes = self.encode("snapshot level counts", &LevelCounts::from_map(&counts))?;
         batch.insert(COUNTS_KEY, bytes);
         flush(&mut batch)?;
@@ -466,21 +496,7 @@ impl ColdTickets for StoreCold<'_> {
     }
 
     fn key_id(&self, key: &str) -> Result<Option<TicketId>, StoreError> {
-        let Some(v) = self
-            .store
-            .inner
-            .snapshot
-            .get(key_key(key))
-            .map_err(|e| self.store.sled_err(e))?
-        else {
-            return Ok(None);
-        };
-        <[u8; 8]>::try_from(v.as_ref())
-            .map(|b| Some(u64::from_be_bytes(b)))
-            .map_err(|_| {
-                self.store
-                    .index_fault(format!("key index entry of {key:?} is not an id"))
-            })
+        Ok(self.store.key_runs().lookup(key.as_bytes()))
     }
 }
 

@@ -42,6 +42,7 @@ mod damage;
 mod disk;
 mod faults;
 mod journal;
+mod keys;
 mod lock;
 mod page;
 mod records;
@@ -424,6 +425,8 @@ struct Inner {
     /// changed; cleared by the next snapshot. See
     /// [`Store::changed_since_snapshot`].
     tail_changed: Mutex<BTreeSet<TicketId>>,
+    /// The snapshot's key index runs, decoded (see the `keys` module).
+    key_runs: std::sync::RwLock<keys::KeyRuns>,
     /// One commit at a time: sequences are assigned under it.
     commit_lock: Mutex<()>,
     /// Serializes durable flushes and remembers the newest blob file synced.
@@ -583,6 +586,7 @@ impl Store {
                 ops_since_snapshot: AtomicU64::new(0),
                 bytes_since_snapshot: AtomicU64::new(0),
                 tail_changed: Mutex::new(BTreeSet::new()),
+                key_runs: std::sync::RwLock::new(keys::KeyRuns::default()),
                 commit_lock: Mutex::new(()),
                 sync: Mutex::new(SyncState::default()),
                 blobs,

@@ -161,6 +161,7 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
             store.sync()?;
         }
     }
+    store.load_key_runs()?;
     let window = inner.settings.window_tickets;
     let cold = StoreCold::new(store);
     let running = store.running_tickets(&cold)?;

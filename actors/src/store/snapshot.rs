@@ -27,6 +27,7 @@ use weir_core::codec;
 use weir_core::queue::{Ticket, TicketId};
 
 use super::cold::{IndexWrites, LevelCounts, COUNTS_KEY, LAYOUT_INDEXED};
+use super::keys::run_error;
 use super::{printable, Store, StoreError, SNAPSHOT};
 
 /// The key of the snapshot's meta record.
@@ -131,6 +132,7 @@ impl Store {
     ) -> Result<SnapshotMeta, StoreError> {
         self.check_writable()?;
         self.check_space()?;
+        let started = std::time::Instant::now();
         let inner = &self.inner;
         let last = self.last_seq();
         assert!(
@@ -192,14 +194,27 @@ impl Store {
             })?;
             batch.insert(&key, buf.as_slice());
         }
-        index.finish(&mut batch);
+        // The key index's change: planned now, installed in memory once
+        // the batch has landed (nothing reads the runs meanwhile: the
+        // queue waits for its snapshot).
+        let mut runs = self.key_runs_mut();
+        let run_change = runs
+            .plan(&index.finish(), tickets == 0)
+            .map_err(|e| run_error(self, e))?;
+        run_change.write(&mut batch);
         let counts_bytes = self.encode("snapshot level counts", &LevelCounts::from_map(&counts))?;
         batch.insert(COUNTS_KEY, counts_bytes);
         let meta_bytes = self.encode("snapshot meta", &meta)?;
         batch.insert(META_KEY, meta_bytes);
+        let built_us = started.elapsed().as_micros() as u64;
         self.write_sled("snapshot", || inner.snapshot.apply_batch(batch))?;
+        let applied_us = started.elapsed().as_micros() as u64;
         // The snapshot must be durable before the entries it covers go.
         self.sync()?;
+        let synced_us = started.elapsed().as_micros() as u64;
+        runs.install(run_change).map_err(|e| run_error(self, e))?;
+        let (key_runs, key_entries) = (runs.len(), runs.entries());
+        drop(runs);
         inner.snapshot_seq.store(seq, Ordering::Release);
         inner
             .tail_changed
@@ -208,8 +223,20 @@ impl Store {
             .clear();
         inner.ops_since_snapshot.store(0, Ordering::Relaxed);
         inner.bytes_since_snapshot.store(0, Ordering::Relaxed);
-        self.remove_journal_upto(seq)?;
-        tracing::debug!(seq, next_id, tickets, "snapshot written");
+        let removed = self.remove_journal_upto(seq)?;
+        tracing::debug!(
+            seq,
+            next_id,
+            tickets,
+            removed,
+            key_runs,
+            key_entries,
+            built_us,
+            applied_us,
+            synced_us,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "snapshot written"
+        );
         Ok(meta)
     }
 
