@@ -14,7 +14,7 @@ use std::sync::Arc;
 use ractor::ActorRef;
 
 use crate::names::Names;
-use crate::queue::Completion;
+use crate::queue::{Completion, EarlyCompletion, Enqueued};
 use crate::scheduler::SchedulerMsg;
 
 /// Sends `completion` to the actor named `name` among `names`, if it is
@@ -28,5 +28,33 @@ pub fn completion(names: &Names, name: &Arc<str>, completion: Completion) {
             }
         }
         None => tracing::debug!(notify = %name, "notice dropped: no actor of that name"),
+    }
+}
+
+/// Tells the actor named `name` among `names`, if it is alive, of a
+/// success that has entered the queue's open batch and is not durable yet
+/// (see [`crate::queue::QueueSettings::successors_wait_us`]); returns
+/// whether it was sent, so the queue waits for an answer only then.
+pub fn completing(names: &Names, name: &Arc<str>, early: EarlyCompletion) -> bool {
+    let name = names.rebase(name);
+    match ActorRef::<SchedulerMsg>::where_is(&*name) {
+        Some(actor) => actor.cast(SchedulerMsg::Completing(early)).is_ok(),
+        None => false,
+    }
+}
+
+/// Gives the actor named `name` among `names`, if it is alive, the
+/// durable answers of the downstreams it submitted ahead of `key`'s
+/// record. A lost one costs a second submit of the same keys (answered
+/// `Live`) when the success's notice comes.
+pub fn presubmitted(
+    names: &Names,
+    name: &Arc<str>,
+    key: Arc<str>,
+    answers: Vec<Result<Enqueued, String>>,
+) {
+    let name = names.rebase(name);
+    if let Some(actor) = ActorRef::<SchedulerMsg>::where_is(&*name) {
+        let _ = actor.cast(SchedulerMsg::Presubmitted(key, answers));
     }
 }

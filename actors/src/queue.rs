@@ -69,6 +69,13 @@ pub struct QueueSettings {
     pub warm_ahead_ms: u64,
     /// Tickets read ahead at most, over what the window holds.
     pub warm_tickets_max: usize,
+    /// When a graph node's success enters the open batch, its scheduler is
+    /// told at once ([`SchedulerMsg::Completing`]) and the commit waits up
+    /// to this long (µs) for the downstreams it makes ready, so that the
+    /// completion, its record and their enqueue (and selection) share one
+    /// durable flush: one commit per edge instead of two. 0 = the
+    /// scheduler hears of a completion only once it is durable.
+    pub successors_wait_us: u64,
 }
 
 impl Default for QueueSettings {
@@ -83,6 +90,7 @@ impl Default for QueueSettings {
             batch_ops_linger_max: 4_096,
             warm_ahead_ms: 1_000,
             warm_tickets_max: 16_384,
+            successors_wait_us: 1_000,
         }
     }
 }
@@ -186,6 +194,19 @@ pub struct Completion {
     pub id: TicketId,
     /// How it ended.
     pub status: DoneStatus,
+}
+
+/// A graph node's success that has entered the open batch and is not
+/// durable yet: what its scheduler needs to enqueue the downstreams it
+/// makes ready into the same batch (the output they take as input).
+#[derive(Debug, Clone)]
+pub struct EarlyCompletion {
+    /// The ticket's key.
+    pub key: Arc<str>,
+    /// Its output, as its done record will hold it.
+    pub output: Vec<u8>,
+    /// The blob holding a large output.
+    pub output_blob: Option<crate::store::BlobRef>,
 }
 
 /// Counts of the queue, published after every batch.
@@ -292,6 +313,15 @@ pub enum TicketView {
 pub enum QueueMsg {
     /// Enqueues jobs; answers when they are durable.
     Enqueue(Vec<Job>, RpcReplyPort<Vec<Result<Enqueued, String>>>),
+    /// The answer to an [`EarlyCompletion`] of the key: the downstreams it
+    /// makes ready, enqueued into the batch the commit held for them. The
+    /// answers go, once durable, to the scheduler named (the third field)
+    /// as [`SchedulerMsg::Presubmitted`], ahead of the batch's completion
+    /// notices, so it knows them submitted before it hears of the success.
+    Successors(Arc<str>, Vec<Job>, Arc<str>),
+    /// The answer to an [`EarlyCompletion`] of the key that makes nothing
+    /// ready: the commit need not wait for it.
+    NoSuccessors(Arc<str>),
     /// Cancels the live ticket of a key; answers when durable.
     Cancel(String, RpcReplyPort<Cancelled>),
     /// Cancels the live tickets of keys (a mapped node's members); one
@@ -402,6 +432,8 @@ enum Effect {
     Ack(Arc<str>, Vec<(TicketId, u32)>),
     CancelRunning(Arc<str>, TicketId),
     Notify(Arc<str>, Completion),
+    /// The answers of a `Successors` enqueue, to its scheduler.
+    Presubmitted(Arc<str>, Arc<str>, Vec<Result<Enqueued, String>>),
     Event(EngineEvent),
     /// A ticket query about a key whose completion is not durable yet,
     /// answered once it is (the ticket is gone from memory and its done
@@ -547,6 +579,13 @@ pub struct QueueState_ {
     awaiting_reports: usize,
     /// Until when the next commit waits for those reports.
     linger_until: Option<tokio::time::Instant>,
+    /// Keys of successes in the open batch whose schedulers have not
+    /// answered their early notice yet.
+    awaiting_successors: HashSet<Arc<str>>,
+    /// Until when the open batch waits for them, and whether a timer to
+    /// end the wait is armed.
+    successors_until: Option<tokio::time::Instant>,
+    successors_timer: bool,
     batches: u64,
     rng: rand::rngs::SmallRng,
 }
@@ -618,6 +657,9 @@ impl Actor for QueueActor {
             paused: false,
             awaiting_reports: 0,
             linger_until: None,
+            awaiting_successors: HashSet::new(),
+            successors_until: None,
+            successors_timer: false,
             batches: 0,
             rng: rand::rngs::SmallRng::from_entropy(),
         };
@@ -725,6 +767,18 @@ impl Actor for QueueActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             QueueMsg::Enqueue(jobs, reply) => state.enqueue(jobs, reply),
+            QueueMsg::Successors(key, jobs, notify) => {
+                state.awaiting_successors.remove(&key);
+                let answers = state.enqueue_answers(jobs);
+                // First among the batch's effects: before its notices.
+                state
+                    .open
+                    .effects
+                    .insert(0, Effect::Presubmitted(notify, key, answers));
+            }
+            QueueMsg::NoSuccessors(key) => {
+                state.awaiting_successors.remove(&key);
+            }
             QueueMsg::Cancel(key, reply) => state.cancel(&key, reply),
             QueueMsg::CancelMany(keys, reply) => state.cancel_many(keys, reply),
             QueueMsg::Withdraw(keys, reply) => state.withdraw(keys, reply),
@@ -763,6 +817,7 @@ impl Actor for QueueActor {
             }
             QueueMsg::FlushNow => {
                 state.linger_until = None;
+                state.successors_timer = false;
             }
             QueueMsg::Flushed(result) => {
                 let effects = state.in_flight.take().unwrap_or_default();
@@ -840,20 +895,22 @@ impl QueueState_ {
     }
 
     fn enqueue(&mut self, jobs: Vec<Job>, reply: RpcReplyPort<Vec<Result<Enqueued, String>>>) {
+        let answers = self.enqueue_answers(jobs);
+        self.open.effects.push(Effect::Enqueued(reply, answers));
+    }
+
+    /// Enqueues `jobs` into the open batch (none past the per-call limit);
+    /// one answer each, in order.
+    fn enqueue_answers(&mut self, jobs: Vec<Job>) -> Vec<Result<Enqueued, String>> {
         if jobs.len() > self.settings.enqueue_batch_max {
             let err = format!(
                 "enqueue of {} jobs is over the limit of {} per call",
                 jobs.len(),
                 self.settings.enqueue_batch_max
             );
-            let _ = reply.send(jobs.iter().map(|_| Err(err.clone())).collect());
-            return;
+            return jobs.iter().map(|_| Err(err.clone())).collect();
         }
-        let mut answers = Vec::with_capacity(jobs.len());
-        for job in jobs {
-            answers.push(self.enqueue_one(job));
-        }
-        self.open.effects.push(Effect::Enqueued(reply, answers));
+        jobs.into_iter().map(|job| self.enqueue_one(job)).collect()
     }
 
     /// Reads the ticket of `key` in from the store when only the store
@@ -1011,6 +1068,20 @@ impl QueueState_ {
                 attempts: record.attempts,
             }));
         if let Some(notify) = &job.notify {
+            if record.status == DoneStatus::Succeeded && self.settings.successors_wait_us > 0 {
+                let early = EarlyCompletion {
+                    key: job.key.clone(),
+                    output: record.output.clone(),
+                    output_blob: record.output_blob.clone(),
+                };
+                if crate::notify::completing(&self.names, notify, early) {
+                    self.awaiting_successors.insert(job.key.clone());
+                    self.successors_until.get_or_insert_with(|| {
+                        tokio::time::Instant::now()
+                            + Duration::from_micros(self.settings.successors_wait_us)
+                    });
+                }
+            }
             self.open
                 .effects
                 .push(Effect::Notify(notify.clone(), completion));
@@ -1534,6 +1605,24 @@ impl QueueState_ {
             }
             self.linger_until = None;
         }
+        // Hold it while schedulers told early of successes in it have not
+        // answered, up to the wait's end or the batch cap: their answers
+        // enqueue the downstreams into it.
+        if !self.awaiting_successors.is_empty() {
+            if let Some(until) = self.successors_until {
+                let now = tokio::time::Instant::now();
+                if now < until && self.open.commit.ops.len() < self.settings.batch_ops_linger_max {
+                    if !self.successors_timer {
+                        self.successors_timer = true;
+                        myself.send_after(until - now, || QueueMsg::FlushNow);
+                    }
+                    return;
+                }
+            }
+        }
+        // Answers that come after this point enqueue into the next batch.
+        self.awaiting_successors.clear();
+        self.successors_until = None;
         let batch = std::mem::take(&mut self.open);
         self.shared.begin(&batch.effects);
         self.in_flight = Some(batch.effects);
@@ -1699,6 +1788,9 @@ impl QueueState_ {
                 }
                 Effect::Notify(name, completion) => {
                     crate::notify::completion(&self.names, &name, completion)
+                }
+                Effect::Presubmitted(name, key, answers) => {
+                    crate::notify::presubmitted(&self.names, &name, key, answers)
                 }
                 Effect::Event(e) => {
                     let _ = self.events.send(e);

@@ -397,6 +397,36 @@ impl RunTracker {
         changes
     }
 
+    /// The downstreams of node `idx` that a record of it with `status`
+    /// would make ready, without applying it, in the order of
+    /// [`Graph::downstreams`]: what a scheduler may submit in the same
+    /// durable batch as the record itself. Only direct downstreams: a
+    /// node made ready further on follows a decision (skipped or
+    /// upstream-failed) that must be recorded first. Empty when `idx` is
+    /// terminal (its record would change nothing). Costs the degree of
+    /// `idx`.
+    pub fn ready_after(&self, graph: &Graph, idx: usize, status: NodeStatus) -> Vec<usize> {
+        if self.states[idx].is_terminal() {
+            return Vec::new();
+        }
+        let state = NodeState::from(status).upstream_state();
+        let mut out: Vec<usize> = Vec::new();
+        for &d in graph.downstreams(idx) {
+            if self.states[d].is_terminal()
+                || self.states[d] == NodeState::Ready
+                || out.contains(&d)
+            {
+                continue;
+            }
+            let mut counts = self.counts[d];
+            counts.add(state);
+            if NodeState::from_decision(decide_counts(graph.rule(d), &counts)) == NodeState::Ready {
+                out.push(d);
+            }
+        }
+        out
+    }
+
     /// Resets node `idx` and the nodes of `scope` (normally
     /// [`rerun_scope`]`(graph, idx)`) to not terminal, as when the run's
     /// expected rerun counts pass their records, then decides them again
@@ -1333,7 +1363,28 @@ mod tests {
                     let n = g.node_at(i).name.clone();
                     let rerun = next(&records, &n);
                     records.insert(n, Record { status, rerun });
-                    (t.record(&g, i, status), Some(i), Vec::new())
+                    // What a submit ahead of the record would take: the
+                    // direct downstreams the record makes ready.
+                    // Each is ready after the record; when the record
+                    // decides no node (nothing cascades), they are every
+                    // node it makes ready.
+                    let mut ahead = t.ready_after(&g, i, status);
+                    let changes = t.record(&g, i, status);
+                    let mut made_ready: Vec<usize> = changes
+                        .iter()
+                        .filter(|c| c.state == S::Ready)
+                        .map(|c| c.node)
+                        .collect();
+                    for d in &ahead {
+                        prop_assert!(made_ready.contains(d), "node {} submitted ahead is not ready after the record", d);
+                    }
+                    if changes.iter().all(|c| !c.state.is_terminal()) {
+                        ahead.sort_unstable();
+                        made_ready.sort_unstable();
+                        prop_assert_eq!(ahead, made_ready);
+                    }
+                    prop_assert!(t.ready_after(&g, i, status).is_empty(), "a terminal node makes nothing ready");
+                    (changes, Some(i), Vec::new())
                 } else if kind >= 12 {
                     // An operator's mark of any node, as the scheduler
                     // does it: the mark at the node's next count, the

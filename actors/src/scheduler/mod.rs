@@ -46,7 +46,7 @@ use crate::clock::Clock;
 use crate::done::{dead_key, done_key, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::names::Names;
-use crate::queue::{Cancelled, Completion, Enqueued, QueueMsg};
+use crate::queue::{Cancelled, Completion, EarlyCompletion, Enqueued, QueueMsg};
 use crate::store::{Expiring, Store};
 use records::{
     def_key, done_status, graph_key, run_id, run_key, runs_prefix, GraphRecord, GraphRunRecord,
@@ -144,6 +144,15 @@ pub struct ReconcileReport {
 pub enum SchedulerMsg {
     /// A ticket of this graph ended (from the queue, once durable).
     Completed(Completion),
+    /// A node of this graph succeeded in the queue's open batch, not yet
+    /// durable: the downstreams it makes ready are enqueued into the same
+    /// batch (answered with `Successors` or `NoSuccessors`, always once).
+    /// Its record, the decisions, events and settling wait for
+    /// [`SchedulerMsg::Completed`].
+    Completing(EarlyCompletion),
+    /// The durable answers of the downstreams submitted ahead of the
+    /// record of the key (sent before the batch's notices).
+    Presubmitted(Arc<str>, Vec<Result<Enqueued, String>>),
     /// A new definition was adopted for the graph.
     Adopted(String),
     /// Start runs of the adopted definition, with params over its
@@ -270,6 +279,9 @@ pub struct SchedulerState {
     runs: BTreeMap<String, ActiveRun>,
     /// Completion notices still to drop ([`SchedulerMsg::DropNotices`]).
     drop_notices: u32,
+    /// Downstreams submitted ahead of an upstream's record, by the
+    /// upstream's key, until their answers come: (run, ids).
+    presubmits: HashMap<Arc<str>, (String, NodeIds)>,
     /// Runs settled but not yet synced: their events wait for the sync.
     unsynced_settles: Vec<EngineEvent>,
     /// Itself, to schedule [`SchedulerMsg::SyncSettled`].
@@ -297,6 +309,7 @@ impl Actor for SchedulerActor {
             defs: HashMap::new(),
             runs: BTreeMap::new(),
             drop_notices: 0,
+            presubmits: HashMap::new(),
             unsynced_settles: Vec::new(),
             myself: None,
         };
@@ -366,7 +379,13 @@ impl Actor for SchedulerActor {
                 state.drop_notices -= 1;
                 tracing::warn!(key = %c.key, "completion notice dropped (fault injection)");
             }
-            SchedulerMsg::Completed(c) => state.completed(c).await?,
+            SchedulerMsg::Completed(c) => {
+                // Its answers came before it, or never will.
+                state.presubmits.remove(&c.key);
+                state.completed(c).await?
+            }
+            SchedulerMsg::Completing(e) => state.presubmit(e),
+            SchedulerMsg::Presubmitted(key, answers) => state.presubmitted(&key, answers),
             SchedulerMsg::Adopted(hash) => {
                 tracing::info!(graph = %state.graph, definition = %hash, "definition adopted");
                 // Load and index the definition now, not in the first start
@@ -432,7 +451,9 @@ impl Actor for SchedulerActor {
 type Res<T> = Result<T, ActorProcessingErr>;
 
 /// Jobs of one run's nodes, with (node index, run id) for each, in order.
-type JobsOf = (Vec<Job>, Vec<(usize, String)>);
+type JobsOf = (Vec<Job>, NodeIds);
+/// Nodes of a run with the run ids of their task instances.
+type NodeIds = Vec<(usize, String)>;
 
 /// The run's params, over the definition's defaults: a record that lacks
 /// some (written by an older weir) still renders every declared one.
@@ -695,32 +716,14 @@ impl SchedulerState {
         let mut jobs = Vec::new();
         let mut spans = Vec::with_capacity(groups.len());
         for (p, nodes) in &groups {
-            let (j, ids) = self.build_jobs(p, nodes)?;
+            let (j, ids) = self.build_jobs(p, nodes, None)?;
             jobs.extend(j);
             spans.push(ids);
         }
         let mut answers = self.enqueue(jobs).await?.into_iter();
         let mut out = Vec::with_capacity(groups.len());
         for ((p, _), ids) in groups.iter().zip(spans) {
-            let run = self
-                .runs
-                .get_mut(p)
-                .ok_or("submit to a run that is not active")?;
-            let mut got = Vec::with_capacity(ids.len());
-            for (idx, id) in ids {
-                let answer = answers.next().ok_or("one enqueue answer per job")?;
-                let new = match answer {
-                    Ok(Enqueued::New(_)) => true,
-                    Ok(Enqueued::Live(_)) | Ok(Enqueued::Done) => false,
-                    Err(e) => return Err(format!("submit of {id}: {e}").into()),
-                };
-                run.submitted.insert(idx);
-                if new {
-                    tracing::debug!(run_id = %id, "task instance submitted");
-                }
-                got.push((id, new));
-            }
-            out.push(got);
+            out.push(self.absorb_answers(p, ids, &mut answers)?);
         }
         // Mapped nodes: their members go to the queue from a top-up.
         for ((p, nodes), got) in groups.iter().zip(out.iter_mut()) {
@@ -735,6 +738,121 @@ impl SchedulerState {
             }
         }
         Ok(out)
+    }
+
+    /// Takes the enqueue answers of the jobs `ids` of run `p` (one each,
+    /// in order): each node is submitted. Returns (run id, newly
+    /// submitted).
+    fn absorb_answers(
+        &mut self,
+        p: &str,
+        ids: Vec<(usize, String)>,
+        answers: &mut impl Iterator<Item = Result<Enqueued, String>>,
+    ) -> Res<Vec<(String, bool)>> {
+        let run = self
+            .runs
+            .get_mut(p)
+            .ok_or("submit to a run that is not active")?;
+        let mut got = Vec::with_capacity(ids.len());
+        for (idx, id) in ids {
+            let answer = answers.next().ok_or("one enqueue answer per job")?;
+            let new = match answer {
+                Ok(Enqueued::New(_)) => true,
+                Ok(Enqueued::Live(_)) | Ok(Enqueued::Done) => false,
+                Err(e) => return Err(format!("submit of {id}: {e}").into()),
+            };
+            run.submitted.insert(idx);
+            if new {
+                tracing::debug!(run_id = %id, "task instance submitted");
+            }
+            got.push((id, new));
+        }
+        Ok(got)
+    }
+
+    /// Answers the queue's early notice of a success: the downstreams it
+    /// makes ready ([`RunTracker::ready_after`]; not mapped ones, whose
+    /// members go through a top-up) are enqueued into the batch that holds
+    /// the success, with its output as their input. Nothing is recorded,
+    /// decided or settled here: that follows the durable notice, which
+    /// finds these submitted. A failure here only costs the saving: the
+    /// durable notice submits what this did not.
+    fn presubmit(&mut self, e: EarlyCompletion) {
+        let Some(queue) = ActorRef::<QueueMsg>::where_is(self.names.queue()) else {
+            return;
+        };
+        let ahead = match self.successors_of(&e) {
+            Ok(ahead) => ahead,
+            Err(err) => {
+                tracing::warn!(key = %e.key, error = %err, "downstreams not submitted ahead of their upstream's record");
+                None
+            }
+        };
+        let Some((p, jobs, ids)) = ahead else {
+            let _ = queue.cast(QueueMsg::NoSuccessors(e.key));
+            return;
+        };
+        let notify: Arc<str> = Arc::from(self.names.scheduler(self.graph.as_str()));
+        tracing::debug!(key = %e.key, jobs = jobs.len(), "downstreams submitted ahead of their upstream's record");
+        if queue
+            .cast(QueueMsg::Successors(e.key.clone(), jobs, notify))
+            .is_ok()
+        {
+            self.presubmits.insert(e.key, (p, ids));
+        }
+    }
+
+    /// Takes the durable answers of a submit ahead: its nodes are
+    /// submitted. One that failed is submitted again, and its error
+    /// reported, by the success's notice (which comes after).
+    fn presubmitted(&mut self, key: &str, answers: Vec<Result<Enqueued, String>>) {
+        let Some((p, ids)) = self.presubmits.remove(key) else {
+            return;
+        };
+        if answers.len() != ids.len() || answers.iter().any(|a| a.is_err()) {
+            return;
+        }
+        if let Err(err) = self.absorb_answers(&p, ids, &mut answers.into_iter()) {
+            tracing::debug!(key, error = %err, "answers of downstreams submitted ahead not taken");
+        }
+    }
+
+    /// The jobs of the downstreams a success makes ready, if any: (run,
+    /// jobs, ids).
+    fn successors_of(&self, e: &EarlyCompletion) -> Res<Option<(String, Vec<Job>, NodeIds)>> {
+        let Some((id, None)) = records::parse_node_key(&e.key) else {
+            return Ok(None);
+        };
+        let Some(run) = self.runs.get(&id.partition) else {
+            return Ok(None);
+        };
+        let Some(idx) = run.graph.index_of(&id.node) else {
+            return Ok(None);
+        };
+        if id.rerun != run.expected(idx) || run.tracker.state(idx).is_terminal() {
+            return Ok(None);
+        }
+        let ready: Vec<usize> = run
+            .tracker
+            .ready_after(&run.graph, idx, NodeStatus::Succeeded)
+            .into_iter()
+            .filter(|d| !run.submitted.contains(d) && run.graph.node_at(*d).map.is_none())
+            .collect();
+        if ready.is_empty() {
+            return Ok(None);
+        }
+        // The rest of a large fan-out is submitted by the durable notice.
+        let mut ready = ready;
+        ready.truncate(self.settings.submit_batch_max);
+        let record = UpstreamRecord {
+            status: DoneStatus::Succeeded,
+            output: e.output.clone(),
+            output_blob: e.output_blob.clone(),
+            rerun: id.rerun,
+        };
+        let p = id.partition.to_string();
+        let (jobs, ids) = self.build_jobs(&p, &ready, Some((idx, record)))?;
+        Ok(Some((p, jobs, ids)))
     }
 
     /// Enqueues jobs in batches of at most `submit_batch_max`; one answer
@@ -772,7 +890,12 @@ impl SchedulerState {
     /// The jobs of `nodes` of run `p`, with the ids they answer for. A
     /// mapped node has no job of its own (its members are submitted by
     /// [`SchedulerMsg::MapTopUp`]), so it is left out here.
-    fn build_jobs(&self, p: &str, nodes: &[usize]) -> Res<JobsOf> {
+    fn build_jobs(
+        &self,
+        p: &str,
+        nodes: &[usize],
+        ahead: Option<(usize, UpstreamRecord)>,
+    ) -> Res<JobsOf> {
         let notify: Arc<str> = Arc::from(self.names.scheduler(self.graph.as_str()));
         let now = self.clock.now_ms();
         let run = self
@@ -785,6 +908,11 @@ impl SchedulerState {
         // one node, submitted together, share it (a fan-out of 10,000 reads
         // its root once, not 10,000 times).
         let mut read: HashMap<usize, Option<UpstreamRecord>> = HashMap::new();
+        // An upstream whose record is not durable yet (a submit ahead of
+        // it) has it given here.
+        if let Some((u, record)) = ahead {
+            read.insert(u, Some(record));
+        }
         let params = run_params(run);
         for &idx in nodes {
             if run.graph.node_at(idx).map.is_some() {
@@ -820,10 +948,10 @@ impl SchedulerState {
         let mut upstreams = BTreeMap::new();
         for &u in run.graph.upstreams(idx) {
             let un = run.graph.node_at(u).name.as_str();
-            let Some(ur) = run.recorded[u] else { continue };
             let record = match read.get(&u) {
                 Some(r) => r.clone(),
                 None => {
+                    let Some(ur) = run.recorded[u] else { continue };
                     let key = done_key(&run_id(self.graph.as_str(), &run.partition, un, ur));
                     let r = self.store.get::<DoneRecord>(&key)?.map(|d| UpstreamRecord {
                         status: d.status,
