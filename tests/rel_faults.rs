@@ -326,7 +326,9 @@ fn run(def: &Path, data: &Path, fault: Option<&str>) -> std::process::Output {
 /// before the fault starts again.
 #[test]
 fn weir_run_exits_3_naming_the_fault_and_the_next_run_finishes() {
-    let nodes = 24;
+    // Long enough that the 30th fsync or write falls mid-run: an edge costs
+    // one commit.
+    let nodes = 48;
     for (fault, says) in [
         ("fsync:30:eio", ["fsync of", "Input/output error"]),
         ("write:30:enospc", ["failed:", "No space left on device"]),

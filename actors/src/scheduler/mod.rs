@@ -384,6 +384,13 @@ impl Actor for SchedulerActor {
                 state.presubmits.remove(&c.key);
                 state.completed(c).await?
             }
+            SchedulerMsg::Completing(e) if state.drop_notices > 0 => {
+                // A lost notice is lost early too (fault injection): the
+                // queue is told not to wait, and nothing is submitted.
+                if let Some(queue) = ActorRef::<QueueMsg>::where_is(state.names.queue()) {
+                    let _ = queue.cast(QueueMsg::NoSuccessors(e.key));
+                }
+            }
             SchedulerMsg::Completing(e) => state.presubmit(e),
             SchedulerMsg::Presubmitted(key, answers) => state.presubmitted(&key, answers),
             SchedulerMsg::Adopted(hash) => {
