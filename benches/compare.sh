@@ -362,7 +362,7 @@ P("")
 # chain
 P("## chain: each completion starting the next")
 P("")
-P("weir's in-process chain is `weir bench chain`; the slowest systems (taquba at its 100 ms flush, swale) run a quarter of the chain. The comparison is per node: the chain's total divided by its nodes.")
+P("weir's in-process chain is `weir bench chain`; the slowest systems (taquba at its 100 ms flush, swale) run a quarter of the chain. The comparison is per node: the chain's total divided by its nodes. weir's edge is from one node's ticket handed to a worker to the next one's (the attempt, its report and the one durable flush that holds the completion and the next node's enqueue); the peers' as their harnesses measure it.")
 P("")
 P("| system | how | nodes | total ms | ms per node | edge p50 us | edge p99 us | system/weir per node |")
 P("| --- | --- | --- | --- | --- | --- | --- | --- |")
