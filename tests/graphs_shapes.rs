@@ -1,6 +1,6 @@
 //! Graph shapes end to end: a fan-out 1 → 1,000 → 1 and a 400-node chain
 //! run every node exactly once, in order, each with its upstreams' records,
-//! and settle complete.
+//! and settle complete; an edge of a chain costs one durable batch.
 
 mod graphs_support;
 
@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weir::core::codec;
-use weir::{Durability, Engine, GraphDef, NodeDef, Partition, RunState, TaskError, TaskInput};
+use weir::{
+    Durability, Engine, GraphDef, NodeDef, Partition, QueueSettings, RunState, TaskError, TaskInput,
+};
 use weir_core::names::Name;
 
 /// Task runs per node, as the tasks saw them (node → rerun counts run).
@@ -37,9 +39,14 @@ impl Runs {
 /// An engine whose `count` task outputs the number of its upstreams and
 /// whose `plus1` task outputs its single upstream's number plus one.
 async fn engine(dir: &std::path::Path, runs: &Runs) -> Engine {
+    engine_with(dir, runs, QueueSettings::default()).await
+}
+
+async fn engine_with(dir: &std::path::Path, runs: &Runs, queue: QueueSettings) -> Engine {
     let (r1, r2) = (runs.clone(), runs.clone());
     Engine::builder(dir)
         .durability(Durability::Flush)
+        .queue_settings(queue)
         .pool("default", 16)
         .task_fn("count", move |ctx| {
             let runs = r1.clone();
@@ -168,4 +175,79 @@ async fn chain_of_400_runs_in_order() {
         );
     }
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// Runs a chain of `len` plus1 nodes with `successors_wait_us`; returns
+/// the durable batches the queue wrote from the start to the settle, and
+/// checks that each node took its upstream's output.
+async fn chain_batches(len: usize, successors_wait_us: u64) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Runs::default();
+    let engine = engine_with(
+        dir.path(),
+        &runs,
+        QueueSettings {
+            successors_wait_us,
+            ..QueueSettings::default()
+        },
+    )
+    .await;
+    let names: Vec<String> = (0..len).map(|i| format!("n{i:03}")).collect();
+    let nodes: Vec<NodeDef> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let ups: Vec<&str> = if i == 0 {
+                vec![]
+            } else {
+                vec![names[i - 1].as_str()]
+            };
+            node(n, &ups, "plus1")
+        })
+        .collect();
+    engine
+        .adopt(GraphDef::new(Name::new("chain").unwrap(), nodes))
+        .await
+        .unwrap();
+    let p = Partition::NONE;
+    let before = engine.counts().borrow().batches;
+    engine.start_run("chain", p.clone()).await.unwrap();
+    let states = engine
+        .wait_settled("chain", std::slice::from_ref(&p), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let batches = engine.counts().borrow().batches - before;
+    assert_eq!(states, vec![RunState::Complete]);
+    assert!(
+        runs.snapshot().values().all(|r| r == &vec![0]),
+        "each node ran once"
+    );
+    // The output each node was given, ahead of its upstream's record or
+    // not, was that record's.
+    assert_eq!(
+        output(&engine, &format!("chain/none/n{:03}/0", len - 1)).await,
+        len.to_string()
+    );
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+    batches
+}
+
+/// A node's success and its downstream's enqueue and selection share one
+/// durable batch: a chain of 60 writes about 60 batches. Without the early
+/// notice (wait 0), the downstream's enqueue is a batch of its own: about
+/// 120. The wait here is long (a second) so that a loaded machine's slow
+/// scheduler cannot split an edge; the answer always comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_costs_one_durable_batch_per_edge() {
+    let len = 60;
+    let one = chain_batches(len, 1_000_000).await;
+    assert!(
+        one <= len as u64 + 3,
+        "{one} batches for a chain of {len}: one per edge expected"
+    );
+    let two = chain_batches(len, 0).await;
+    assert!(
+        two >= 2 * len as u64 - 3,
+        "{two} batches for a chain of {len} without the early notice"
+    );
 }
