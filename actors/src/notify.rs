@@ -21,7 +21,7 @@ use crate::scheduler::SchedulerMsg;
 /// alive.
 pub fn completion(names: &Names, name: &Arc<str>, completion: Completion) {
     let name = names.rebase(name);
-    match ActorRef::<SchedulerMsg>::where_is(&*name) {
+    match scheduler(&name) {
         Some(actor) => {
             if actor.cast(SchedulerMsg::Completed(completion)).is_err() {
                 tracing::debug!(notify = %name, "notice dropped: actor stopping");
@@ -36,11 +36,8 @@ pub fn completion(names: &Names, name: &Arc<str>, completion: Completion) {
 /// (see [`crate::queue::QueueSettings::successors_wait_us`]); returns
 /// whether it was sent, so the queue waits for an answer only then.
 pub fn completing(names: &Names, name: &Arc<str>, early: EarlyCompletion) -> bool {
-    let name = names.rebase(name);
-    match ActorRef::<SchedulerMsg>::where_is(&*name) {
-        Some(actor) => actor.cast(SchedulerMsg::Completing(early)).is_ok(),
-        None => false,
-    }
+    scheduler(&names.rebase(name))
+        .is_some_and(|actor| actor.cast(SchedulerMsg::Completing(early)).is_ok())
 }
 
 /// Gives the actor named `name` among `names`, if it is alive, the
@@ -53,8 +50,12 @@ pub fn presubmitted(
     key: Arc<str>,
     answers: Vec<Result<Enqueued, String>>,
 ) {
-    let name = names.rebase(name);
-    if let Some(actor) = ActorRef::<SchedulerMsg>::where_is(&*name) {
+    if let Some(actor) = scheduler(&names.rebase(name)) {
         let _ = actor.cast(SchedulerMsg::Presubmitted(key, answers));
     }
+}
+
+/// The scheduler under `name` (already rebased), if it is alive.
+fn scheduler(name: &str) -> Option<ActorRef<SchedulerMsg>> {
+    ActorRef::<SchedulerMsg>::where_is(name)
 }

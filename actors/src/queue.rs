@@ -1036,7 +1036,7 @@ impl QueueState_ {
 
     /// Adds the done record of `job` to the open batch, with its expiry
     /// entry, the event and the notification.
-    fn record_done(&mut self, job: &Job, record: DoneRecord) {
+    fn record_done(&mut self, job: &Job, mut record: DoneRecord) {
         let key = done_key(&job.key);
         match self.store.encode("done record", &record) {
             Ok(bytes) => self.open.commit.puts.push((key.clone(), bytes)),
@@ -1069,10 +1069,11 @@ impl QueueState_ {
             }));
         if let Some(notify) = &job.notify {
             if record.status == DoneStatus::Succeeded && self.settings.successors_wait_us > 0 {
+                // The record is encoded above: its output moves on.
                 let early = EarlyCompletion {
                     key: job.key.clone(),
-                    output: record.output.clone(),
-                    output_blob: record.output_blob.clone(),
+                    output: std::mem::take(&mut record.output),
+                    output_blob: record.output_blob.take(),
                 };
                 if crate::notify::completing(&self.names, notify, early) {
                     self.awaiting_successors.insert(job.key.clone());

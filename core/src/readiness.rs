@@ -1363,11 +1363,10 @@ mod tests {
                     let n = g.node_at(i).name.clone();
                     let rerun = next(&records, &n);
                     records.insert(n, Record { status, rerun });
-                    // What a submit ahead of the record would take: the
-                    // direct downstreams the record makes ready.
-                    // Each is ready after the record; when the record
-                    // decides no node (nothing cascades), they are every
-                    // node it makes ready.
+                    // What a submit ahead of the record takes: each is
+                    // ready after the record, and when the record decides
+                    // no node (nothing cascades), they are every node it
+                    // makes ready.
                     let mut ahead = t.ready_after(&g, i, status);
                     let changes = t.record(&g, i, status);
                     let mut made_ready: Vec<usize> = changes

@@ -72,14 +72,13 @@ async fn engine(dir: &std::path::Path, capacity: u32) -> Result<Engine, BenchErr
 /// What the collector saw, stamped on receipt.
 #[derive(Default)]
 pub(super) struct Stamps {
-    completed: HashMap<Arc<str>, Instant>,
     started: HashMap<Arc<str>, Instant>,
     pub(super) settled: Option<(Instant, String)>,
     lagged: u64,
 }
 
 /// Drains `rx` until the run of `graph` settles (or the channel closes),
-/// stamping completions, starts and the settle.
+/// stamping first attempts' starts and the settle.
 pub(super) fn collect(
     mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
     graph: String,
@@ -91,9 +90,6 @@ pub(super) fn collect(
                 Ok(e) => {
                     let now = Instant::now();
                     match e {
-                        EngineEvent::Completed { key, .. } => {
-                            s.completed.insert(key, now);
-                        }
                         EngineEvent::Started {
                             key, attempt: 1, ..
                         } => {
@@ -208,10 +204,10 @@ pub async fn chain(dir: &std::path::Path, nodes: usize) -> Result<Chain, BenchEr
     let key = |n: &str| -> Arc<str> { Arc::from(format!("chain/none/{n}/0")) };
     let mut edges = Vec::with_capacity(nodes);
     for w in names.windows(2) {
-        let done = stamps.started.get(&key(&w[0]));
-        let start = stamps.started.get(&key(&w[1]));
-        match (done, start) {
-            (Some(d), Some(s)) => edges.push(s.saturating_duration_since(*d)),
+        let up = stamps.started.get(&key(&w[0]));
+        let down = stamps.started.get(&key(&w[1]));
+        match (up, down) {
+            (Some(u), Some(d)) => edges.push(d.saturating_duration_since(*u)),
             _ => {
                 return Err(BenchError::Failed(format!(
                     "edge {} -> {}: an event is missing",

@@ -387,9 +387,7 @@ impl Actor for SchedulerActor {
             SchedulerMsg::Completing(e) if state.drop_notices > 0 => {
                 // A lost notice is lost early too (fault injection): the
                 // queue is told not to wait, and nothing is submitted.
-                if let Some(queue) = ActorRef::<QueueMsg>::where_is(state.names.queue()) {
-                    let _ = queue.cast(QueueMsg::NoSuccessors(e.key));
-                }
+                state.no_successors(e.key);
             }
             SchedulerMsg::Completing(e) => state.presubmit(e),
             SchedulerMsg::Presubmitted(key, answers) => state.presubmitted(&key, answers),
@@ -785,9 +783,6 @@ impl SchedulerState {
     /// finds these submitted. A failure here only costs the saving: the
     /// durable notice submits what this did not.
     fn presubmit(&mut self, e: EarlyCompletion) {
-        let Some(queue) = ActorRef::<QueueMsg>::where_is(self.names.queue()) else {
-            return;
-        };
         let ahead = match self.successors_of(&e) {
             Ok(ahead) => ahead,
             Err(err) => {
@@ -796,7 +791,10 @@ impl SchedulerState {
             }
         };
         let Some((p, jobs, ids)) = ahead else {
-            let _ = queue.cast(QueueMsg::NoSuccessors(e.key));
+            self.no_successors(e.key);
+            return;
+        };
+        let Some(queue) = ActorRef::<QueueMsg>::where_is(self.names.queue()) else {
             return;
         };
         let notify: Arc<str> = Arc::from(self.names.scheduler(self.graph.as_str()));
@@ -806,6 +804,14 @@ impl SchedulerState {
             .is_ok()
         {
             self.presubmits.insert(e.key, (p, ids));
+        }
+    }
+
+    /// Answers an early notice of `key` with nothing to submit, so the
+    /// queue's batch need not wait for it.
+    fn no_successors(&self, key: Arc<str>) {
+        if let Some(queue) = ActorRef::<QueueMsg>::where_is(self.names.queue()) {
+            let _ = queue.cast(QueueMsg::NoSuccessors(key));
         }
     }
 

@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::cold::ColdTickets;
 use weir_core::queue::{Place, Ticket, TicketId};
 
-use super::keys::{run_error, RunChange, TOMBSTONE};
+use super::keys::{run_error, sorted_run, RunChange, TOMBSTONE};
 use super::snapshot::{chunk_key, decode_chunk, CHUNK_PREFIX, TICKETS_PER_CHUNK};
 use super::{printable, Store, StoreError, SNAPSHOT};
 
@@ -232,7 +232,9 @@ impl IndexWrites {
     }
 }
 
-fn chunk_of_key(k: &[u8]) -> Option<u64> {
+/// The number after a key's one-byte prefix (a chunk's or a key index
+/// run's), if the rest of the key is one.
+pub(crate) fn prefixed_number(k: &[u8]) -> Option<u64> {
     <[u8; 8]>::try_from(k.get(1..)?)
         .ok()
         .map(u64::from_be_bytes)
@@ -261,7 +263,7 @@ impl Store {
         let mut out = Vec::new();
         for item in self.inner.snapshot.scan_prefix([RUNNING_PREFIX]) {
             let (k, _) = item.map_err(|e| self.sled_err(e))?;
-            let chunk = chunk_of_key(&k).ok_or_else(|| {
+            let chunk = prefixed_number(&k).ok_or_else(|| {
                 self.index_fault(format!(
                     "running index key {} is not a chunk",
                     printable(&k)
@@ -326,19 +328,15 @@ impl Store {
                     runs: &mut Vec<fst::Map<Vec<u8>>>|
          -> Result<(), StoreError> {
             keys.sort_unstable();
-            let change = RunChange::built(
-                0,
-                keys.iter().map(|(k, id)| (k.as_slice(), *id)),
-                Vec::new(),
-            )
-            .map_err(|e| run_error(self, e))?;
-            runs.push(change.into_map().map_err(|e| run_error(self, e))?);
+            let run = sorted_run(keys.iter().map(|(k, id)| (k.as_slice(), *id)))
+                .map_err(|e| run_error(self, e))?;
+            runs.extend(run);
             keys.clear();
             Ok(())
         };
         for item in inner.snapshot.scan_prefix([CHUNK_PREFIX]) {
             let (k, v) = item.map_err(|e| self.sled_err(e))?;
-            let chunk = chunk_of_key(&k).ok_or_else(|| {
+            let chunk = prefixed_number(&k).ok_or_else(|| {
                 self.index_fault(format!("chunk key {} is not a chunk", printable(&k)))
             })?;
             let stored = decode_chunk(self, &k, &v)?.tickets;

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use fst::{Map, MapBuilder, Streamer};
 use weir_core::queue::TicketId;
 
+use super::cold::prefixed_number;
 use super::{printable, Store, StoreError, SNAPSHOT};
 
 /// The prefix of the keys of runs.
@@ -88,37 +89,78 @@ pub(crate) fn merge_count(entries: &[u64], runs_max: usize) -> usize {
     }
 }
 
-/// Builds a run's bytes from sorted (key, value) pairs.
-fn build<'k>(pairs: impl IntoIterator<Item = (&'k [u8], u64)>) -> Result<Vec<u8>, fst::Error> {
-    let mut builder = MapBuilder::memory();
-    for (k, v) in pairs {
-        builder.insert(k, v)?;
-    }
-    builder.into_inner()
+/// A run being written from sorted keys. With `bottom` (nothing older
+/// remains for them to hide) its tombstones are dropped.
+struct RunBuilder {
+    builder: MapBuilder<Vec<u8>>,
+    entries: u64,
+    bottom: bool,
 }
 
-/// Merges `runs` (oldest first) into one run's bytes: for a key in
-/// several, the newest value; tombstones dropped when `bottom` (nothing
-/// older remains for them to hide).
-fn merge(runs: &[&Map<Vec<u8>>], bottom: bool) -> Result<Vec<u8>, fst::Error> {
+impl RunBuilder {
+    fn new(bottom: bool) -> Self {
+        RunBuilder {
+            builder: MapBuilder::memory(),
+            entries: 0,
+            bottom,
+        }
+    }
+
+    fn push(&mut self, key: &[u8], value: u64) -> Result<(), fst::Error> {
+        if self.bottom && value == TOMBSTONE {
+            return Ok(());
+        }
+        self.entries += 1;
+        self.builder.insert(key, value)
+    }
+
+    /// The run's bytes; `None` when it holds nothing.
+    fn finish(self) -> Result<Option<Vec<u8>>, fst::Error> {
+        if self.entries == 0 {
+            return Ok(None);
+        }
+        self.builder.into_inner().map(Some)
+    }
+}
+
+/// Builds a run from sorted (key, value) pairs.
+fn build<'k>(
+    pairs: impl IntoIterator<Item = (&'k [u8], u64)>,
+    bottom: bool,
+) -> Result<Option<Vec<u8>>, fst::Error> {
+    let mut run = RunBuilder::new(bottom);
+    for (k, v) in pairs {
+        run.push(k, v)?;
+    }
+    run.finish()
+}
+
+/// Merges `runs` (oldest first) into one run: for a key in several, the
+/// newest value.
+fn merge(runs: &[&Map<Vec<u8>>], bottom: bool) -> Result<Option<Vec<u8>>, fst::Error> {
     let mut op = fst::map::OpBuilder::new();
     for m in runs {
         op = op.add(m.stream());
     }
     let mut union = op.union();
-    let mut builder = MapBuilder::memory();
+    let mut run = RunBuilder::new(bottom);
     while let Some((key, values)) = union.next() {
         let newest = values
             .iter()
             .max_by_key(|v| v.index)
             .expect("a key of the union is in some run")
             .value;
-        if bottom && newest == TOMBSTONE {
-            continue;
-        }
-        builder.insert(key, newest)?;
+        run.push(key, newest)?;
     }
-    builder.into_inner()
+    run.finish()
+}
+
+/// A run of sorted, unique (key, id) pairs, as a map (`None` for no
+/// pairs): the index build's, merged at its end by [`RunChange::merged`].
+pub(crate) fn sorted_run<'k>(
+    pairs: impl IntoIterator<Item = (&'k [u8], u64)>,
+) -> Result<Option<Map<Vec<u8>>>, fst::Error> {
+    build(pairs, true)?.map(Map::new).transpose()
 }
 
 impl KeyRuns {
@@ -167,45 +209,27 @@ impl KeyRuns {
             });
         }
         let id = self.next_id();
-        let fresh = build(changes.iter().map(|(k, &v)| (k.as_slice(), v)))?;
+        let pairs = changes.iter().map(|(k, &v)| (k.as_slice(), v));
         let mut entries: Vec<u64> = self.runs.iter().map(|r| r.map.len() as u64).collect();
         entries.push(changes.len() as u64);
         let n = merge_count(&entries, RUNS_MAX);
         if n == 0 {
             // With nothing older, a lone run's tombstones hide nothing.
-            if self.runs.is_empty() {
-                let kept: Vec<(&[u8], u64)> = changes
-                    .iter()
-                    .filter(|(_, &v)| v != TOMBSTONE)
-                    .map(|(k, &v)| (k.as_slice(), v))
-                    .collect();
-                let written = if kept.is_empty() {
-                    Vec::new()
-                } else {
-                    vec![(id, build(kept)?)]
-                };
-                return Ok(RunChange {
-                    written,
-                    removed: Vec::new(),
-                });
-            }
+            let written = build(pairs, self.runs.is_empty())?;
             return Ok(RunChange {
-                written: vec![(id, fresh)],
+                written: written.map(|b| vec![(id, b)]).unwrap_or_default(),
                 removed: Vec::new(),
             });
         }
+        let fresh = build(pairs, false)?
+            .expect("changes are not empty, and none is dropped above the bottom");
         let fresh = Map::new(fresh)?;
         let older = &self.runs[self.runs.len() + 1 - n..];
         let mut maps: Vec<&Map<Vec<u8>>> = older.iter().map(|r| &r.map).collect();
         maps.push(&fresh);
         let merged = merge(&maps, n == entries.len())?;
-        let merged_len = Map::new(merged.as_slice())?.len();
         Ok(RunChange {
-            written: if merged_len == 0 {
-                Vec::new()
-            } else {
-                vec![(id, merged)]
-            },
+            written: merged.map(|b| vec![(id, b)]).unwrap_or_default(),
             removed: older.iter().map(|r| r.id).collect(),
         })
     }
@@ -238,19 +262,6 @@ impl RunChange {
         }
     }
 
-    /// A change writing one run built from `pairs` (sorted, unique keys)
-    /// and removing the runs `removed`.
-    pub(crate) fn built<'k>(
-        id: u64,
-        pairs: impl IntoIterator<Item = (&'k [u8], u64)>,
-        removed: Vec<u64>,
-    ) -> Result<RunChange, fst::Error> {
-        Ok(RunChange {
-            written: vec![(id, build(pairs)?)],
-            removed,
-        })
-    }
-
     /// A change writing `runs` (of disjoint keys, no tombstones) merged
     /// into one, and removing the runs `removed`: the index build's.
     pub(crate) fn merged(
@@ -258,19 +269,12 @@ impl RunChange {
         runs: &[Map<Vec<u8>>],
         removed: Vec<u64>,
     ) -> Result<RunChange, fst::Error> {
-        let written = if runs.iter().all(|r| r.is_empty()) {
-            Vec::new()
-        } else {
-            let maps: Vec<&Map<Vec<u8>>> = runs.iter().collect();
-            vec![(id, merge(&maps, true)?)]
-        };
-        Ok(RunChange { written, removed })
-    }
-
-    /// The one run a [`RunChange::built`] change writes, as a map.
-    pub(crate) fn into_map(mut self) -> Result<Map<Vec<u8>>, fst::Error> {
-        let (_, bytes) = self.written.pop().expect("a built change writes a run");
-        Map::new(bytes)
+        let maps: Vec<&Map<Vec<u8>>> = runs.iter().collect();
+        let written = merge(&maps, true)?;
+        Ok(RunChange {
+            written: written.map(|b| vec![(id, b)]).unwrap_or_default(),
+            removed,
+        })
     }
 }
 
@@ -286,9 +290,8 @@ impl Store {
                 tree: SNAPSHOT,
                 what: format!("key index run {}: {what}", printable(&k)),
             };
-            let id = <[u8; 8]>::try_from(&k[1..])
-                .map(u64::from_be_bytes)
-                .map_err(|_| bad("its key is not a run number".into()))?;
+            let id =
+                prefixed_number(&k).ok_or_else(|| bad("its key is not a run number".into()))?;
             let map = Map::new(v.to_vec()).map_err(|e| bad(e.to_string()))?;
             map.as_fst()
                 .verify()
@@ -325,9 +328,7 @@ impl Store {
         let mut ids = Vec::new();
         for k in self.inner.snapshot.scan_prefix([RUN_PREFIX]).keys() {
             let k = k.map_err(|e| self.sled_err(e))?;
-            if let Ok(b) = <[u8; 8]>::try_from(&k[1..]) {
-                ids.push(u64::from_be_bytes(b));
-            }
+            ids.extend(prefixed_number(&k));
         }
         Ok(ids)
     }
