@@ -345,6 +345,11 @@ async fn kill_child() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // A run record is listed as soon as it is written, before the sync
+    // that makes its batch durable: the kill must come after that sync,
+    // or the last batch of preparations can be lost (and prepared again
+    // by the trigger's repair, after the parent has counted the runs).
+    engine.store().sync().unwrap();
     println!("prepared");
     std::io::stdout().flush().unwrap();
     tokio::time::sleep(Duration::from_secs(600)).await;
