@@ -160,10 +160,14 @@ fn read_tokens(toks: &[Tok], said: &mut Said) {
                 i = end + 1;
                 continue;
             }
-            Tok::Ident(first) if !matches!(i.checked_sub(1).map(|p| &toks[p]), Some(Tok::PathSep)) => {
+            Tok::Ident(first)
+                if !matches!(i.checked_sub(1).map(|p| &toks[p]), Some(Tok::PathSep)) =>
+            {
                 let mut path = vec![first.clone()];
                 let mut j = i + 1;
-                while let (Some(Tok::PathSep), Some(Tok::Ident(next))) = (toks.get(j), toks.get(j + 1)) {
+                while let (Some(Tok::PathSep), Some(Tok::Ident(next))) =
+                    (toks.get(j), toks.get(j + 1))
+                {
                     path.push(next.clone());
                     j += 2;
                 }
@@ -233,7 +237,10 @@ fn read_crate(src: &Path) -> BTreeMap<ModPath, Module> {
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
-            if matches!(module.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
                 module.pop();
             }
             let text = std::fs::read_to_string(&path).unwrap();
@@ -257,7 +264,11 @@ fn read_crate(src: &Path) -> BTreeMap<ModPath, Module> {
 
 /// The absolute form of `path` written in module `at`, if it names
 /// something of this crate.
-fn absolute(modules: &BTreeMap<ModPath, Module>, at: &[String], path: &[String]) -> Option<ModPath> {
+fn absolute(
+    modules: &BTreeMap<ModPath, Module>,
+    at: &[String],
+    path: &[String],
+) -> Option<ModPath> {
     let first = path.first()?;
     let mut base: ModPath;
     let mut rest = path;
@@ -325,13 +336,21 @@ fn edges(modules: &BTreeMap<ModPath, Module>) -> BTreeMap<ModPath, BTreeSet<ModP
     for (at, module) in modules {
         for (path, bound) in &module.said.uses {
             if let (Some(abs), Some(name)) = (absolute(modules, at, path), bound) {
-                bindings.entry(at.clone()).or_default().insert(name.clone(), abs);
+                bindings
+                    .entry(at.clone())
+                    .or_default()
+                    .insert(name.clone(), abs);
             }
         }
     }
     let mut graph = BTreeMap::new();
     for (at, module) in modules {
-        let written = module.said.uses.iter().map(|(p, _)| p).chain(&module.said.paths);
+        let written = module
+            .said
+            .uses
+            .iter()
+            .map(|(p, _)| p)
+            .chain(&module.said.paths);
         let targets: BTreeSet<ModPath> = written
             .filter_map(|p| absolute(modules, at, p))
             .map(|abs| resolve(modules, &bindings, abs))
@@ -409,7 +428,10 @@ fn root() -> PathBuf {
 }
 
 fn rel(path: &Path) -> String {
-    path.strip_prefix(root()).unwrap_or(path).display().to_string()
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 #[test]
@@ -470,7 +492,11 @@ fn the_checks_find_what_they_should() {
     // a/mod.rs re-exports a/x.rs's X; a/x.rs uses c; c uses a::X (→ a/x):
     // the cycle is x ↔ c, not through a/mod.rs.
     std::fs::write(src.join("a/mod.rs"), "mod x;\npub use x::X;\n").unwrap();
-    std::fs::write(src.join("a/x.rs"), "pub struct X;\nfn f() { crate::c::g(); }\n").unwrap();
+    std::fs::write(
+        src.join("a/x.rs"),
+        "pub struct X;\nfn f() { crate::c::g(); }\n",
+    )
+    .unwrap();
     std::fs::write(
         src.join("c.rs"),
         "use crate::a::X;\npub fn g() {}\n#[cfg(test)]\nmod tests { use crate::b::B; }\n",
@@ -488,7 +514,10 @@ fn the_checks_find_what_they_should() {
     let x: ModPath = vec!["a".into(), "x".into()];
     let c: ModPath = vec!["c".into()];
     assert_eq!(found, vec![vec![x.clone(), c.clone()]], "graph: {graph:?}");
-    assert!(graph[&vec!["b".to_string()]].is_empty(), "tests are not read: {graph:?}");
+    assert!(
+        graph[&vec!["b".to_string()]].is_empty(),
+        "tests are not read: {graph:?}"
+    );
     assert_eq!(modules[&vec!["b".to_string()]].code_lines, 1);
 
     // Without c's use of X, no cycle is left.

@@ -8,13 +8,15 @@
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
-use weir_core::breaker::{Admit, Breaker, BreakerSettings, BreakerState, Transition};
+use weir_core::breaker::{Breaker, BreakerSettings, BreakerState, Transition};
 
 use crate::clock::Clock;
 use crate::events::EngineEvent;
+// The breaker's interface lives in `msg`; re-exported here for the crate's users.
+pub use crate::msg::breaker::BreakerMsg;
 use crate::store::{Store, StoreError};
 
 /// The prefix of breaker records.
@@ -77,26 +79,6 @@ pub fn persisted(store: &Store) -> Result<Vec<BreakerView>, StoreError> {
         .map(|(key, b)| BreakerView::of(&key[BREAKER_PREFIX.len()..], &b))
         .collect())
 }
-
-/// Messages of the breaker actor.
-pub enum BreakerMsg {
-    /// May a call start now?
-    Admit(RpcReplyPort<Admit>),
-    /// A call ended.
-    Record {
-        /// Whether it failed.
-        failed: bool,
-    },
-    /// The breaker as it is.
-    Get(RpcReplyPort<Breaker>),
-    /// An operator's reset to closed; answered once persisted.
-    Reset(RpcReplyPort<Breaker>),
-    /// Fault injection, for tests only: the handler panics, so the
-    /// supervisor sees the actor fail exactly as it would on a bug.
-    Panic,
-}
-
-impl ractor::Message for BreakerMsg {}
 
 /// The breaker actor.
 pub struct BreakerActor;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use weir_core::queue::TicketId;
 
-use crate::done::DoneStatus;
+use crate::records::done::DoneStatus;
 
 /// Something that happened in the engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

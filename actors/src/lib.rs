@@ -23,19 +23,25 @@
 //! | supervisor | pool | QueueRestarted | re-grant credit, resend reports |
 
 pub mod assets;
+pub mod attempt;
 pub mod breaker;
 pub mod clock;
 pub mod cluster;
-pub mod done;
 pub mod events;
 pub mod measure;
+pub mod msg;
 pub mod names;
 pub mod notify;
 pub mod pool;
 pub mod protocol;
 pub mod queue;
+pub mod records;
 pub mod scheduler;
 pub mod store;
 pub mod supervisor;
 pub mod task;
 pub mod trigger;
+pub mod views;
+
+// The done records' old path, kept for the crate's users.
+pub use records::done;

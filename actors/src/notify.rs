@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use ractor::ActorRef;
 
+use crate::msg::queue::{Completion, EarlyCompletion, Enqueued};
+use crate::msg::scheduler::SchedulerMsg;
 use crate::names::Names;
-use crate::queue::{Completion, EarlyCompletion, Enqueued};
-use crate::scheduler::SchedulerMsg;
 
 /// Sends `completion` to the actor named `name` among `names`, if it is
 /// alive.

@@ -23,21 +23,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio_util::sync::CancellationToken;
-use weir_core::breaker::Admit;
 use weir_core::pool::PoolUnits;
 use weir_core::queue::TicketId;
 use weir_core::retry::AttemptOutcome;
 
-use crate::breaker::BreakerMsg;
+use crate::attempt::breakers::Breakers;
+use crate::attempt::outputs::{keep_output, resolve_upstreams};
 use crate::clock::Clock;
-use crate::cluster::link::LinkMsg;
+use crate::msg::cluster::LinkMsg;
 use crate::names::Names;
-use crate::queue::{Grant, QueueMsg, Report};
-use crate::scheduler::records::TaskInput;
-use crate::store::{BlobRef, Store, BLOB_INLINE_BYTES_MAX};
-use crate::supervisor::SupervisorMsg;
+// The pool's interface lives in `msg`; re-exported here for the crate's users.
+pub use crate::msg::pool::PoolMsg;
+use crate::msg::queue::QueueMsg;
+use crate::msg::supervisor::SupervisorMsg;
+use crate::msg::work::{Grant, Report};
+pub use crate::msg::work::{PoolUp, PoolView};
+use crate::store::{BlobRef, Store};
 use crate::task::{TaskContext, TaskError, TaskRegistry};
 
 /// An attempt running this long is marked started in the queue's journal:
@@ -45,76 +48,6 @@ use crate::task::{TaskContext, TaskError, TaskRegistry};
 /// back (bounded; see weir-core's `orphans`). Attempts that end sooner are
 /// never marked, so fast tasks journal nothing more.
 pub const START_MARK_AFTER_MS: u64 = 50;
-/// How long a pool waits for its breaker's answer before it defers.
-pub const BREAKER_CALL_MS: u64 = 5_000;
-/// How long a ticket waits when its breaker could not be asked.
-pub const BREAKER_UNREACHABLE_DEFER_MS: u64 = 250;
-
-/// Messages of the pool actor.
-pub enum PoolMsg {
-    /// Run this ticket.
-    Run(Grant),
-    /// An attempt ended (from the attempt's task).
-    Ended {
-        /// The ticket.
-        id: TicketId,
-        /// The attempt.
-        attempt: u32,
-        /// How it ended.
-        outcome: AttemptOutcome,
-        /// Output on success (inline).
-        output: Vec<u8>,
-        /// Output on success, written to a blob (pinned).
-        output_blob: Option<BlobRef>,
-        /// Error on failure.
-        error: Option<String>,
-        /// The least wait before a retry (a server's `Retry-After`).
-        retry_after_ms: Option<u64>,
-        /// When it started.
-        started_ms: u64,
-    },
-    /// Cancel the running attempt of a ticket.
-    Cancel(TicketId),
-    /// Timer: tell the queue of attempts running for
-    /// [`START_MARK_AFTER_MS`] that they started.
-    MarkStarted,
-    /// The queue made these reports durable.
-    Acked(Vec<(TicketId, u32)>),
-    /// The queue restarted: grant credit again and resend reports.
-    QueueRestarted,
-    /// The engine requeued what this (remote) pool held: cancel running
-    /// attempts, start credit over (see [`PoolState`]'s `reset`).
-    Reset,
-    /// For the engine's proxy of a remote pool: what the remote pool said.
-    Remote(crate::cluster::proxy::FromWorker),
-    /// Change the capacity.
-    Resize(u32),
-    /// Status of this worker.
-    Status(RpcReplyPort<PoolView>),
-    /// Fault injection, for tests only: the handler panics, so the
-    /// supervisor sees the actor fail exactly as it would on a bug.
-    Panic,
-}
-
-impl ractor::Message for PoolMsg {}
-
-/// A worker's status.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PoolView {
-    /// Its pool.
-    pub pool: String,
-    /// Its id.
-    pub worker_id: String,
-    /// Capacity.
-    pub capacity: u32,
-    /// Slots in use.
-    pub in_use: u32,
-    /// The most slots ever in use at once.
-    pub peak_in_use: u32,
-    /// Reports not yet acknowledged.
-    pub unacked: usize,
-}
-
 /// The pool actor.
 pub struct PoolActor;
 
@@ -685,191 +618,5 @@ impl PoolState {
             report.regrant = 1;
         }
         self.send_up(PoolUp::Report(report));
-    }
-}
-
-/// What a pool actor tells the queue, through its [`Uplink`]: a local pool's
-/// become [`QueueMsg`]s, a remote pool's cross to the engine, whose proxy of
-/// the pool hands them to the queue.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum PoolUp {
-    /// Free slots granted.
-    Credit {
-        /// Slots.
-        slots: u32,
-    },
-    /// Credit taken back.
-    Revoke {
-        /// Slots.
-        slots: u32,
-    },
-    /// An attempt ended.
-    Report(Report),
-    /// A ticket given back without running.
-    Defer {
-        /// The ticket.
-        id: TicketId,
-        /// The attempt it was granted as.
-        attempt: u32,
-        /// When it may run.
-        until_ms: u64,
-    },
-    /// An attempt's task has been running a while.
-    Started {
-        /// The ticket.
-        id: TicketId,
-        /// The attempt.
-        attempt: u32,
-    },
-    /// The tickets it runs or has unacknowledged reports for.
-    Holding {
-        /// Their ids.
-        held: Vec<TicketId>,
-    },
-}
-
-/// The breakers a pool asks before an attempt and tells after it; found
-/// by name, spawned by the supervisor on first use, cached.
-pub struct Breakers {
-    names: Names,
-    supervisor: Option<ActorRef<SupervisorMsg>>,
-    cache: HashMap<Arc<str>, ActorRef<BreakerMsg>>,
-}
-
-impl Breakers {
-    /// The breakers of an engine.
-    pub fn new(names: Names, supervisor: Option<ActorRef<SupervisorMsg>>) -> Self {
-        Breakers {
-            names,
-            supervisor,
-            cache: HashMap::new(),
-        }
-    }
-
-    async fn find(&mut self, target: &Arc<str>) -> Option<ActorRef<BreakerMsg>> {
-        if let Some(b) = self.cache.get(target) {
-            if b.get_status() == ractor::ActorStatus::Running {
-                return Some(b.clone());
-            }
-        }
-        let found = match ActorRef::<BreakerMsg>::where_is(self.names.breaker(target)) {
-            Some(b) => Some(b),
-            None => match &self.supervisor {
-                Some(sup) => ractor::call_t!(
-                    sup,
-                    SupervisorMsg::EnsureBreaker,
-                    BREAKER_CALL_MS,
-                    target.clone()
-                )
-                .ok()
-                .flatten(),
-                None => None,
-            },
-        };
-        if let Some(b) = &found {
-            self.cache.insert(target.clone(), b.clone());
-        }
-        found
-    }
-
-    /// Asks `target`'s breaker whether ticket `id` may run now: `None` if
-    /// it may, else until when it is deferred (the breaker's open window,
-    /// or a short wait when the breaker could not be asked).
-    pub async fn admit(&mut self, target: &Arc<str>, id: TicketId, now_ms: u64) -> Option<u64> {
-        let admit = match self.find(target).await {
-            Some(b) => ractor::call_t!(b, BreakerMsg::Admit, BREAKER_CALL_MS).ok(),
-            None => None,
-        };
-        match admit {
-            Some(Admit::Allowed) | Some(Admit::Probe) => None,
-            Some(Admit::Denied { until_ms }) => Some(until_ms),
-            None => {
-                tracing::warn!(target = %target, id, "breaker unreachable; deferring");
-                Some(now_ms + BREAKER_UNREACHABLE_DEFER_MS)
-            }
-        }
-    }
-
-    /// Tells `target`'s breaker how an attempt ended. A permanent failure
-    /// is the input's fault, not the target's; a sensor's check that was
-    /// not met found the target answering.
-    pub fn record(&self, target: &Arc<str>, outcome: AttemptOutcome) {
-        if let Some(b) = self.cache.get(target) {
-            let failed = matches!(outcome, AttemptOutcome::Retryable | AttemptOutcome::Timeout);
-            let _ = b.cast(BreakerMsg::Record { failed });
-        }
-    }
-}
-
-/// The payload of a graph node's attempt with its upstreams' outputs read
-/// back from their blobs (checked against their hashes), so the task sees
-/// them whole as before outputs were kept apart; `None` when no upstream
-/// output is in a blob. A missing or damaged blob fails the attempt for
-/// good, naming the file and the upstream: running on with a wrong input
-/// would be worse.
-pub async fn resolve_upstreams(
-    store: &Store,
-    payload: Arc<[u8]>,
-) -> Result<Option<Vec<u8>>, String> {
-    let Ok(mut input) = weir_core::codec::decode::<TaskInput>(&payload) else {
-        // Not a graph task input: the task gets its payload as it is.
-        return Ok(None);
-    };
-    if input.upstreams.values().all(|u| u.output_blob.is_none()) {
-        return Ok(None);
-    }
-    let store = store.clone();
-    tokio::task::spawn_blocking(move || {
-        for (name, up) in input.upstreams.iter_mut() {
-            if let Some(blob) = up.output_blob.take() {
-                up.output = store
-                    .read_blob(&blob)
-                    .map_err(|e| format!("node {}: upstream {name}'s output: {e}", input.node))?;
-            }
-        }
-        weir_core::codec::encode(&input)
-            .map(Some)
-            .map_err(|e| format!("node {}: task input: {e}", input.node))
-    })
-    .await
-    .map_err(|e| format!("reading upstream outputs: {e}"))?
-}
-
-/// A succeeded attempt's output as it is reported: cut at
-/// `output_bytes_max`, inline when small, else written to a blob (durable
-/// and pinned before the report names it). A blob that cannot be written
-/// fails the attempt (retryable); a full disk has also stopped the store
-/// (the disk reserve covers blobs), so the engine stops before the report
-/// is journaled.
-pub async fn keep_output(
-    store: Option<&Store>,
-    mut output: Vec<u8>,
-    output_bytes_max: usize,
-) -> (AttemptOutcome, Vec<u8>, Option<BlobRef>, Option<String>) {
-    output.truncate(output_bytes_max);
-    let Some(store) = store.filter(|_| output.len() > BLOB_INLINE_BYTES_MAX) else {
-        // Small, or in a worker process: inline (the engine's proxy keeps
-        // a remote output in a blob).
-        return (AttemptOutcome::Success, output, None, None);
-    };
-    let store = store.clone();
-    let written = tokio::task::spawn_blocking(move || store.write_blob(&output)).await;
-    match written {
-        Ok(Ok(blob)) => (AttemptOutcome::Success, Vec::new(), Some(blob), None),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "cannot keep an attempt's output");
-            (
-                AttemptOutcome::Retryable,
-                Vec::new(),
-                None,
-                Some(format!("cannot keep the output: {e}")),
-            )
-        }
-        Err(e) => (
-            AttemptOutcome::Retryable,
-            Vec::new(),
-            None,
-            Some(format!("cannot keep the output: {e}")),
-        ),
     }
 }

@@ -32,7 +32,7 @@ use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use serde::{Deserialize, Serialize};
 use weir_core::queue::TicketId;
 
-use crate::queue::{Grant, Report};
+use crate::msg::work::{Grant, Report};
 
 /// The version of this protocol; a worker must speak the engine's.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -33,9 +33,19 @@ use weir_core::queue::{Applied, Job, Op, Orphan, Place, QueueState, Terminal, Ti
 use weir_core::retry::{AttemptOutcome, Plan, Stop};
 
 use crate::clock::Clock;
-use crate::done::{dead_key, done_key, DeadRecord, DoneRecord, DoneStatus};
+use crate::msg::pool::PoolMsg;
+use crate::notify;
+// The queue's interface lives in `msg`; re-exported here for the crate's
+// users (`weir_actors::queue::QueueMsg`, …).
 use crate::events::EngineEvent;
-use crate::pool::PoolMsg;
+pub use crate::msg::queue::{
+    Cancelled, Completion, EarlyCompletion, Enqueued, LiveTicket, PoolStatus, QueueCounts,
+    QueueMsg, QueueStatus, TicketFilter, TicketView,
+};
+pub use crate::msg::work::{Grant, Report};
+use crate::records::asset::{asset_event_key, AssetEvent};
+use crate::records::done::{DeadRecord, DoneRecord, DoneStatus};
+use crate::records::keys::{dead_key, done_key};
 use crate::store::{BlobRef, Commit, Expiring, Recovered, Store, StoreCold, StoreError};
 
 /// The registered name of the queue actor.
@@ -95,27 +105,6 @@ impl Default for QueueSettings {
     }
 }
 
-/// How an enqueue ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Enqueued {
-    /// A new ticket, durable.
-    New(TicketId),
-    /// The key is live: this ticket holds it.
-    Live(TicketId),
-    /// The key already ended; its done record holds the outcome.
-    Done,
-}
-
-impl Enqueued {
-    /// The ticket, when the key is live or new.
-    pub fn id(&self) -> Option<TicketId> {
-        match self {
-            Enqueued::New(id) | Enqueued::Live(id) => Some(*id),
-            Enqueued::Done => None,
-        }
-    }
-}
-
 /// A succeeded attempt's output as its report carries it.
 enum Output {
     /// Small enough to stay in the record.
@@ -123,295 +112,6 @@ enum Output {
     /// In a blob the worker wrote.
     Blob(BlobRef),
 }
-
-/// How a cancel ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Cancelled {
-    /// The ticket was live and is now cancelled (durably).
-    Cancelled(TicketId),
-    /// The key already ended.
-    AlreadyDone,
-    /// No ticket has the key.
-    Unknown,
-}
-
-/// A ticket handed to a worker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Grant {
-    /// The ticket.
-    pub id: TicketId,
-    /// The attempt number.
-    pub attempt: u32,
-    /// What to run.
-    pub job: Job,
-    /// The end of the lease.
-    pub lease_until_ms: u64,
-}
-
-/// A worker's report of an attempt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Report {
-    /// The worker.
-    pub worker_id: Arc<str>,
-    /// The ticket.
-    pub id: TicketId,
-    /// The attempt.
-    pub attempt: u32,
-    /// How it ended.
-    pub outcome: AttemptOutcome,
-    /// Its output (success) or nothing, when it is small enough to be
-    /// inline; else empty and `output_blob` names it.
-    #[serde(with = "serde_bytes")]
-    pub output: Vec<u8>,
-    /// Its output as a blob the worker wrote (durably, and pinned until
-    /// this report is acknowledged) before it reported.
-    #[serde(default)]
-    pub output_blob: Option<BlobRef>,
-    /// Its error, if it failed.
-    pub error: Option<String>,
-    /// The least wait before a retry (a server's `Retry-After`), if any.
-    #[serde(default)]
-    pub retry_after_ms: Option<u64>,
-    /// Slots the worker grants back with this report (the one the attempt
-    /// held, when it takes another ticket): the queue can then complete this
-    /// ticket and hand the slot its next one in the same durable commit,
-    /// where a separate Credit would cost a commit of its own. 0 in a resent
-    /// report (the worker registered its credit afresh).
-    #[serde(default)]
-    pub regrant: u32,
-    /// When it started.
-    pub started_ms: u64,
-    /// When it ended.
-    pub finished_ms: u64,
-}
-
-/// A ticket ended: what the queue tells the job's `notify` actor.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Completion {
-    /// The ticket's key.
-    pub key: Arc<str>,
-    /// The ticket.
-    pub id: TicketId,
-    /// How it ended.
-    pub status: DoneStatus,
-}
-
-/// A graph node's success that has entered the open batch and is not
-/// durable yet: what its scheduler needs to enqueue the downstreams it
-/// makes ready into the same batch (the output they take as input).
-#[derive(Debug, Clone)]
-pub struct EarlyCompletion {
-    /// The ticket's key.
-    pub key: Arc<str>,
-    /// Its output, as its done record will hold it.
-    pub output: Vec<u8>,
-    /// The blob holding a large output.
-    pub output_blob: Option<crate::store::BlobRef>,
-}
-
-/// Counts of the queue, published after every batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QueueCounts {
-    /// Live tickets, counting those that ended but whose done record is
-    /// not durable yet.
-    pub live: usize,
-    /// Running tickets.
-    pub running: usize,
-    /// Batches made durable since start.
-    pub batches: u64,
-}
-
-/// Status of one pool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PoolStatus {
-    /// Pending tickets.
-    pub pending: usize,
-    /// Pending tickets due now.
-    pub due: usize,
-    /// Running tickets.
-    pub running: usize,
-    /// Workers serving it.
-    pub workers: usize,
-    /// Credit the workers have granted and not used.
-    pub credit: u64,
-}
-
-/// Status of the queue.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueStatus {
-    /// By pool.
-    pub pools: BTreeMap<String, PoolStatus>,
-    /// Live tickets.
-    pub live: usize,
-    /// Running tickets.
-    pub running: usize,
-    /// Live tickets held in memory: the running ones and a window of the
-    /// pending ones per pool and priority; the rest are in the store only.
-    #[serde(default)]
-    pub in_memory: usize,
-    /// The last journal sequence.
-    pub last_seq: u64,
-}
-
-/// Which live tickets to list.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TicketFilter {
-    /// Only running (`true`) or only pending (`false`) tickets.
-    pub running: Option<bool>,
-    /// Only this pool's.
-    pub pool: Option<String>,
-    /// At most this many.
-    pub limit: usize,
-}
-
-/// A live ticket in a listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LiveTicket {
-    /// Its key (a run id for graph nodes).
-    pub key: String,
-    /// Its id.
-    pub id: TicketId,
-    /// Its pool.
-    pub pool: String,
-    /// Its task.
-    pub task: String,
-    /// Its target.
-    pub target: Option<String>,
-    /// Running now (else pending).
-    pub running: bool,
-    /// Attempts started.
-    pub attempts: u32,
-    /// Attempts failed.
-    pub failures: u32,
-    /// When it is due (pending) or its lease ends (running).
-    pub at_ms: u64,
-}
-
-/// A ticket as seen from outside.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum TicketView {
-    /// Live: pending or running.
-    Live {
-        /// Its id.
-        id: TicketId,
-        /// Running now.
-        running: bool,
-        /// Attempts that started their task.
-        attempts: u32,
-        /// Hand-outs deferred before their task started (breakers).
-        deferrals: u32,
-        /// Attempts failed.
-        failures: u32,
-        /// When it is due (pending) or its lease ends (running).
-        at_ms: u64,
-    },
-    /// Ended.
-    Done(DoneRecord),
-}
-
-/// Messages of the queue actor.
-pub enum QueueMsg {
-    /// Enqueues jobs; answers when they are durable.
-    Enqueue(Vec<Job>, RpcReplyPort<Vec<Result<Enqueued, String>>>),
-    /// The answer to an [`EarlyCompletion`] of the key: the downstreams it
-    /// makes ready, enqueued into the batch the commit held for them. The
-    /// answers go, once durable, to the scheduler named (the third field)
-    /// as [`SchedulerMsg::Presubmitted`], ahead of the batch's completion
-    /// notices, so it knows them submitted before it hears of the success.
-    Successors(Arc<str>, Vec<Job>, Arc<str>),
-    /// The answer to an [`EarlyCompletion`] of the key that makes nothing
-    /// ready: the commit need not wait for it.
-    NoSuccessors(Arc<str>),
-    /// Cancels the live ticket of a key; answers when durable.
-    Cancel(String, RpcReplyPort<Cancelled>),
-    /// Cancels the live tickets of keys (a mapped node's members); one
-    /// answer per key, in order, when durable.
-    CancelMany(Vec<String>, RpcReplyPort<Vec<Cancelled>>),
-    /// Withdraws the tickets of keys that have not been handed out (a
-    /// prepared run whose schedule moved before its instant): all or
-    /// nothing. When every live ticket of the keys is pending, each is
-    /// cancelled and the answers (one per key, in order) come once durable;
-    /// when any has been handed out or is ending, nothing changes and the
-    /// answer is that key, at once.
-    Withdraw(Vec<String>, RpcReplyPort<Result<Vec<Cancelled>, String>>),
-    /// Requeues the dead letter of a plain job (a fresh ticket, tries
-    /// starting over); answers when durable. `Live` when the key is live
-    /// again already; an error names a key without a letter.
-    RequeueDead(String, RpcReplyPort<Result<Enqueued, String>>),
-    /// A worker grants `slots` more credit.
-    Credit {
-        /// The worker actor.
-        worker: ActorRef<PoolMsg>,
-        /// Its id (unique per incarnation).
-        worker_id: Arc<str>,
-        /// Its pool.
-        pool: Arc<str>,
-        /// Credit granted.
-        slots: u32,
-    },
-    /// A worker takes back credit (it shrank).
-    Revoke {
-        /// The worker.
-        worker_id: Arc<str>,
-        /// Credit taken back, at most what it has.
-        slots: u32,
-    },
-    /// A worker reports an attempt.
-    Report(Report),
-    /// A worker's breaker held a ticket back.
-    Defer {
-        /// The worker.
-        worker_id: Arc<str>,
-        /// The ticket.
-        id: TicketId,
-        /// The attempt it was granted as.
-        attempt: u32,
-        /// When the breaker may admit it.
-        until_ms: u64,
-    },
-    /// After a queue restart, the tickets a live worker runs or has
-    /// unacknowledged reports for: a ticket the queue has running there
-    /// and not in the list was never handed over (its grant died with the
-    /// old queue) and is pending again, no attempt spent.
-    Holding {
-        /// The worker.
-        worker_id: Arc<str>,
-        /// Its tickets.
-        held: Vec<TicketId>,
-    },
-    /// A worker says an attempt's task has been running a while: from now
-    /// on a crash costs the attempt (see weir-core's `orphans`).
-    Started {
-        /// The ticket.
-        id: TicketId,
-        /// The attempt.
-        attempt: u32,
-    },
-    /// A worker died: its running tickets are requeued as failed attempts.
-    WorkerGone {
-        /// The worker.
-        worker_id: Arc<str>,
-    },
-    /// Stop (true) or resume (false) handing out tickets.
-    Pause(bool),
-    /// Timer: something falls due or a lease runs out.
-    Tick,
-    /// Timer: the linger after a batch is over; commit what is open.
-    FlushNow,
-    /// The batch in flight is durable (or failed).
-    Flushed(Result<(), String>),
-    /// Status of the queue.
-    Status(RpcReplyPort<QueueStatus>),
-    /// A ticket by key.
-    Ticket(String, RpcReplyPort<Option<TicketView>>),
-    /// Live tickets by state and pool, oldest first, at most a limit.
-    List(TicketFilter, RpcReplyPort<Vec<LiveTicket>>),
-    /// Fault injection, for tests only: the handler panics, so the
-    /// supervisor sees the actor fail exactly as it would on a bug.
-    Panic,
-}
-
-impl ractor::Message for QueueMsg {}
 
 /// What a batch does once durable.
 enum Effect {
@@ -618,7 +318,7 @@ impl Actor for QueueActor {
                             let _ = args.events.send(e);
                         }
                         for (name, c) in u.notices {
-                            crate::notify::completion(&args.names, &name, c);
+                            notify::completion(&args.names, &name, c);
                         }
                     }
                 }
@@ -1075,7 +775,7 @@ impl QueueState_ {
                     output: std::mem::take(&mut record.output),
                     output_blob: record.output_blob.take(),
                 };
-                if crate::notify::completing(&self.names, notify, early) {
+                if notify::completing(&self.names, notify, early) {
                     self.awaiting_successors.insert(job.key.clone());
                     self.successors_until.get_or_insert_with(|| {
                         tokio::time::Instant::now()
@@ -1426,16 +1126,17 @@ impl QueueState_ {
                     // The materializations go in the same atomic batch as
                     // the record: a success is never without its events.
                     for asset in &job.produces {
-                        let event = crate::assets::records::AssetEvent {
+                        let event = AssetEvent {
                             asset: asset.to_string(),
                             key: job.key.to_string(),
                             at_ms: now,
                         };
                         match self.store.encode("asset event", &event) {
-                            Ok(bytes) => self.open.commit.puts.push((
-                                crate::assets::records::asset_event_key(asset, &job.key),
-                                bytes,
-                            )),
+                            Ok(bytes) => self
+                                .open
+                                .commit
+                                .puts
+                                .push((asset_event_key(asset, &job.key), bytes)),
                             Err(e) => panic!("asset event of {:?} does not encode: {e}", job.key),
                         }
                     }
@@ -1788,10 +1489,10 @@ impl QueueState_ {
                     }
                 }
                 Effect::Notify(name, completion) => {
-                    crate::notify::completion(&self.names, &name, completion)
+                    notify::completion(&self.names, &name, completion)
                 }
                 Effect::Presubmitted(name, key, answers) => {
-                    crate::notify::presubmitted(&self.names, &name, key, answers)
+                    notify::presubmitted(&self.names, &name, key, answers)
                 }
                 Effect::Event(e) => {
                     let _ = self.events.send(e);

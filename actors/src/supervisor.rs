@@ -21,28 +21,34 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ractor::{
-    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
-};
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::NodeServerMessage;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use weir_core::breaker::BreakerSettings;
 
 use crate::assets::{AssetsActor, AssetsArgs, AssetsSettings};
-use crate::breaker::{BreakerActor, BreakerArgs, BreakerMsg};
+use crate::breaker::{BreakerActor, BreakerArgs};
 use crate::clock::Clock;
-use crate::cluster::gateway::{GatewayActor, GatewayArgs, GatewayMsg, GatewayShared, LogIntake};
+use crate::cluster::gateway::{GatewayActor, GatewayArgs, GatewayShared, LogIntake};
 use crate::cluster::ClusterSettings;
 use crate::events::EngineEvent;
+use crate::msg::breaker::BreakerMsg;
+use crate::msg::cluster::GatewayMsg;
+use crate::msg::pool::PoolMsg;
+use crate::msg::queue::{QueueCounts, QueueMsg};
+use crate::msg::scheduler::SchedulerMsg;
 use crate::names::Names;
-use crate::pool::{PoolActor, PoolArgs, PoolMsg, Uplink};
-use crate::queue::{QueueActor, QueueArgs, QueueCounts, QueueMsg, QueueSettings, QueueShared};
-use crate::scheduler::records::GRAPH_PREFIX;
-use crate::scheduler::{SchedulerActor, SchedulerArgs, SchedulerMsg, SchedulerSettings};
+// The supervisor's interface lives in `msg`; re-exported here for the crate's users.
+pub use crate::msg::supervisor::{Role, SupervisorMsg};
+use crate::msg::trigger::TriggerMsg;
+use crate::pool::{PoolActor, PoolArgs, Uplink};
+use crate::queue::{QueueActor, QueueArgs, QueueSettings, QueueShared};
+use crate::records::keys::{DEAD_PREFIX, DONE_PREFIX, GRAPH_PREFIX, LEDGER_PREFIX};
+use crate::scheduler::{SchedulerActor, SchedulerArgs, SchedulerSettings};
 use crate::store::{Recovered, Store};
 use crate::task::TaskRegistry;
-use crate::trigger::{TriggerActor, TriggerArgs, TriggerMsg, TriggerSettings};
+use crate::trigger::{TriggerActor, TriggerArgs, TriggerSettings};
 use weir_core::names::Name;
 
 /// Restart limits (OTP's intensity and period) and backoff.
@@ -78,64 +84,6 @@ pub struct PoolSpec {
     /// Workers (pool actors) in this process.
     pub workers: u32,
 }
-
-/// What a supervised actor does.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Role {
-    /// The queue.
-    Queue,
-    /// Worker `index` of a pool.
-    Pool(Arc<str>, u32),
-    /// The breaker of a target.
-    Breaker(Arc<str>),
-    /// The scheduler of a graph.
-    Scheduler(Name),
-    /// The trigger of a graph (cron, backfills, key schedules).
-    Trigger(Name),
-    /// The cluster gateway (worker processes).
-    Gateway,
-    /// The assets actor (materializations to the graphs that start on
-    /// them).
-    Assets,
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Role::Queue => write!(f, "queue"),
-            Role::Pool(p, i) => write!(f, "pool {p} worker {i}"),
-            Role::Breaker(t) => write!(f, "breaker {t}"),
-            Role::Scheduler(g) => write!(f, "scheduler {g}"),
-            Role::Trigger(g) => write!(f, "trigger {g}"),
-            Role::Gateway => write!(f, "cluster gateway"),
-            Role::Assets => write!(f, "assets"),
-        }
-    }
-}
-
-/// Messages of the supervisor.
-pub enum SupervisorMsg {
-    /// The breaker of a target, spawned if it is not running.
-    EnsureBreaker(Arc<str>, RpcReplyPort<Option<ActorRef<BreakerMsg>>>),
-    /// The scheduler of a graph, spawned if it is not running.
-    EnsureScheduler(Name, RpcReplyPort<Result<ActorRef<SchedulerMsg>, String>>),
-    /// The trigger of a graph, spawned if it is not running; a running one
-    /// is told that a definition was adopted.
-    EnsureTrigger(Name, RpcReplyPort<Result<ActorRef<TriggerMsg>, String>>),
-    /// Delete expired records (timer).
-    Expire,
-    /// Respawn a role (after its backoff).
-    Respawn(Role),
-    /// Resize a pool's workers.
-    ResizePool(Arc<str>, u32),
-    /// The refs of every running child, for tests and tools.
-    Children(RpcReplyPort<Vec<(Role, ActorCell)>>),
-    /// The store fail-stopped (a write, flush or fsync failed, or the disk
-    /// is full), with its failure: the engine stops.
-    StoreFailed(String),
-}
-
-impl ractor::Message for SupervisorMsg {}
 
 /// The supervisor actor.
 pub struct SupervisorActor;
@@ -698,12 +646,9 @@ pub fn expire(
         // deletes the rest (deleting a prefix again is harmless).
         let keys = store.expire_due_with(now_ms, |key| {
             if let Some(rest) = key.strip_prefix("run/") {
-                deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DONE_PREFIX))?;
-                deleted += store.delete_prefix(&format!("{}{rest}/", crate::done::DEAD_PREFIX))?;
-                deleted += store.delete_prefix(&format!(
-                    "{}{rest}/",
-                    crate::scheduler::records::LEDGER_PREFIX
-                ))?;
+                deleted += store.delete_prefix(&format!("{}{rest}/", DONE_PREFIX))?;
+                deleted += store.delete_prefix(&format!("{}{rest}/", DEAD_PREFIX))?;
+                deleted += store.delete_prefix(&format!("{}{rest}/", LEDGER_PREFIX))?;
             }
             if let Some(dir) = logs_dir {
                 remove_logs(dir, key);
@@ -725,7 +670,7 @@ pub fn expire(
 fn remove_logs(logs_dir: &Path, key: &str) {
     let (rel, whole) = if let Some(run) = key.strip_prefix("run/") {
         (run, true)
-    } else if let Some(job) = key.strip_prefix(crate::done::DONE_PREFIX) {
+    } else if let Some(job) = key.strip_prefix(DONE_PREFIX) {
         if job.contains('/') {
             // A node record: its run's folder goes with the run.
             return;

@@ -24,14 +24,14 @@
 //! Messages: schedulers and the engine only cast to this actor, and it
 //! calls schedulers, so no cycle of calls exists.
 
-pub mod records;
-pub mod view;
+pub use crate::records::asset as records;
+pub use crate::views::asset as view;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use weir_core::graph::GraphDef;
@@ -39,10 +39,14 @@ use weir_core::partition::{Partition, Partitioning};
 
 use crate::events::EngineEvent;
 use crate::names::Names;
-use crate::scheduler::records::{def_key, parse_run_id, GraphRecord, GRAPH_PREFIX};
-use crate::scheduler::SchedulerMsg;
+// The actor's interface lives in `msg`; re-exported here for the crate's users.
+pub use crate::msg::assets::AssetsMsg;
+use crate::msg::scheduler::SchedulerMsg;
+use crate::records::asset::{asset_key, AssetEvent, AssetRecord, ASSET_EVENT_PREFIX};
+use crate::records::graph::GraphRecord;
+use crate::records::keys::{def_key, parse_run_id, GRAPH_PREFIX};
+use crate::records::pause::paused;
 use crate::store::{Store, StoreError};
-use records::{asset_key, AssetEvent, AssetRecord, ASSET_EVENT_PREFIX};
 
 /// How long a pass waits for a consumer's scheduler to start runs.
 pub const START_CALL_MS: u64 = 60_000;
@@ -66,21 +70,6 @@ impl Default for AssetsSettings {
         }
     }
 }
-
-/// Messages of the assets actor.
-pub enum AssetsMsg {
-    /// A producer succeeded, or a definition was adopted: deliver what is
-    /// pending.
-    Deliver,
-    /// Deliver now and answer with the events delivered.
-    Pass(RpcReplyPort<usize>),
-    /// Fault injection, for tests only: while held, no event is delivered
-    /// (they stay in the store), as if the engine had stopped between a
-    /// producer's success and its consumers' starts.
-    Hold(bool),
-}
-
-impl ractor::Message for AssetsMsg {}
 
 /// The assets actor.
 pub struct AssetsActor;
@@ -262,7 +251,7 @@ impl AssetsState {
         let mut triggered = Vec::new();
         let mut all = true;
         for c in consumers.get(&event.asset).into_iter().flatten() {
-            if crate::trigger::pause::paused(&self.store, &c.graph)? {
+            if paused(&self.store, &c.graph)? {
                 tracing::info!(asset = %event.asset, graph = %c.graph, partition = %partition, "consumer paused: the materialization starts no run of it");
                 continue;
             }
@@ -324,7 +313,7 @@ impl AssetsState {
         &self,
         key: &str,
         event: &AssetEvent,
-        id: Option<&crate::scheduler::records::RunId>,
+        id: Option<&crate::records::keys::RunId>,
         triggered: Vec<String>,
     ) -> Res<()> {
         let mut puts = Vec::new();

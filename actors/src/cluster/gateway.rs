@@ -23,26 +23,30 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::NodeServerMessage;
 use tokio::sync::broadcast;
 
 use crate::clock::Clock;
 use crate::events::EngineEvent;
 use crate::names::Names;
-use crate::pool::{PoolMsg, PoolUp};
-use crate::protocol::{
-    link_name, wire_message, Hello, LogFrame, ToEngine, ToWorker, Welcome, ENGINE_GROUP,
-    PROTOCOL_VERSION, WORKERS_GROUP,
+// The gateway's interface lives in `msg`; re-exported here for the crate's users.
+pub use crate::msg::cluster::GatewayMsg;
+use crate::msg::cluster::{
+    FromWorker, LinkMsg, SessionEvent, WorkerPoolView, WorkerState, WorkerView,
 };
-use crate::queue::QueueMsg;
+use crate::msg::pool::PoolMsg;
+use crate::msg::queue::QueueMsg;
+use crate::msg::supervisor::SupervisorMsg;
+use crate::msg::work::PoolUp;
+use crate::protocol::{
+    link_name, Hello, LogFrame, ToEngine, ToWorker, Welcome, ENGINE_GROUP, PROTOCOL_VERSION,
+    WORKERS_GROUP,
+};
 use crate::store::Store;
-use crate::supervisor::SupervisorMsg;
 
-use super::link::LinkMsg;
-use super::node::SessionEvent;
-use super::proxy::{FromWorker, ProxyActor, ProxyArgs};
-use super::{ClusterSettings, WorkerPoolView, WorkerState, WorkerView};
+use super::proxy::{ProxyActor, ProxyArgs};
+use super::ClusterSettings;
 
 /// How often a worker that is not joined is told so, at most.
 pub const LOST_NOTICE_EVERY_MS: u64 = 1_000;
@@ -58,29 +62,6 @@ pub trait LogIntake: Send + Sync + 'static {
         let _ = worker_id;
     }
 }
-
-/// Messages of the gateway.
-pub enum GatewayMsg {
-    /// From a worker.
-    Wire(ToEngine),
-    /// The node server's news of a session.
-    Session {
-        /// The peer's address.
-        peer: String,
-        /// What happened.
-        event: SessionEvent,
-    },
-    /// Timer: declare silent workers lost.
-    CheckLeases,
-    /// The queue restarted: every proxy registers again.
-    QueueRestarted,
-    /// The queue refused a report of this (queue) worker id.
-    Refused(String),
-    /// The workers, joined first, then lost and left, newest first.
-    Workers(RpcReplyPort<Vec<WorkerView>>),
-}
-
-wire_message!(GatewayMsg, ToEngine, "to the engine");
 
 /// What every incarnation of the gateway shares (the supervisor keeps it):
 /// the proxies alive, with their worker ids in the queue.

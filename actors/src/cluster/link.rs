@@ -29,15 +29,20 @@ use tokio::sync::watch;
 use weir_core::queue::TicketId;
 
 use crate::clock::Clock;
-use crate::pool::{PoolActor, PoolArgs, PoolMsg, PoolUp, PoolView, Uplink};
+// The link's interface lives in `msg`; re-exported here for the crate's users.
+pub use crate::msg::cluster::{DrainReport, LinkEnd, LinkMsg, LinkView};
+use crate::msg::cluster::{GatewayMsg, SessionEvent};
+use crate::msg::pool::PoolMsg;
+use crate::msg::work::PoolUp;
+// The link is a worker process's supervisor of its pools: it spawns them.
+use crate::pool::{PoolActor, PoolArgs, Uplink};
 use crate::protocol::{
-    wire_message, Hello, LogFrame, PoolOffer, ToEngine, ToWorker, Welcome, ENGINE_GROUP,
-    PROTOCOL_VERSION, WORKERS_GROUP,
+    Hello, LogFrame, PoolOffer, ToEngine, ToWorker, Welcome, ENGINE_GROUP, PROTOCOL_VERSION,
+    WORKERS_GROUP,
 };
 use crate::task::TaskRegistry;
 
-use super::gateway::GatewayMsg;
-use super::node::{ConnectError, Connector, SessionEvent};
+use super::node::{ConnectError, Connector};
 
 /// How often the link looks at its state (reconnects, joins, heartbeats).
 pub const TICK_MS: u64 = 100;
@@ -57,73 +62,6 @@ pub const LOG_BACKLOG_BYTES_MAX: usize = 16 << 20;
 /// How long a leaving worker waits for the engine to confirm its leave
 /// before it exits anyway (and the engine, missing the leave, has it lost).
 pub const FAREWELL_WAIT_MS: u64 = 3_000;
-
-/// Messages of the link.
-pub enum LinkMsg {
-    /// From the engine.
-    Wire(ToWorker),
-    /// A pool's message for the engine.
-    FromPool {
-        /// The pool.
-        pool: Arc<str>,
-        /// What it says.
-        up: PoolUp,
-    },
-    /// Log output of attempts, for the engine.
-    Log(Vec<LogFrame>),
-    /// The node server's news of the session.
-    Session(SessionEvent),
-    /// Timer.
-    Tick,
-    /// Send what the outbox holds (cast by the link to itself when the
-    /// outbox gets its first message, so what arrives meanwhile goes along).
-    Flush,
-    /// Stop taking tickets, let running attempts end and their reports be
-    /// acknowledged (at most `timeout`), then leave; answered when done.
-    Drain(Duration, RpcReplyPort<DrainReport>),
-    /// The link's state.
-    Status(RpcReplyPort<LinkView>),
-}
-
-wire_message!(LinkMsg, ToWorker, "to a worker");
-
-/// How a drain ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DrainReport {
-    /// Attempts still running when the drain timed out (they were
-    /// cancelled; the engine requeues them).
-    pub cancelled: u32,
-    /// Reports not acknowledged when the drain ended.
-    pub unacked: usize,
-}
-
-/// Why a worker ended on its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LinkEnd {
-    /// Still running.
-    Running,
-    /// The engine refused it, or it could not authenticate: the reason.
-    Refused(String),
-    /// It drained and left.
-    Left,
-}
-
-/// The link's state, for tests and `weir worker`'s own log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LinkView {
-    /// Its worker id.
-    pub worker_id: String,
-    /// Joined now.
-    pub joined: bool,
-    /// Joins welcomed since start.
-    pub joins: u32,
-    /// Of which resumed.
-    pub resumes: u32,
-    /// Times the engine said this worker was lost.
-    pub lost: u32,
-    /// Its pools.
-    pub pools: Vec<PoolView>,
-}
 
 /// What the link needs.
 pub struct LinkArgs {

@@ -42,6 +42,9 @@ pub mod proxy;
 
 use serde::{Deserialize, Serialize};
 
+// The workers' views live in `msg`; re-exported here for the crate's users.
+pub use crate::msg::cluster::{WorkerPoolView, WorkerState, WorkerView};
+
 /// Leases and heartbeats of workers. Every limit explicit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -78,73 +81,4 @@ impl ClusterSettings {
         }
         Ok(())
     }
-}
-
-/// A worker's state as the engine sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WorkerState {
-    /// Joined; its pools take tickets.
-    Joined,
-    /// Silent past its lease (or its proxy failed): its attempts were
-    /// requeued.
-    Lost,
-    /// It left (a graceful stop).
-    Left,
-}
-
-impl std::fmt::Display for WorkerState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            WorkerState::Joined => "joined",
-            WorkerState::Lost => "lost",
-            WorkerState::Left => "left",
-        })
-    }
-}
-
-/// One pool of a worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerPoolView {
-    /// The pool.
-    pub pool: String,
-    /// Its slots in the worker.
-    pub slots: u32,
-    /// Attempts of it running in the worker.
-    pub running: usize,
-}
-
-/// A worker as `weir workers` and `/api/v1/workers` show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorkerView {
-    /// Its id (name and process token).
-    pub worker_id: String,
-    /// Its name.
-    pub name: String,
-    /// Where it connects from.
-    pub address: String,
-    /// Its host and process id.
-    pub host: String,
-    /// Its process id.
-    pub pid: u32,
-    /// Its weir version.
-    pub version: String,
-    /// Joined, lost or left.
-    pub state: WorkerState,
-    /// Since when it is in that state (ms since the epoch).
-    pub since_ms: u64,
-    /// When it joined.
-    pub joined_ms: u64,
-    /// When the engine last heard from it.
-    pub last_heartbeat_ms: u64,
-    /// Its pools.
-    pub pools: Vec<WorkerPoolView>,
-    /// Attempts running in it.
-    pub running: usize,
-    /// Reports of superseded attempts refused since it first joined.
-    pub reports_refused: u64,
-    /// Times it was declared lost since it first joined.
-    pub times_lost: u32,
-    /// Why it was lost, when it was.
-    pub lost_reason: Option<String>,
 }

@@ -19,22 +19,10 @@ use ractor_cluster::{
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-use super::gateway::GatewayMsg;
-use super::link::LinkMsg;
+// The session news lives in `msg`; re-exported here for the crate's users.
+pub use crate::msg::cluster::SessionEvent;
+use crate::msg::cluster::{GatewayMsg, LinkMsg};
 use crate::protocol::FRAME_BYTES_MAX;
-
-/// A session's news, as the link or the gateway gets it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionEvent {
-    /// A session opened (not authenticated yet).
-    Opened,
-    /// The session authenticated (the cookie matched).
-    Authenticated,
-    /// The session exchanged its actors and process groups.
-    Ready,
-    /// The session closed.
-    Closed,
-}
 
 /// A failure to set up a cluster node.
 #[derive(Debug, thiserror::Error)]

@@ -30,38 +30,17 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use weir_core::queue::TicketId;
 use weir_core::retry::AttemptOutcome;
 
+use crate::attempt::breakers::Breakers;
+use crate::attempt::outputs::{keep_output, resolve_upstreams};
 use crate::clock::Clock;
+use crate::msg::cluster::{FromWorker, LinkMsg};
+use crate::msg::pool::PoolMsg;
+use crate::msg::queue::QueueMsg;
+use crate::msg::supervisor::SupervisorMsg;
+use crate::msg::work::{Grant, PoolUp, PoolView, Report};
 use crate::names::Names;
-use crate::pool::{keep_output, resolve_upstreams, Breakers, PoolMsg, PoolUp, PoolView};
 use crate::protocol::ToWorker;
-use crate::queue::{Grant, QueueMsg, Report};
 use crate::store::{BlobRef, Store, BLOB_INLINE_BYTES_MAX};
-use crate::supervisor::SupervisorMsg;
-
-use super::link::LinkMsg;
-
-/// What reaches a proxy besides the queue's messages.
-#[derive(Debug)]
-pub enum FromWorker {
-    /// What the worker's pool said.
-    Up(PoolUp),
-    /// A report whose output the proxy kept in a blob (from its own task).
-    Kept(Report),
-    /// A grant's upstream outputs could not be read: its attempt fails.
-    Unresolved {
-        /// The ticket.
-        id: TicketId,
-        /// The attempt.
-        attempt: u32,
-        /// Why.
-        error: String,
-    },
-    /// The worker reconnected: where its link is now.
-    Relink(ActorRef<LinkMsg>),
-    /// Send the outbox (cast by the proxy to itself when the outbox gets
-    /// its first message, so the grants of one queue batch go as one).
-    Flush,
-}
 
 /// The proxy actor.
 pub struct ProxyActor;
@@ -300,7 +279,7 @@ impl ProxyState {
         let link = self.link.clone();
         let pool = self.pool.to_string();
         let has_blobs = grant.job.notify.is_some()
-            && weir_core::codec::decode::<crate::scheduler::records::TaskInput>(&grant.job.payload)
+            && weir_core::codec::decode::<crate::records::graph::TaskInput>(&grant.job.payload)
                 .is_ok_and(|i| i.upstreams.values().any(|u| u.output_blob.is_some()));
         if !has_blobs {
             self.send_worker(ToWorker::Run { pool, grant });

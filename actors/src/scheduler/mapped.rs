@@ -37,13 +37,14 @@ use weir_core::mapped::{
 };
 use weir_core::readiness::{NodeState, NodeStatus};
 
-use super::records::{ledger_key, member_id, run_id, MemberInput, LEDGER_PREFIX};
-use super::{
-    node_job, run_due_ms, run_params, ActiveRun, Res, SchedulerMsg, SchedulerState, QUEUE_CALL_MS,
-};
-use crate::done::{done_key, DoneRecord, DoneStatus};
+use super::{node_job, run_due_ms, run_params, ActiveRun, Res, SchedulerState, QUEUE_CALL_MS};
 use crate::events::EngineEvent;
-use crate::queue::{Cancelled, Enqueued, QueueMsg};
+use crate::msg::queue::{Cancelled, Enqueued, QueueMsg};
+use crate::msg::scheduler::SchedulerMsg;
+use crate::records::done::{DoneRecord, DoneStatus};
+use crate::records::graph::MemberInput;
+use crate::records::keys::done_key;
+use crate::records::keys::{ledger_key, member_id, run_id, LEDGER_PREFIX};
 use crate::store::{BlobRef, BLOB_INLINE_BYTES_MAX};
 
 /// A mapped node whose members run.
@@ -499,13 +500,13 @@ impl SchedulerState {
                 puts.extend(store.blob_index_puts(&dkey, b)?);
             }
             for asset in &produces {
-                let event = crate::assets::records::AssetEvent {
+                let event = crate::records::asset::AssetEvent {
                     asset: asset.clone(),
                     key: rid.clone(),
                     at_ms: now,
                 };
                 puts.push((
-                    crate::assets::records::asset_event_key(asset, &rid),
+                    crate::records::asset::asset_event_key(asset, &rid),
                     store.encode("asset event", &event)?,
                 ));
             }
@@ -627,7 +628,7 @@ impl SchedulerState {
     ) -> Res<()> {
         let prefix = format!(
             "{}{}/",
-            crate::done::DEAD_PREFIX,
+            crate::records::keys::DEAD_PREFIX,
             run_id(self.graph.as_str(), &run.partition, name, rerun)
         );
         let store = self.store.clone();

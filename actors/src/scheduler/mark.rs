@@ -25,11 +25,13 @@ use ractor::ActorRef;
 use weir_core::partition::Partition;
 use weir_core::readiness::{rerun_scope_alone, NodeStatus, RunOutcome};
 
-use super::records::{done_status, run_id, run_key, RunState};
-use super::{MarkResult, Res, SchedulerState, QUEUE_CALL_MS};
-use crate::done::{done_key, DoneRecord};
+use super::{Res, SchedulerState, QUEUE_CALL_MS};
 use crate::events::EngineEvent;
-use crate::queue::{Cancelled, QueueMsg};
+use crate::msg::queue::{Cancelled, QueueMsg};
+use crate::msg::scheduler::MarkResult;
+use crate::records::done::DoneRecord;
+use crate::records::graph::{done_status, RunState};
+use crate::records::keys::{done_key, run_id, run_key};
 use crate::store::Expiring;
 
 impl SchedulerState {

@@ -21,16 +21,14 @@
 mod mapped;
 mod mark;
 pub mod notice;
-pub mod records;
-pub mod view;
-
-use view::state_name;
+pub use crate::records::graph as records;
+pub use crate::views::run as view;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use weir_core::graph::{Graph, GraphDef};
@@ -43,15 +41,21 @@ use weir_core::readiness::{
 };
 
 use crate::clock::Clock;
-use crate::done::{dead_key, done_key, DoneRecord, DoneStatus};
 use crate::events::EngineEvent;
 use crate::names::Names;
-use crate::queue::{Cancelled, Completion, EarlyCompletion, Enqueued, QueueMsg};
-use crate::store::{Expiring, Store};
-use records::{
-    def_key, done_status, graph_key, run_id, run_key, runs_prefix, GraphRecord, GraphRunRecord,
-    NodeRecord, RunState, TaskInput, UpstreamRecord,
+use crate::records::done::{DoneRecord, DoneStatus};
+use crate::records::keys::{dead_key, done_key};
+// The scheduler's interface lives in `msg`; re-exported here for the crate's users.
+use crate::msg::queue::{Cancelled, Completion, EarlyCompletion, Enqueued, QueueMsg};
+pub use crate::msg::scheduler::{
+    MarkResult, ReconcileReport, RerunOutcome, SchedulerMsg, StartOutcome,
 };
+use crate::records::graph::{
+    done_status, GraphRecord, GraphRunRecord, NodeRecord, RunState, TaskInput, UpstreamRecord,
+};
+use crate::records::keys::{def_key, graph_key, run_id, run_key, runs_prefix};
+use crate::store::{Expiring, Store};
+use crate::views::run::state_name;
 
 /// How long the scheduler waits for the queue.
 pub const QUEUE_CALL_MS: u64 = 60_000;
@@ -78,153 +82,6 @@ impl Default for SchedulerSettings {
         }
     }
 }
-
-/// The result of starting a run (swale's StartOutcome).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StartOutcome {
-    /// The partition.
-    pub partition: String,
-    /// Whether this call created the run; `false` when one existed.
-    pub started: bool,
-    /// Run ids of the nodes submitted at start: the roots, and `always`
-    /// nodes (ready before any upstream ends).
-    pub submitted: Vec<String>,
-}
-
-/// The result of a rerun (swale's RerunOutcome).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum RerunOutcome {
-    /// The task instance at the next rerun count was submitted.
-    Submitted(String),
-    /// It is active from an earlier rerun: nothing was submitted.
-    Active(String),
-    /// The node has no record yet.
-    NoRecord,
-    /// The node's upstreams do not satisfy its trigger rule.
-    NotReady,
-}
-
-/// What a mark did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum MarkResult {
-    /// The node's record is now the mark.
-    Marked {
-        /// The run id the mark's record is written under.
-        run_id: String,
-        /// The status marked.
-        status: DoneStatus,
-        /// The run id of the live instance the mark cancelled, if one was.
-        cancelled: Option<String>,
-        /// The run's state after the mark.
-        run_state: RunState,
-    },
-    /// The node's current record has that status already.
-    Unchanged {
-        /// Its run id.
-        run_id: String,
-        /// Its status.
-        status: DoneStatus,
-    },
-}
-
-/// Counts of a reconciler pass (swale's ReconcileReport).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReconcileReport {
-    /// Active runs visited.
-    pub active_runs: usize,
-    /// Nodes newly submitted.
-    pub submitted: usize,
-    /// Runs settled.
-    pub settled: usize,
-    /// Task instances cancelled for cancelled runs.
-    pub cancelled: usize,
-}
-
-/// Messages of a graph's scheduler.
-pub enum SchedulerMsg {
-    /// A ticket of this graph ended (from the queue, once durable).
-    Completed(Completion),
-    /// A node of this graph succeeded in the queue's open batch, not yet
-    /// durable: the downstreams it makes ready are enqueued into the same
-    /// batch (answered with `Successors` or `NoSuccessors`, always once).
-    /// Its record, the decisions, events and settling wait for
-    /// [`SchedulerMsg::Completed`].
-    Completing(EarlyCompletion),
-    /// The durable answers of the downstreams submitted ahead of the
-    /// record of the key (sent before the batch's notices).
-    Presubmitted(Arc<str>, Vec<Result<Enqueued, String>>),
-    /// A new definition was adopted for the graph.
-    Adopted(String),
-    /// Start runs of the adopted definition, with params over its
-    /// defaults (none: the defaults; a name it does not declare is
-    /// refused).
-    StartRuns(
-        Vec<Partition>,
-        BTreeMap<String, String>,
-        RpcReplyPort<Result<Vec<StartOutcome>, String>>,
-    ),
-    /// Prepare runs ahead of their instants: each run is created as
-    /// `StartRuns` creates it (the definition's params), its first tickets
-    /// enqueued durably, but none handed out before its instant (ms since
-    /// the epoch). A withdrawn run of the partition is revived.
-    PrepareRuns(
-        Vec<(Partition, u64)>,
-        RpcReplyPort<Result<Vec<StartOutcome>, String>>,
-    ),
-    /// Take prepared runs back before their instants (what made them due
-    /// changed): `true` for each run now withdrawn, `false` for one that is
-    /// not a prepared run waiting for its instant any more (a ticket of it
-    /// was handed out, its instant passed, or it is not active), which
-    /// then runs as it would have.
-    Withdraw(Vec<Partition>, RpcReplyPort<Result<Vec<bool>, String>>),
-    /// Rerun a node of a run.
-    Rerun(
-        Partition,
-        String,
-        RpcReplyPort<Result<RerunOutcome, String>>,
-    ),
-    /// Rerun a node of a run, with its downstreams (`true`, as `Rerun`) or
-    /// alone (its decided downstreams are decided again).
-    RerunNode(
-        Partition,
-        String,
-        bool,
-        RpcReplyPort<Result<RerunOutcome, String>>,
-    ),
-    /// Rerun every failed node of a run with its downstreams; one outcome
-    /// per failed node, in topological order.
-    ClearFailed(
-        Partition,
-        RpcReplyPort<Result<Vec<(String, RerunOutcome)>, String>>,
-    ),
-    /// Mark a node succeeded or failed (an operator's outcome).
-    Mark(
-        Partition,
-        String,
-        NodeStatus,
-        RpcReplyPort<Result<MarkResult, String>>,
-    ),
-    /// Cancel a run.
-    CancelRun(Partition, RpcReplyPort<Result<bool, String>>),
-    /// A reconciler pass (timer, or on request with a reply).
-    Reconcile(Option<RpcReplyPort<ReconcileReport>>),
-    /// Active runs.
-    ActiveRuns(RpcReplyPort<Vec<String>>),
-    /// Fault injection, for tests only: the next this many completion
-    /// notices are dropped on arrival, exactly as if they were lost on the
-    /// way, so a test can show the reconciler repairing them.
-    DropNotices(u32),
-    /// Make the settled runs written since the last one durable, then
-    /// announce them (one sync for a burst of settles).
-    SyncSettled,
-    /// Submit the members of a mapped node (run, node index) that its
-    /// bound lets run now, and settle it once every member ended. Cast by
-    /// the scheduler to itself, so a burst of member ends costs one
-    /// enqueue.
-    MapTopUp(String, usize),
-}
-
-impl ractor::Message for SchedulerMsg {}
 
 /// The scheduler actor.
 pub struct SchedulerActor;
@@ -577,7 +434,7 @@ impl SchedulerState {
         let record: GraphRunRecord =
             weir_core::codec::decode(&bytes).map_err(|e| format!("run record {key}: {e}"))?;
         let graph = self.graph_def(&record.definition)?;
-        let latest = view::latest_node_records(&self.store, &graph, partition)?;
+        let latest = crate::views::run::latest_node_records(&self.store, &graph, partition)?;
         let current = current_records(&record.expected_reruns, &latest);
         let tracker = RunTracker::new(&graph, &current);
         let mut recorded = vec![None; graph.len()];
@@ -833,7 +690,7 @@ impl SchedulerState {
     /// The jobs of the downstreams a success makes ready, if any: (run,
     /// jobs, ids).
     fn successors_of(&self, e: &EarlyCompletion) -> Res<Option<(String, Vec<Job>, NodeIds)>> {
-        let Some((id, None)) = records::parse_node_key(&e.key) else {
+        let Some((id, None)) = crate::records::keys::parse_node_key(&e.key) else {
             return Ok(None);
         };
         let Some(run) = self.runs.get(&id.partition) else {
@@ -955,7 +812,7 @@ impl SchedulerState {
         idx: usize,
         read: &mut HashMap<usize, Option<UpstreamRecord>>,
         params: &BTreeMap<String, String>,
-        member: Option<records::MemberInput>,
+        member: Option<crate::records::graph::MemberInput>,
     ) -> Res<TaskInput> {
         let node = run.graph.node_at(idx);
         let mut upstreams = BTreeMap::new();
@@ -994,7 +851,7 @@ impl SchedulerState {
     }
 
     async fn completed(&mut self, c: Completion) -> Res<()> {
-        let Some((id, member)) = records::parse_node_key(&c.key) else {
+        let Some((id, member)) = crate::records::keys::parse_node_key(&c.key) else {
             return Ok(());
         };
         if let Some(m) = member {
@@ -1010,7 +867,7 @@ impl SchedulerState {
             // A superseded instance, or a repeat: nothing changes.
             return Ok(());
         }
-        let status = records::node_status(c.status);
+        let status = crate::records::graph::node_status(c.status);
         self.record_node(&id.partition, idx, id.rerun, status).await
     }
 
@@ -1044,9 +901,9 @@ impl SchedulerState {
             // actor delivers them (and finds them at its next pass if this
             // cast is lost).
             if let Some(assets) =
-                ActorRef::<crate::assets::AssetsMsg>::where_is(self.names.assets())
+                ActorRef::<crate::msg::assets::AssetsMsg>::where_is(self.names.assets())
             {
-                let _ = assets.cast(crate::assets::AssetsMsg::Deliver);
+                let _ = assets.cast(crate::msg::assets::AssetsMsg::Deliver);
             }
         }
         self.apply_changes(p, changes).await?;

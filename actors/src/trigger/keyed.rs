@@ -16,6 +16,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
+
+// What the trigger's calls answer with lives in `msg`; the old paths stay.
+pub use crate::msg::trigger::{InventoryChange, KeyScheduleView};
 use weir_core::keyed::KeyedSpec;
 use weir_core::names::Key;
 use weir_core::partition::Partition;
@@ -195,33 +198,6 @@ impl KeyRecord {
     }
 }
 
-/// A key's schedule, as the engine shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyScheduleView {
-    /// The key.
-    pub key: String,
-    /// When its next run is due (ms since the epoch).
-    pub due_at_ms: u64,
-    /// Why: inventory, schedule, retry, or `signal:<source>`.
-    pub due_reason: String,
-    /// Who holds the lease, if anyone.
-    pub lease_owner: Option<String>,
-    /// When the lease ends.
-    pub lease_until_ms: Option<u64>,
-    /// The partition of the run the lease is for.
-    pub running: Option<String>,
-    /// When the last run was claimed.
-    pub last_started_at_ms: Option<u64>,
-    /// When the last run finished.
-    pub last_finished_at_ms: Option<u64>,
-    /// Why the last run failed.
-    pub last_error: Option<String>,
-    /// Failed runs since the last success.
-    pub consecutive_failures: u32,
-    /// When the current signal window opened.
-    pub signal_window_started_at_ms: Option<u64>,
-}
-
 impl From<&KeyRecord> for KeyScheduleView {
     fn from(r: &KeyRecord) -> Self {
         let s = &r.schedule;
@@ -244,17 +220,6 @@ impl From<&KeyRecord> for KeyScheduleView {
             signal_window_started_at_ms: s.signal_window_started_at_ms,
         }
     }
-}
-
-/// What an inventory load changed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InventoryChange {
-    /// Keys listed.
-    pub keys: usize,
-    /// Keys new to the inventory.
-    pub added: usize,
-    /// Keys no longer listed.
-    pub removed: usize,
 }
 
 /// The key schedules of one keyed graph.

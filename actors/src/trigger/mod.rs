@@ -38,9 +38,9 @@ pub mod backfill;
 pub mod cron;
 pub mod inventory;
 pub mod keyed;
-pub mod pause;
-
-pub use pause::paused;
+// The pause record lives with the other records; its old paths stay.
+pub use crate::records::pause;
+pub use crate::records::pause::paused;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,16 +61,17 @@ use weir_core::schedule::Signal;
 use crate::clock::Clock;
 use crate::events::EngineEvent;
 use crate::names::Names;
-use crate::scheduler::records::{def_key, graph_key, run_key, GraphRecord, GraphRunRecord};
-use crate::scheduler::{SchedulerMsg, StartOutcome};
+// The trigger's interface lives in `msg`; re-exported here for the crate's users.
+use crate::msg::scheduler::{SchedulerMsg, StartOutcome};
+use crate::msg::trigger::{Backfill, BackfillOrder, InventoryChange, KeyScheduleView};
+pub use crate::msg::trigger::{TriggerMsg, TriggerStatus};
+use crate::records::graph::{GraphRecord, GraphRunRecord};
+use crate::records::keys::{def_key, graph_key, run_key};
 use crate::store::{Store, StoreError};
-use backfill::{backfill_key, Backfill, BackfillOrder, BackfillRecord};
+use backfill::{backfill_key, BackfillRecord};
 use cron::{cron_key, CronRecord};
 use inventory::{describe, InventoryLimits};
-use keyed::{
-    inventory_key, sched_key, sched_prefix, InventoryChange, InventoryRecord, KeyRecord,
-    KeyScheduleView, Keyed,
-};
+use keyed::{inventory_key, sched_key, sched_prefix, InventoryRecord, KeyRecord, Keyed};
 
 /// How long the trigger waits for its scheduler.
 pub const SCHEDULER_CALL_MS: u64 = 60_000;
@@ -145,78 +146,6 @@ impl TriggerSettings {
         }
     }
 }
-
-/// What a trigger shows of itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TriggerStatus {
-    /// The graph.
-    pub graph: String,
-    /// The last cron firing handled.
-    pub cron_last_firing_ms: Option<u64>,
-    /// Cron windows waiting for room.
-    pub cron_pending: Vec<String>,
-    /// Backfills in progress.
-    pub backfills: Vec<Backfill>,
-    /// Keys with a schedule.
-    pub keys: usize,
-    /// When the inventory last loaded.
-    pub inventory_loaded_at_ms: Option<u64>,
-}
-
-/// Messages of a graph's trigger.
-pub enum TriggerMsg {
-    /// Something may be due (the timer, or the actor itself).
-    Wake,
-    /// A new definition was adopted: reread it.
-    Adopted,
-    /// A run of the graph settled (forwarded engine event).
-    Settled {
-        /// The partition.
-        partition: String,
-        /// complete, failed or cancelled.
-        state: String,
-    },
-    /// The event subscription lagged: some settles may be lost.
-    EventsLagged,
-    /// A signal for a key.
-    Signal(Key, Signal, RpcReplyPort<Result<KeyScheduleView, String>>),
-    /// Start a backfill.
-    Backfill(
-        PartitionRange,
-        BackfillOrder,
-        RpcReplyPort<Result<Backfill, String>>,
-    ),
-    /// Reload the inventory now; answered when the load ends.
-    ReloadInventory(RpcReplyPort<Result<InventoryChange, String>>),
-    /// A load ended (from the loader task).
-    InventoryLoaded(Result<Vec<Key>, String>),
-    /// Apply keys loaded elsewhere (the adopt's first load), as a load
-    /// would; answered once the schedules are durable.
-    ApplyInventory(Vec<Key>, RpcReplyPort<Result<InventoryChange, String>>),
-    /// Every key's schedule, by key.
-    Schedules(RpcReplyPort<Vec<KeyScheduleView>>),
-    /// The trigger's state.
-    Status(RpcReplyPort<TriggerStatus>),
-    /// A signal for a key, refused when the key has no schedule (the
-    /// inventory does not list it) unless `add`.
-    SignalKey {
-        /// The key.
-        key: Key,
-        /// The signal.
-        signal: Signal,
-        /// Signal a key the inventory does not list (it gets a schedule).
-        add: bool,
-        /// Its schedule once durable, or why refused.
-        reply: RpcReplyPort<Result<KeyScheduleView, String>>,
-    },
-    /// The same signal for every key with a schedule, in one durable
-    /// write; answers the keys signalled.
-    SignalAll(Signal, RpcReplyPort<Result<Vec<String>, String>>),
-    /// Pause (true) or unpause; answers whether it changed, once durable.
-    SetPaused(bool, RpcReplyPort<Result<bool, String>>),
-}
-
-impl ractor::Message for TriggerMsg {}
 
 /// The trigger actor.
 pub struct TriggerActor;
@@ -821,7 +750,7 @@ impl TriggerState {
         let mut lost_preparations = Vec::new();
         let mut repaired = 0;
         for (key, at, waits, p, run) in found {
-            use crate::scheduler::records::RunState;
+            use crate::records::graph::RunState;
             match run {
                 // A prepared claim's run is prepared again (to wait for the
                 // same instant, or start at once if that has passed).
@@ -872,7 +801,7 @@ impl TriggerState {
         if state == "complete" {
             return None;
         }
-        let detail = crate::scheduler::view::graph_run(&self.store, self.graph.as_str(), p)
+        let detail = crate::views::run::graph_run(&self.store, self.graph.as_str(), p)
             .ok()
             .flatten()
             .and_then(|v| {

@@ -7,18 +7,10 @@
 use serde::{Deserialize, Serialize};
 use weir_core::queue::TicketId;
 
+use super::keys::parse_run_id;
+// The keys live with the other record keys; their paths here stay.
+pub use super::keys::{dead_key, done_key, DEAD_PREFIX, DONE_PREFIX};
 use crate::store::{BlobRef, Store, StoreError};
-
-/// The prefix of done records.
-pub const DONE_PREFIX: &str = "done/";
-
-/// The record key of a ticket key.
-pub fn done_key(key: &str) -> String {
-    let mut k = String::with_capacity(DONE_PREFIX.len() + key.len());
-    k.push_str(DONE_PREFIX);
-    k.push_str(key);
-    k
-}
 
 /// How a ticket ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -140,17 +132,6 @@ impl DoneRecord {
     }
 }
 
-/// The prefix of dead letters.
-pub const DEAD_PREFIX: &str = "dead/";
-
-/// The dead-letter key of a ticket key.
-pub fn dead_key(key: &str) -> String {
-    let mut k = String::with_capacity(DEAD_PREFIX.len() + key.len());
-    k.push_str(DEAD_PREFIX);
-    k.push_str(key);
-    k
-}
-
 /// The most dead letters one page holds.
 pub const DEAD_PAGE_MAX: usize = 1_000;
 
@@ -225,7 +206,7 @@ impl DeadLetter {
     /// The letter of `record`.
     pub fn of(record: &DeadRecord) -> Self {
         let node = if record.is_graph_node() {
-            crate::scheduler::records::parse_run_id(&record.job.key)
+            parse_run_id(&record.job.key)
         } else {
             None
         };

@@ -10,11 +10,12 @@ use weir_core::names::Name;
 use weir_core::partition::Partition;
 use weir_core::readiness::{current_records, node_states, NodeState};
 
-use super::records::{
-    def_key, ledger_key, member_id, node_records_prefix, parse_run_id, run_key, runs_prefix,
-    GraphRunRecord, NodeRecord, RunState,
+use crate::records::done::{DoneRecord, DoneStatus};
+use crate::records::graph::{GraphRunRecord, NodeRecord, RunState};
+use crate::records::keys::{
+    def_key, done_key, ledger_key, member_id, node_records_prefix, parse_run_id, run_key,
+    runs_prefix, DONE_PREFIX,
 };
-use crate::done::{DoneRecord, DONE_PREFIX};
 use crate::store::{Store, StoreError};
 
 /// A node of a run, as shown.
@@ -224,7 +225,7 @@ fn members_view(
     };
     for (i, &src) in ledger.sources.iter().enumerate() {
         let key = member_id(graph, partition, name, src, i as u32);
-        let done = store.get::<DoneRecord>(&crate::done::done_key(&key))?;
+        let done = store.get::<DoneRecord>(&done_key(&key))?;
         let state = match &done {
             None => {
                 v.pending += 1;
@@ -232,8 +233,8 @@ fn members_view(
             }
             Some(d) => {
                 match d.status {
-                    crate::done::DoneStatus::Succeeded => v.succeeded += 1,
-                    crate::done::DoneStatus::Skipped => v.skipped += 1,
+                    DoneStatus::Succeeded => v.succeeded += 1,
+                    DoneStatus::Skipped => v.skipped += 1,
                     _ => v.failed += 1,
                 }
                 d.status.to_string()

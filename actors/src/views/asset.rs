@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use weir_core::graph::GraphDef;
 
-use super::records::{AssetEvent, AssetRecord, ASSET_EVENT_PREFIX, ASSET_PREFIX};
-use crate::scheduler::records::{def_key, GraphRecord, GRAPH_PREFIX};
+use crate::records::asset::{AssetEvent, AssetRecord, ASSET_EVENT_PREFIX, ASSET_PREFIX};
+use crate::records::graph::GraphRecord;
+use crate::records::keys::{def_key, GRAPH_PREFIX};
 use crate::store::{Store, StoreError};
 
 /// A node that produces an asset.
