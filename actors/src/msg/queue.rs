@@ -9,9 +9,9 @@ use ractor::{ActorRef, RpcReplyPort};
 use serde::{Deserialize, Serialize};
 use weir_core::queue::{Job, TicketId};
 
-use crate::records::done::{DoneRecord, DoneStatus};
 use crate::msg::pool::PoolMsg;
 use crate::msg::work::Report;
+use crate::records::done::{DoneRecord, DoneStatus};
 
 /// How an enqueue ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

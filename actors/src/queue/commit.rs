@@ -1,0 +1,292 @@
+//! The commit pipeline: at most one batch is made durable at a time, on a
+//! blocking thread, while the next one fills; a batch waits a little for
+//! the reports of what it handed out (linger) and for the downstreams of
+//! its successes (early notices), so one flush serves them all. Once
+//! durable, its effects run in order; snapshots bound replay. The timer is
+//! armed here for the next instant anything falls due.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{ActorProcessingErr, ActorRef};
+use weir_core::queue::TicketId;
+
+use crate::msg::pool::PoolMsg;
+use crate::msg::queue::QueueMsg;
+use crate::notify;
+use crate::store::StoreCold;
+
+use super::state::{cold_failed, Effect, QueueActorState};
+
+impl QueueActorState {
+    /// Starts making the open batch durable, unless a batch is in flight.
+    pub(super) fn start_flush(&mut self, myself: &ActorRef<QueueMsg>) {
+        if self.in_flight.is_some() || self.open.is_empty() {
+            return;
+        }
+        // Linger: hold the open batch while reports of the tickets just
+        // handed out are still due, up to the linger's end or the batch cap.
+        if let Some(until) = self.linger_until {
+            let waiting = self.awaiting_reports > 0
+                && self.open.commit.ops.len() < self.settings.batch_ops_linger_max
+                && tokio::time::Instant::now() < until;
+            if waiting {
+                return;
+            }
+            self.linger_until = None;
+        }
+        // Hold it while schedulers told early of successes in it have not
+        // answered, up to the wait's end or the batch cap: their answers
+        // enqueue the downstreams into it.
+        if !self.awaiting_successors.is_empty() {
+            if let Some(until) = self.successors_until {
+                let now = tokio::time::Instant::now();
+                if now < until && self.open.commit.ops.len() < self.settings.batch_ops_linger_max {
+                    if !self.successors_timer {
+                        self.successors_timer = true;
+                        myself.send_after(until - now, || QueueMsg::FlushNow);
+                    }
+                    return;
+                }
+            }
+        }
+        // Answers that come after this point enqueue into the next batch.
+        self.awaiting_successors.clear();
+        self.successors_until = None;
+        let batch = std::mem::take(&mut self.open);
+        self.shared.begin(&batch.effects);
+        self.in_flight = Some(batch.effects);
+        self.in_flight_completing = std::mem::take(&mut self.open_completing);
+        let store = self.store.clone();
+        let me = myself.clone();
+        let commit = batch.commit;
+        // Taken here, not in the task, so that a kill after this handler
+        // cannot let the next incarnation replay before this write lands.
+        // Nothing else of this incarnation writes while a batch is in
+        // flight, and pre_start waited for the earlier ones.
+        let gate = self
+            .shared
+            .gate
+            .clone()
+            .try_lock_owned()
+            .expect("no other journal write runs while a batch is in flight");
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let result = tokio::task::spawn_blocking(move || {
+                let t0 = std::time::Instant::now();
+                let written = store.commit(&commit).map(|_| ());
+                crate::measure::commit(commit.ops.len(), t0.elapsed());
+                if written.is_ok() {
+                    shared.landed();
+                }
+                drop(gate);
+                written
+            })
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+            let _ = me.cast(QueueMsg::Flushed(result));
+        });
+    }
+
+    /// Makes the open batch durable now, waiting for it (and for any batch
+    /// in flight first, so order holds).
+    pub(super) async fn flush_inline(&mut self) -> Result<(), ActorProcessingErr> {
+        // Called only with no batch in flight, so effects run in batch order.
+        debug_assert!(
+            self.in_flight.is_none(),
+            "inline flush with a batch in flight"
+        );
+        let batch = std::mem::take(&mut self.open);
+        let completing = std::mem::take(&mut self.open_completing);
+        let store = self.store.clone();
+        let commit = batch.commit;
+        let gate = self.shared.gate.clone().lock_owned().await;
+        self.shared.begin(&batch.effects);
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let t0 = std::time::Instant::now();
+            let written = store.commit(&commit);
+            crate::measure::commit(commit.ops.len(), t0.elapsed());
+            if written.is_ok() {
+                shared.landed();
+            }
+            drop(gate);
+            written
+        })
+        .await??;
+        self.batches += 1;
+        self.publish_counts();
+        self.run_effects(batch.effects);
+        self.shared.finish();
+        for key in completing {
+            self.done_completing(&key);
+        }
+        self.publish_counts();
+        Ok(())
+    }
+
+    pub(super) async fn snapshot(&mut self) -> Result<(), ActorProcessingErr> {
+        let seq = self.store.last_seq();
+        let changed: Vec<(TicketId, Option<weir_core::queue::Ticket>)> = self
+            .dirty
+            .drain()
+            .map(|id| (id, self.q.ticket(id).cloned()))
+            .collect();
+        let next_id = self.q.next_id();
+        let tickets = self.q.len() as u64;
+        let store = self.store.clone();
+        let n = changed.len();
+        let gate = self.shared.gate.clone().lock_owned().await;
+        tokio::task::spawn_blocking(move || {
+            let written = store.write_snapshot(
+                seq,
+                next_id,
+                tickets,
+                changed.iter().map(|(id, t)| (*id, t.as_ref())),
+            );
+            drop(gate);
+            written
+        })
+        .await??;
+        self.q.snapshot_taken();
+        // The store holds every ticket as it is now: the pending ones past
+        // each level's window may live there only.
+        let window = self.store.settings().window_tickets;
+        let evicted = self.q.evict(window);
+        if evicted > 0 {
+            let cold = StoreCold::new(&self.store);
+            if let Err(e) = self.q.refill(&cold, window) {
+                cold_failed(&e);
+            }
+        }
+        tracing::info!(seq, changed = n, tickets, evicted, "queue snapshot written");
+        Ok(())
+    }
+
+    pub(super) fn run_effects(&mut self, effects: Vec<Effect>) {
+        let mut acks: HashMap<Arc<str>, Vec<(TicketId, u32)>> = HashMap::new();
+        for effect in effects {
+            match effect {
+                Effect::Enqueued(reply, answers) => {
+                    let _ = reply.send(answers);
+                }
+                Effect::Cancelled(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
+                Effect::TicketView(key, reply) => match self.ticket_view(&key) {
+                    Ok(view) => {
+                        let _ = reply.send(view);
+                    }
+                    // The caller's call fails: no answer is better than a
+                    // wrong "unknown".
+                    Err(e) => tracing::error!(key = %key, error = %e, "ticket view failed"),
+                },
+                Effect::CancelledMany(reply, answers) => {
+                    let _ = reply.send(answers);
+                }
+                Effect::Withdrawn(reply, answers) => {
+                    let _ = reply.send(Ok(answers));
+                }
+                Effect::RequeuedDead(reply, answer) => {
+                    let _ = reply.send(answer);
+                }
+                Effect::Unexpire(entries) => {
+                    // The records are gone (deleted by the batch that just
+                    // landed) and no later batch can have written them yet,
+                    // so this removes only the stale entries. Not synced: a
+                    // crash keeps them, and they delete the next records of
+                    // the key early, which loses nothing live.
+                    let key = &entries[0].key;
+                    if let Err(e) =
+                        self.store
+                            .compare_and_put_unsynced(key, None, None, &[], &entries)
+                    {
+                        tracing::warn!(key = %key, error = %e, "stale expiry entries not removed");
+                    }
+                }
+                Effect::Dispatch(worker, grant) => {
+                    if worker.cast(PoolMsg::Run(grant)).is_ok() {
+                        self.awaiting_reports += 1;
+                    }
+                }
+                Effect::Ack(worker, ids) => acks.entry(worker).or_default().extend(ids),
+                Effect::CancelRunning(worker, id) => {
+                    if let Some(w) = self.workers.get(&worker) {
+                        let _ = w.actor.cast(PoolMsg::Cancel(id));
+                    }
+                }
+                Effect::Notify(name, completion) => {
+                    notify::completion(&self.names, &name, completion)
+                }
+                Effect::Presubmitted(name, key, answers) => {
+                    notify::presubmitted(&self.names, &name, key, answers)
+                }
+                Effect::Event(e) => {
+                    let _ = self.events.send(e);
+                }
+            }
+        }
+        for (worker, ids) in acks {
+            if let Some(w) = self.workers.get(&worker) {
+                let _ = w.actor.cast(PoolMsg::Acked(ids));
+            }
+        }
+    }
+
+    /// Arms the timer for the earliest due instant of a pool with credit or
+    /// the earliest lease end.
+    pub(super) fn rearm(&mut self, myself: &ActorRef<QueueMsg>) {
+        if self.settings.warm_ahead_ms > 0 {
+            let now = self.clock.now_ms();
+            let until = now.saturating_add(self.settings.warm_ahead_ms);
+            match self.q.warm(
+                &StoreCold::new(&self.store),
+                now,
+                until,
+                self.store.settings().window_tickets,
+                self.settings.warm_tickets_max,
+            ) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::debug!(tickets = n, until_ms = until, "tickets due soon read ahead")
+                }
+                Err(e) => cold_failed(&e),
+            }
+        }
+        let mut wake: Option<u64> = self.q.next_lease_end_ms();
+        if !self.paused {
+            for (pool, list) in &self.by_pool {
+                if !list
+                    .iter()
+                    .any(|w| self.workers.get(w).is_some_and(|w| w.credit > 0))
+                {
+                    continue;
+                }
+                if let Some(due) = self.q.next_due_ms(pool) {
+                    wake = Some(wake.map_or(due, |w| w.min(due)));
+                }
+            }
+        }
+        match wake {
+            None => {
+                if let Some((_, t)) = self.timer.take() {
+                    t.abort();
+                }
+            }
+            Some(at) => {
+                if self.timer.as_ref().is_some_and(|(t, _)| *t == at) {
+                    return;
+                }
+                if let Some((_, t)) = self.timer.take() {
+                    t.abort();
+                }
+                let now = self.clock.now_ms();
+                let delay = Duration::from_millis(at.saturating_sub(now).max(1));
+                let handle = myself.send_after(delay, || QueueMsg::Tick);
+                self.timer = Some((at, handle));
+            }
+        }
+    }
+}
