@@ -37,7 +37,8 @@ use weir_core::mapped::{
 };
 use weir_core::readiness::{NodeState, NodeStatus};
 
-use super::{node_job, run_due_ms, run_params, ActiveRun, Res, SchedulerState, QUEUE_CALL_MS};
+use super::settings::QUEUE_CALL_MS;
+use super::state::{node_job, run_due_ms, run_params, ActiveRun, MapRun, Res, SchedulerState};
 use crate::events::EngineEvent;
 use crate::msg::queue::{Cancelled, Enqueued, QueueMsg};
 use crate::msg::scheduler::SchedulerMsg;
@@ -46,20 +47,6 @@ use crate::records::graph::MemberInput;
 use crate::records::keys::done_key;
 use crate::records::keys::{ledger_key, member_id, run_id, LEDGER_PREFIX};
 use crate::store::{BlobRef, BLOB_INLINE_BYTES_MAX};
-
-/// A mapped node whose members run.
-pub(super) struct MapRun {
-    /// The generation.
-    pub rerun: u32,
-    /// Its ledger, durable.
-    pub ledger: Ledger,
-    /// Where each member is.
-    pub members: Members,
-    /// The items, for the members' payloads.
-    pub items: Arc<Vec<Value>>,
-    /// A top-up is asked for and not yet handled.
-    pub topup_pending: bool,
-}
 
 /// The member status of a member's done status.
 fn member_status(s: DoneStatus) -> MemberStatus {
@@ -111,7 +98,7 @@ impl SchedulerState {
     /// A member's ticket ended (its record is durable).
     pub(super) async fn member_ended(
         &mut self,
-        id: super::records::RunId,
+        id: crate::records::keys::RunId,
         member: u32,
         status: DoneStatus,
     ) -> Res<()> {
@@ -518,7 +505,7 @@ impl SchedulerState {
         })
         .await??;
         tracing::info!(run_id = %id, status = %status, total = counts.total, succeeded = counts.succeeded, failed = counts.failed, skipped = counts.skipped, "mapped node ended");
-        let status = super::records::node_status(status);
+        let status = crate::records::graph::node_status(status);
         self.record_node(p, idx, rerun, status).await
     }
 

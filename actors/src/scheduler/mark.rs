@@ -25,7 +25,8 @@ use ractor::ActorRef;
 use weir_core::partition::Partition;
 use weir_core::readiness::{rerun_scope_alone, NodeStatus, RunOutcome};
 
-use super::{Res, SchedulerState, QUEUE_CALL_MS};
+use super::settings::QUEUE_CALL_MS;
+use super::state::{Res, SchedulerState};
 use crate::events::EngineEvent;
 use crate::msg::queue::{Cancelled, QueueMsg};
 use crate::msg::scheduler::MarkResult;

@@ -34,7 +34,7 @@ use weir_core::queue::Job;
 use weir_core::readiness::{current_records, NodeState};
 use weir_core::retry::RetryPolicy;
 
-use super::{Res, SchedulerState};
+use super::state::{Res, SchedulerState};
 use crate::msg::queue::Enqueued;
 use crate::records::graph::{GraphRunRecord, RunState};
 use crate::views::run::{latest_node_records, state_name};
@@ -284,7 +284,7 @@ impl SchedulerState {
         }
         // The key is no run id (it has no `/`): nothing takes the
         // notification's end for a node's.
-        debug_assert!(super::records::parse_run_id(&key).is_none());
+        debug_assert!(crate::records::keys::parse_run_id(&key).is_none());
         Ok(())
     }
 }
