@@ -26,6 +26,7 @@ use ractor_cluster::NodeServerMessage;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use weir_core::breaker::BreakerSettings;
+use weir_core::names::Name;
 
 use crate::assets::{AssetsActor, AssetsArgs, AssetsSettings};
 use crate::breaker::{BreakerActor, BreakerArgs};
@@ -49,7 +50,6 @@ use crate::scheduler::{SchedulerActor, SchedulerArgs, SchedulerSettings};
 use crate::store::{Recovered, Store};
 use crate::task::TaskRegistry;
 use crate::trigger::{TriggerActor, TriggerArgs, TriggerSettings};
-use weir_core::names::Name;
 
 /// Restart limits (OTP's intensity and period) and backoff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

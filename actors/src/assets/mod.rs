@@ -24,9 +24,6 @@
 //! Messages: schedulers and the engine only cast to this actor, and it
 //! calls schedulers, so no cycle of calls exists.
 
-pub use crate::records::asset as records;
-pub use crate::views::asset as view;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,14 +36,17 @@ use weir_core::partition::{Partition, Partitioning};
 
 use crate::events::EngineEvent;
 use crate::names::Names;
-// The actor's interface lives in `msg`; re-exported here for the crate's users.
+// The actor's interface lives in `msg`, its records in `records` and its
+// view in `views`; re-exported here for the crate's users.
 pub use crate::msg::assets::AssetsMsg;
 use crate::msg::scheduler::SchedulerMsg;
+pub use crate::records::asset as records;
 use crate::records::asset::{asset_key, AssetEvent, AssetRecord, ASSET_EVENT_PREFIX};
 use crate::records::graph::GraphRecord;
 use crate::records::keys::{def_key, parse_run_id, GRAPH_PREFIX};
 use crate::records::pause::paused;
 use crate::store::{Store, StoreError};
+pub use crate::views::asset as view;
 
 /// How long a pass waits for a consumer's scheduler to start runs.
 pub const START_CALL_MS: u64 = 60_000;

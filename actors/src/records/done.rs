@@ -7,10 +7,11 @@
 use serde::{Deserialize, Serialize};
 use weir_core::queue::TicketId;
 
+use crate::store::{BlobRef, Store, StoreError};
+
 use super::keys::parse_run_id;
 // The keys live with the other record keys; their paths here stay.
 pub use super::keys::{dead_key, done_key, DEAD_PREFIX, DONE_PREFIX};
-use crate::store::{BlobRef, Store, StoreError};
 
 /// How a ticket ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -37,8 +37,6 @@ use weir_core::mapped::{
 };
 use weir_core::readiness::{NodeState, NodeStatus};
 
-use super::settings::QUEUE_CALL_MS;
-use super::state::{node_job, run_due_ms, run_params, ActiveRun, MapRun, Res, SchedulerState};
 use crate::events::EngineEvent;
 use crate::msg::queue::{Cancelled, Enqueued, QueueMsg};
 use crate::msg::scheduler::SchedulerMsg;
@@ -47,6 +45,9 @@ use crate::records::graph::MemberInput;
 use crate::records::keys::done_key;
 use crate::records::keys::{ledger_key, member_id, run_id, LEDGER_PREFIX};
 use crate::store::{BlobRef, BLOB_INLINE_BYTES_MAX};
+
+use super::settings::QUEUE_CALL_MS;
+use super::state::{node_job, run_due_ms, run_params, ActiveRun, MapRun, Res, SchedulerState};
 
 /// The member status of a member's done status.
 fn member_status(s: DoneStatus) -> MemberStatus {

@@ -25,8 +25,6 @@ use ractor::ActorRef;
 use weir_core::partition::Partition;
 use weir_core::readiness::{rerun_scope_alone, NodeStatus, RunOutcome};
 
-use super::settings::QUEUE_CALL_MS;
-use super::state::{Res, SchedulerState};
 use crate::events::EngineEvent;
 use crate::msg::queue::{Cancelled, QueueMsg};
 use crate::msg::scheduler::MarkResult;
@@ -34,6 +32,9 @@ use crate::records::done::DoneRecord;
 use crate::records::graph::{done_status, RunState};
 use crate::records::keys::{done_key, run_id, run_key};
 use crate::store::Expiring;
+
+use super::settings::QUEUE_CALL_MS;
+use super::state::{Res, SchedulerState};
 
 impl SchedulerState {
     pub(super) async fn mark(

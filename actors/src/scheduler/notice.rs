@@ -34,10 +34,11 @@ use weir_core::queue::Job;
 use weir_core::readiness::{current_records, NodeState};
 use weir_core::retry::RetryPolicy;
 
-use super::state::{Res, SchedulerState};
 use crate::msg::queue::Enqueued;
 use crate::records::graph::{GraphRunRecord, RunState};
 use crate::views::run::{latest_node_records, state_name};
+
+use super::state::{Res, SchedulerState};
 
 /// Attempts of a notification, the first included.
 pub const NOTIFY_ATTEMPTS_MAX: u32 = 3;

@@ -9,22 +9,22 @@ use std::sync::Arc;
 use ractor::{ActorProcessingErr, ActorRef};
 use serde_json::Value;
 use tokio::sync::broadcast;
+use weir_core::graph::{Graph, GraphDef};
 use weir_core::mapped::{Ledger, Members};
 use weir_core::names::Name;
+use weir_core::partition::Partition;
+use weir_core::queue::Job;
+use weir_core::readiness::{current_records, RunTracker};
 
 use crate::clock::Clock;
 use crate::events::EngineEvent;
 use crate::msg::scheduler::SchedulerMsg;
 use crate::names::Names;
-
-use super::settings::SchedulerSettings;
 use crate::records::graph::{GraphRunRecord, RunState, TaskInput};
 use crate::records::keys::{def_key, run_key};
 use crate::store::{Expiring, Store};
-use weir_core::graph::{Graph, GraphDef};
-use weir_core::partition::Partition;
-use weir_core::queue::Job;
-use weir_core::readiness::{current_records, RunTracker};
+
+use super::settings::SchedulerSettings;
 
 /// A mapped node whose members run.
 pub(super) struct MapRun {

@@ -16,13 +16,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
-
-// What the trigger's calls answer with lives in `msg`; the old paths stay.
-pub use crate::msg::trigger::{InventoryChange, KeyScheduleView};
 use weir_core::keyed::KeyedSpec;
 use weir_core::names::Key;
 use weir_core::partition::Partition;
 use weir_core::schedule::{self, Claim, DueReason, KeySchedule, Signal, Update};
+
+// What the trigger's calls answer with lives in `msg`; the old paths stay.
+pub use crate::msg::trigger::{InventoryChange, KeyScheduleView};
 
 /// The prefix of a graph's key schedules.
 /// Schedules to write (key, encoded record) and keys whose schedule goes.
