@@ -7,11 +7,15 @@
 //! were seen; *open* denies everything for `cooldown_ms`; the first admit
 //! after the cooldown moves it to *half-open* (on demand, not on a timer),
 //! which admits `probes` calls. The probes are a window, as resilience4j's
-//! half-open calls are: once `probe_failures_max` of them failed it reopens
-//! (at once: no later outcome can save the window), and once all of them
-//! reported with fewer failures it closes. `probe_failures_max = 1` (the
-//! default) reopens on the first failed probe; `ceil(rate × probes)` gives
-//! resilience4j's failure-rate threshold over the half-open calls.
+//! half-open calls are: it reopens when every probe has reported and at
+//! least `probe_failures_max` of them failed (resilience4j decides on the
+//! whole window, never on its first failures), and it closes as soon as the
+//! probes still out could no longer bring the failures to
+//! `probe_failures_max` (failsafe's early close), at the latest when the
+//! last probe reported with fewer failures. With one probe (the default)
+//! that probe decides; `ceil(rate × probes)` gives resilience4j's
+//! failure-rate threshold over the half-open calls. A half-open breaker
+//! whose probes are all out denies until they report.
 //! Outcomes that arrive while open are ignored (they belong to calls
 //! admitted before it opened).
 //!
@@ -42,8 +46,8 @@ pub struct BreakerSettings {
     pub cooldown_ms: u64,
     /// Calls admitted while half-open.
     pub probes: u32,
-    /// Failed probes that reopen it (1..=probes); fewer close it once all
-    /// probes reported. Left out of the encoding at its default (1), so
+    /// Failed probes that reopen it (1..=probes), decided once all probes
+    /// reported; it closes as soon as the probes left cannot reach it. Left out of the encoding at its default (1), so
     /// definitions written before it keep their hash.
     #[serde(skip_serializing_if = "is_one")]
     pub probe_failures_max: u32,
@@ -318,12 +322,17 @@ impl Breaker {
                 } else {
                     *succeeded += 1;
                 }
-                // The window decides once it cannot change its mind:
-                // enough failures to reopen, or every probe reported.
-                if *failures >= s.probe_failures_max.max(1) {
+                // The window reopens only once every probe reported
+                // (resilience4j decides on the whole window), and closes as
+                // soon as the probes still out could not bring the failures
+                // to the threshold (failsafe's early close).
+                let reopen_at = s.probe_failures_max.max(1);
+                let reported = *succeeded + *failures;
+                let out = s.probes.saturating_sub(reported);
+                if reported >= s.probes && *failures >= reopen_at {
                     self.open(now_ms);
                     Some(Transition::Reopened)
-                } else if *succeeded + *failures >= s.probes {
+                } else if failures.saturating_add(out) < reopen_at {
                     self.state = BreakerState::default();
                     self.changed_at_ms = Some(now_ms);
                     Some(Transition::Closed)
@@ -464,12 +473,79 @@ mod tests {
         );
     }
 
-    /// The half-open probes are a window (resilience4j): with 4 probes and
-    /// 2 failures to reopen, one failed probe does not reopen it; the
-    /// window closes once all 4 reported with 1 failure, and reopens at the
-    /// second failure without waiting for the rest.
+    /// The half-open probes are a window. The traces are resilience4j's
+    /// (`permittedNumberOfCallsInHalfOpenState = 4`, `failureRateThreshold
+    /// = 50`: 2 failed calls of 4 reopen it, decided only once all 4
+    /// reported) and failsafe's early close (`withFailureThreshold(2, 4)`
+    /// in half-open: it closes as soon as the calls left cannot make 2
+    /// failures). Each row: the outcomes of the 4 probes in order, and the
+    /// transition after each.
     #[test]
-    fn half_open_probes_are_a_window() {
+    fn half_open_decides_on_the_window() {
+        use Transition::{Closed, Reopened};
+        let s = BreakerSettings {
+            failures_max: 1,
+            cooldown_ms: 100,
+            probes: 4,
+            probe_failures_max: 2,
+            probe_wait_ms: 10,
+            ..BreakerSettings::default()
+        };
+        // (outcomes: true = failed, transition after each)
+        let table: &[(&[bool], &[Option<Transition>])] = &[
+            // resilience4j: 3 of 4 failed (75% ≥ 50%) → open, at the 4th.
+            (
+                &[true, true, true, false],
+                &[None, None, None, Some(Reopened)],
+            ),
+            // 2 failures first: still decided only when the window is full.
+            (
+                &[true, true, false, false],
+                &[None, None, None, Some(Reopened)],
+            ),
+            // resilience4j: 1 of 4 failed (25%) → closed; the 4th decides.
+            (
+                &[true, false, false, false],
+                &[None, None, None, Some(Closed)],
+            ),
+            // failsafe's early close: after 3 successes the one probe left
+            // cannot make 2 failures.
+            (&[false, false, false], &[None, None, Some(Closed)]),
+            (
+                &[false, true, false, false],
+                &[None, None, None, Some(Closed)],
+            ),
+            // 2 of 4 failed (50% ≥ 50%) → open.
+            (
+                &[false, true, false, true],
+                &[None, None, None, Some(Reopened)],
+            ),
+        ];
+        for (row, (outcomes, want)) in table.iter().enumerate() {
+            let mut b = Breaker::new(s.clone());
+            assert_eq!(b.record(0, true), Some(Transition::Opened));
+            for _ in 0..4 {
+                assert_eq!(b.admit(100).0, super::Admit::Probe, "row {row}");
+            }
+            assert_eq!(
+                b.admit(101).0,
+                super::Admit::Denied { until_ms: 111 },
+                "row {row}: all probes out"
+            );
+            for (i, (&failed, &want)) in outcomes.iter().zip(want.iter()).enumerate() {
+                let got = b.record(102 + i as u64, failed);
+                assert_eq!(
+                    got, want,
+                    "row {row}, probe {i}: outcomes {outcomes:?}: got {got:?}, want {want:?}"
+                );
+            }
+        }
+    }
+
+    /// After the window decided, the breaker behaves as its new state: a
+    /// late probe is ignored while open, and a closed one admits.
+    #[test]
+    fn after_the_window_decides() {
         let s = BreakerSettings {
             failures_max: 1,
             cooldown_ms: 100,
@@ -485,13 +561,10 @@ mod tests {
                 at(100, super::Admit::Probe),
                 at(100, super::Admit::Probe),
                 at(100, super::Admit::Probe),
-                at(100, super::Admit::Probe),
-                at(101, super::Admit::Denied { until_ms: 111 }),
-                Fail(102, None), // 1 of 2: the window goes on
-                Ok(103, None),
-                Ok(104, None),
-                Ok(105, Some(Transition::Closed)), // all 4 in, 1 failure
-                at(106, super::Admit::Allowed),
+                Ok(101, None),
+                Ok(102, None),
+                Ok(103, Some(Transition::Closed)), // the 4th probe cannot make 2 failures
+                at(104, super::Admit::Allowed),
             ],
         );
         run(
@@ -501,19 +574,22 @@ mod tests {
                 at(100, super::Admit::Probe),
                 at(100, super::Admit::Probe),
                 at(100, super::Admit::Probe),
-                Ok(101, None),
+                at(100, super::Admit::Probe),
+                Fail(101, None),
                 Fail(102, None),
-                Fail(103, Some(Transition::Reopened)), // decided: 2 failures
-                Ok(104, None),                         // a late probe, ignored while open
-                at(105, super::Admit::Denied { until_ms: 203 }),
+                Ok(103, None),
+                Ok(104, Some(Transition::Reopened)), // full: 2 of 4 failed
+                Ok(105, None),                       // a late outcome, ignored while open
+                at(106, super::Admit::Denied { until_ms: 204 }),
             ],
         );
     }
 
-    /// The default (`probe_failures_max = 1`) reopens at the first failed
-    /// probe, whatever the others do.
+    /// With the default `probe_failures_max = 1` and several probes, a
+    /// failed probe reopens it once every probe reported (resilience4j's
+    /// window), and any success left closes nothing early.
     #[test]
-    fn one_failed_probe_reopens_by_default() {
+    fn one_failure_of_the_window_reopens_by_default() {
         let s = BreakerSettings {
             failures_max: 1,
             cooldown_ms: 10,
@@ -528,8 +604,10 @@ mod tests {
                 at(9, super::Admit::Denied { until_ms: 10 }),
                 at(10, super::Admit::Probe), // admitted at exactly opened + cooldown
                 at(10, super::Admit::Probe),
+                at(10, super::Admit::Probe),
                 Ok(11, None),
-                Fail(12, Some(Transition::Reopened)),
+                Fail(12, None),
+                Ok(13, Some(Transition::Reopened)),
             ],
         );
     }
