@@ -3,9 +3,9 @@
 //! the next rerun count, leaves its upstreams and its `all_done`
 //! downstreams alone, turns the settled run active again until it settles;
 //! a rerun answers Submitted, Active (its instance is live), NoRecord (the
-//! node has no current record) or NotReady (its upstreams do not satisfy
-//! its rule). A rerun of a failed node lets its upstream_failed downstreams
-//! run.
+//! node never had a record) or NotReady (its upstreams do not satisfy its
+//! rule, also while it waits in the scope of an upstream's rerun). A rerun
+//! of a failed node lets its upstream_failed downstreams run.
 
 mod graphs_support;
 
@@ -189,8 +189,9 @@ async fn rerun_of_a_middle_node_reruns_downstreams_only() {
     );
     assert_eq!(
         engine.rerun("g", p.clone(), "d").await.unwrap(),
-        RerunOutcome::NoRecord,
-        "d's record at count 0 is superseded"
+        RerunOutcome::NotReady,
+        "d has a record at count 0 and waits at count 1 for c: its upstreams \
+         do not satisfy it (swale's NotReady, as the all_done node gets)"
     );
 
     gate.close();

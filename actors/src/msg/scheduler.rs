@@ -33,9 +33,11 @@ pub enum RerunOutcome {
     Submitted(String),
     /// It is active from an earlier rerun: nothing was submitted.
     Active(String),
-    /// The node has no record yet.
+    /// The node has no record yet: it never ran.
     NoRecord,
-    /// The node's upstreams do not satisfy its trigger rule.
+    /// The node's upstreams do not satisfy its trigger rule: a decided
+    /// node, or one that waits at its next rerun count in the scope of an
+    /// upstream's rerun (its earlier record superseded).
     NotReady,
 }
 

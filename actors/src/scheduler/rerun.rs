@@ -7,8 +7,9 @@ use weir_core::readiness::{rerun_scope, rerun_scope_alone, Change, NodeState};
 
 use crate::events::EngineEvent;
 use crate::msg::scheduler::RerunOutcome;
+use crate::records::done::DoneRecord;
 use crate::records::graph::RunState;
-use crate::records::keys::{dead_key, run_id, run_key};
+use crate::records::keys::{dead_key, done_key, run_id, run_key};
 use crate::store::Expiring;
 
 use super::state::{Res, SchedulerState};
@@ -95,15 +96,26 @@ impl SchedulerState {
             .index_of(node)
             .ok_or_else(|| format!("graph {} has no node {node:?}", self.graph))?;
         let Some(rec_rerun) = run.recorded[idx] else {
-            // Not recorded yet: active at its expected count, or never run.
-            let id = run_id(self.graph.as_str(), &run.partition, node, run.expected(idx));
-            return Ok(
-                if run.submitted.contains(&idx) || run.tracker.state(idx) == NodeState::Ready {
-                    RerunOutcome::Active(id)
-                } else {
-                    RerunOutcome::NoRecord
-                },
-            );
+            // Not recorded at its expected count: active at it, waiting
+            // for its upstreams in the scope of another node's rerun (its
+            // record at the count before is there), or never run.
+            let expected = run.expected(idx);
+            let id = run_id(self.graph.as_str(), &run.partition, node, expected);
+            if run.submitted.contains(&idx) || run.tracker.state(idx) == NodeState::Ready {
+                return Ok(RerunOutcome::Active(id));
+            }
+            let earlier = match expected.checked_sub(1) {
+                Some(r) => {
+                    let key = done_key(&run_id(self.graph.as_str(), &run.partition, node, r));
+                    self.store.get::<DoneRecord>(&key)?.is_some()
+                }
+                None => false,
+            };
+            return Ok(if earlier {
+                RerunOutcome::NotReady
+            } else {
+                RerunOutcome::NoRecord
+            });
         };
         let graph = run.graph.clone();
         let scope = if downstream {
