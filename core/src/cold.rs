@@ -29,7 +29,7 @@
 
 use std::fmt;
 
-use crate::queue::{Ticket, TicketId};
+use crate::queue::ticket::{Ticket, TicketId};
 
 /// Read access to the tickets a store holds as of its last snapshot.
 pub trait ColdTickets {

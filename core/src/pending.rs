@@ -19,7 +19,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::queue::TicketId;
+use crate::queue::ticket::TicketId;
 
 /// A ticket in a level: `(due_ms, id)`.
 pub type Entry = (u64, TicketId);
