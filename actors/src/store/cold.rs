@@ -37,16 +37,13 @@ use serde::{Deserialize, Serialize};
 use weir_core::cold::ColdTickets;
 use weir_core::queue::{Place, Ticket, TicketId};
 
-use super::keys::{run_error, sorted_run, RunChange, TOMBSTONE};
-use super::snapshot::{chunk_key, decode_chunk, CHUNK_PREFIX, TICKETS_PER_CHUNK};
+use super::keys::{sorted_run, RunChange, TOMBSTONE};
+use super::layout::{
+    chunk_key, decode_chunk, prefixed_number, run_error, CHUNK_PREFIX, COUNTS_KEY,
+    TICKETS_PER_CHUNK,
+};
 use super::{printable, Store, StoreError, SNAPSHOT};
 
-/// The snapshot layout with these indexes (2: the key index as an entry
-/// per key under `k`; 1: an entry per pending and running ticket; 0: no
-/// indexes).
-pub(crate) const LAYOUT_INDEXED: u32 = 3;
-/// The key of the per-level counts.
-pub(crate) const COUNTS_KEY: &[u8] = b"n";
 const LEVEL_PREFIX: u8 = b'l';
 const RUNNING_PREFIX: u8 = b'w';
 /// Layout 1's per-ticket pending and running entries and layout 2's
@@ -230,14 +227,6 @@ impl IndexWrites {
         }
         changes
     }
-}
-
-/// The number after a key's one-byte prefix (a chunk's or a key index
-/// run's), if the rest of the key is one.
-pub(crate) fn prefixed_number(k: &[u8]) -> Option<u64> {
-    <[u8; 8]>::try_from(k.get(1..)?)
-        .ok()
-        .map(u64::from_be_bytes)
 }
 
 impl Store {
@@ -506,11 +495,7 @@ impl Store {
         &self,
         mut f: impl FnMut(Ticket) -> Result<bool, StoreError>,
     ) -> Result<(), StoreError> {
-        for item in self
-            .inner
-            .snapshot
-            .scan_prefix([super::snapshot::CHUNK_PREFIX])
-        {
+        for item in self.inner.snapshot.scan_prefix([CHUNK_PREFIX]) {
             let (k, v) = item.map_err(|e| self.sled_err(e))?;
             for t in decode_chunk(self, &k, &v)?.tickets {
                 if !f(t)? {

@@ -9,18 +9,18 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::IgnoredAny;
-use std::sync::Arc;
 use weir_core::codec::{self, CodecError};
-
 use weir_core::cold::ColdError;
 use weir_core::queue::{QueueState, TicketId};
 
-use super::cold::{StoreCold, LAYOUT_INDEXED};
+use super::cold::StoreCold;
 use super::journal::JournalEntry;
-use super::snapshot::{read_meta, SnapshotMeta, CHUNK_PREFIX, META_KEY, OLD_TICKET_PREFIX};
+use super::layout::{CHUNK_PREFIX, LAYOUT_INDEXED, META_KEY, OLD_TICKET_PREFIX};
+use super::snapshot::{read_meta, SnapshotMeta};
 use super::{printable, Store, StoreError, JOURNAL, RECORDS, SNAPSHOT};
 
 /// What recovery rebuilt.

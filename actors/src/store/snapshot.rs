@@ -26,31 +26,12 @@ use serde::{Deserialize, Serialize};
 use weir_core::codec;
 use weir_core::queue::{Ticket, TicketId};
 
-use super::cold::{IndexWrites, LevelCounts, COUNTS_KEY, LAYOUT_INDEXED};
-use super::keys::run_error;
-use super::{printable, Store, StoreError, SNAPSHOT};
-
-/// The key of the snapshot's meta record.
-pub(crate) const META_KEY: &[u8] = b"meta";
-/// The prefix of the keys of ticket chunks.
-pub(crate) const CHUNK_PREFIX: u8 = b'c';
-/// The prefix of one-ticket keys of the first layout; a store holding any
-/// is refused at open rather than read half.
-pub(crate) const OLD_TICKET_PREFIX: u8 = b't';
-/// Tickets per chunk, by id.
-pub(crate) const TICKETS_PER_CHUNK: u64 = 16;
-
-/// One snapshot value: the live tickets of a chunk, in id order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TicketChunk {
-    pub(crate) tickets: Vec<Ticket>,
-}
-
-/// A [`TicketChunk`] of borrowed tickets, encoded the same way.
-#[derive(Serialize)]
-struct TicketChunkRef<'a> {
-    tickets: Vec<&'a Ticket>,
-}
+use super::cold::{IndexWrites, LevelCounts};
+use super::layout::{
+    chunk_key, decode_chunk, run_error, TicketChunkRef, COUNTS_KEY, LAYOUT_INDEXED, META_KEY,
+    TICKETS_PER_CHUNK,
+};
+use super::{Store, StoreError, SNAPSHOT};
 
 /// What a snapshot covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -66,36 +47,6 @@ pub struct SnapshotMeta {
     /// again at the next open).
     #[serde(default)]
     pub layout: u32,
-}
-
-pub(crate) fn chunk_key(chunk: u64) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = CHUNK_PREFIX;
-    k[1..].copy_from_slice(&chunk.to_be_bytes());
-    k
-}
-
-/// The tickets of one snapshot chunk value, as recovery reads them (the
-/// `envelope` fuzz target feeds it arbitrary bytes).
-#[doc(hidden)]
-pub fn decode_ticket_chunk(bytes: &[u8]) -> Result<Vec<Ticket>, codec::CodecError> {
-    codec::decode::<TicketChunk>(bytes).map(|c| c.tickets)
-}
-
-/// Decodes a chunk value, naming its key when it does not decode.
-pub(crate) fn decode_chunk(
-    store: &Store,
-    key: &[u8],
-    bytes: &[u8],
-) -> Result<TicketChunk, StoreError> {
-    decode_ticket_chunk(bytes)
-        .map(|tickets| TicketChunk { tickets })
-        .map_err(|source| StoreError::Corrupt {
-            dir: store.dir().to_path_buf(),
-            tree: SNAPSHOT,
-            key: printable(key),
-            source,
-        })
 }
 
 pub(crate) fn read_meta(store: &Store) -> Result<Option<SnapshotMeta>, StoreError> {

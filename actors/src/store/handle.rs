@@ -1,0 +1,327 @@
+//! The store handle: one sled `Db` and its trees, shared by clones, with
+//! the fail-stop flag, the disk reserve checks and fault injection every
+//! write goes through. Opening, syncing, the journal, the records, the
+//! snapshot and the blobs extend it from their own files.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use weir_core::queue::TicketId;
+
+use super::blobs::Blobs;
+use super::disk;
+use super::faults::FaultPoint;
+use super::keys::KeyRuns;
+use super::lock::DirLock;
+use super::{StoreError, StoreSettings};
+
+/// Tree names.
+pub(crate) const JOURNAL: &str = "journal";
+pub(crate) const SNAPSHOT: &str = "snapshot";
+pub(crate) const RECORDS: &str = "records";
+pub(crate) const EXPIRY: &str = "expiry";
+
+/// A handle to the store; clones share it.
+#[derive(Clone)]
+pub struct Store {
+    pub(super) inner: Arc<Inner>,
+}
+
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
+    pub(super) settings: StoreSettings,
+    pub(super) db: sled::Db,
+    pub(super) journal: sled::Tree,
+    pub(super) snapshot: sled::Tree,
+    pub(super) records: sled::Tree,
+    pub(super) expiry: sled::Tree,
+    /// The file sled writes its log to, kept open to fsync it.
+    pub(super) db_file: File,
+    /// Set after a failed write; cleared only by reopening.
+    pub(super) failed: AtomicBool,
+    /// The first failure that set `failed`, as its message.
+    pub(super) failure: Mutex<Option<String>>,
+    /// Told of the first failure (the supervisor, which stops the engine).
+    pub(super) on_failure: Mutex<Option<FailureHook>>,
+    /// Whether closing writes the mark (see the `damage` module): set once
+    /// the open checked the store whole.
+    pub(super) mark_on_close: AtomicBool,
+    /// The last journal sequence written.
+    pub(super) last_seq: AtomicU64,
+    /// Sequence the last snapshot covers.
+    pub(super) snapshot_seq: AtomicU64,
+    /// Ops and bytes journaled since the last snapshot.
+    pub(super) ops_since_snapshot: AtomicU64,
+    pub(super) bytes_since_snapshot: AtomicU64,
+    /// Ids of the tickets the journal tail replayed at the last recovery
+    /// changed; cleared by the next snapshot. See
+    /// [`Store::changed_since_snapshot`].
+    pub(super) tail_changed: Mutex<BTreeSet<TicketId>>,
+    /// The snapshot's key index runs, decoded (see the `keys` module).
+    pub(super) key_runs: std::sync::RwLock<KeyRuns>,
+    /// One commit at a time: sequences are assigned under it.
+    pub(super) commit_lock: Mutex<()>,
+    /// Serializes durable flushes and remembers the newest blob file synced.
+    pub(super) sync: Mutex<SyncState>,
+    /// weir's own blobs (`DATA/blobs`), with their pins.
+    pub(super) blobs: Blobs,
+    /// Held for the life of the store: the directory lock.
+    pub(super) _lock: DirLock,
+}
+
+/// A function told of the store's first failure, with its message.
+pub(super) type FailureHook = Box<dyn Fn(&str) + Send + Sync>;
+
+#[derive(Default)]
+pub(super) struct SyncState {
+    pub(super) blobs_synced_upto: u64,
+}
+
+impl Store {
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &StoreSettings {
+        &self.inner.settings
+    }
+
+    /// Whether the journal has grown enough since the last snapshot that a
+    /// new one is due.
+    pub fn snapshot_due(&self) -> bool {
+        let s = &self.inner.settings;
+        self.inner.ops_since_snapshot.load(Ordering::Relaxed) >= s.snapshot_ops
+            || self.inner.bytes_since_snapshot.load(Ordering::Relaxed) >= s.snapshot_bytes
+    }
+
+    /// Ids of the tickets that the journal tail replayed at the last
+    /// recovery changed (enqueued, selected, requeued, extended, ended),
+    /// until the next snapshot is written. A caller that tracks the ids it
+    /// changes for [`Store::write_snapshot`] must start from these after a
+    /// recovery: the snapshot covers the tail, whose entries are removed
+    /// after it, so a ticket the tail changed and the snapshot missed would
+    /// be lost (or an ended one come back).
+    pub fn changed_since_snapshot(&self) -> BTreeSet<TicketId> {
+        self.inner
+            .tail_changed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The last journal sequence written.
+    pub fn last_seq(&self) -> u64 {
+        self.inner.last_seq.load(Ordering::Acquire)
+    }
+
+    /// Whether a write failed and the store refuses writes.
+    pub fn is_failed(&self) -> bool {
+        self.inner.failed.load(Ordering::Acquire)
+    }
+
+    /// Asks the fault injector, when one is set, whether a call at `point`
+    /// may go on (see the `faults` module).
+    #[inline]
+    pub(crate) fn inject(&self, point: FaultPoint) -> std::io::Result<()> {
+        match &self.inner.settings.faults {
+            None => Ok(()),
+            Some(faults) => faults.check(point),
+        }
+    }
+
+    /// Makes one write into sled, asking the fault injector first: its
+    /// failure fail-stops the store and is an error naming `what`.
+    pub(crate) fn write_sled<T>(
+        &self,
+        what: &'static str,
+        write: impl FnOnce() -> Result<T, sled::Error>,
+    ) -> Result<T, StoreError> {
+        let written = self
+            .inject(FaultPoint::Write)
+            .map_err(sled::Error::Io)
+            .and_then(|()| write());
+        written.map_err(|source| {
+            let e = StoreError::Write {
+                dir: self.inner.dir.clone(),
+                what,
+                source,
+            };
+            self.fail(&e);
+            e
+        })
+    }
+
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
+        if self.is_failed() {
+            return Err(StoreError::FailStopped(
+                self.inner.dir.clone(),
+                self.failure().unwrap_or_default(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The failure that fail-stopped the store, as its message; `None`
+    /// while it takes writes.
+    pub fn failure(&self) -> Option<String> {
+        self.inner
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Calls `hook` with the message of the store's first failure, once
+    /// (at once when the store failed already). Replaces the hook set
+    /// before: the engine's supervisor sets it, to stop the engine.
+    pub fn on_failure(&self, hook: impl Fn(&str) + Send + Sync + 'static) {
+        let mut slot = self
+            .inner
+            .on_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match self.failure() {
+            Some(cause) => hook(&cause),
+            None => *slot = Some(Box::new(hook)),
+        }
+    }
+
+    /// Refuses a write when the data directory's filesystem has less free
+    /// space than the reserve: releases the reserve file (room for the
+    /// last flush and the next open) and fail-stops. A probe that fails is
+    /// logged and the write goes on: the check guards against a full disk,
+    /// it must not invent one.
+    pub(crate) fn check_space(&self) -> Result<(), StoreError> {
+        self.check_space_for(0)
+    }
+
+    /// [`Self::check_space`] for a write of `bytes` more than a record's
+    /// (a blob): the reserve must be left after it.
+    pub(crate) fn check_space_for(&self, bytes: u64) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let s = &inner.settings;
+        let space = match s.free_space.probe(&inner.dir) {
+            Ok(space) => space,
+            Err(e) => {
+                tracing::warn!(dir = %inner.dir.display(), error = %e, "cannot measure free space");
+                return Ok(());
+            }
+        };
+        let reserve = disk::reserve_bytes(
+            space.total_bytes,
+            s.disk_reserve_min_bytes,
+            s.disk_reserve_percent,
+        );
+        if space.free_bytes >= reserve.saturating_add(bytes) {
+            return Ok(());
+        }
+        let released = disk::release_reserve(&inner.dir);
+        tracing::error!(
+            dir = %inner.dir.display(),
+            free_bytes = space.free_bytes,
+            reserve_bytes = reserve,
+            reserve_file_released = released,
+            "disk full: refusing writes"
+        );
+        let e = StoreError::DiskFull {
+            dir: inner.dir.clone(),
+            free_bytes: space.free_bytes,
+            reserve_bytes: reserve,
+        };
+        self.fail(&e);
+        Err(e)
+    }
+
+    /// Creates the reserve file when it is missing and the filesystem has
+    /// room for it above the reserve; says why not otherwise.
+    pub(super) fn ensure_reserve_file(&self) {
+        let inner = &self.inner;
+        let s = &inner.settings;
+        if s.reserve_file_bytes == 0 {
+            return;
+        }
+        let path = disk::reserve_path(&inner.dir);
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() >= s.reserve_file_bytes) {
+            return;
+        }
+        let room = match s.free_space.probe(&inner.dir) {
+            Ok(space) => {
+                let reserve = disk::reserve_bytes(
+                    space.total_bytes,
+                    s.disk_reserve_min_bytes,
+                    s.disk_reserve_percent,
+                );
+                space.free_bytes >= reserve.saturating_add(s.reserve_file_bytes)
+            }
+            Err(_) => false,
+        };
+        if !room {
+            tracing::warn!(dir = %inner.dir.display(), reserve_file_bytes = s.reserve_file_bytes, "no room for the reserve file; it is made at a later open");
+            return;
+        }
+        match disk::create_reserve(&inner.dir, s.reserve_file_bytes) {
+            Ok(()) => {
+                tracing::debug!(path = %path.display(), bytes = s.reserve_file_bytes, "reserve file in place")
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot create the reserve file")
+            }
+        }
+    }
+
+    /// Fail-stop: refuses every later write, keeps the first `cause` and
+    /// tells the failure hook of it.
+    pub(crate) fn fail(&self, cause: &dyn std::fmt::Display) {
+        let inner = &self.inner;
+        // The hook's lock first: `on_failure` reads the failure under it,
+        // so a hook is either set before and called here, or set after and
+        // called there.
+        let hook = inner.on_failure.lock().unwrap_or_else(|p| p.into_inner());
+        let first = {
+            let mut failure = inner.failure.lock().unwrap_or_else(|p| p.into_inner());
+            if failure.is_some() {
+                false
+            } else {
+                *failure = Some(cause.to_string());
+                true
+            }
+        };
+        inner.failed.store(true, Ordering::Release);
+        if first {
+            tracing::error!(dir = %inner.dir.display(), error = %cause, "store write failed: refusing writes until reopened");
+            if let Some(hook) = hook.as_ref() {
+                hook(&cause.to_string());
+            }
+        }
+    }
+
+    /// Makes every later write fail, as after a failed append. For tests of
+    /// fail-stop behaviour.
+    pub fn inject_failure(&self) {
+        self.fail(&"a failure injected by a test");
+    }
+
+    pub(crate) fn sled_err(&self, source: sled::Error) -> StoreError {
+        StoreError::Sled {
+            dir: self.inner.dir.clone(),
+            source,
+        }
+    }
+
+    /// The sled database, for tests that corrupt it on purpose.
+    #[doc(hidden)]
+    pub fn raw_tree(&self, name: &str) -> Option<sled::Tree> {
+        match name {
+            JOURNAL => Some(self.inner.journal.clone()),
+            SNAPSHOT => Some(self.inner.snapshot.clone()),
+            RECORDS => Some(self.inner.records.clone()),
+            EXPIRY => Some(self.inner.expiry.clone()),
+            _ => None,
+        }
+    }
+}
