@@ -11,8 +11,10 @@ pub use weir_core as core;
 mod assets;
 pub mod bench;
 pub mod cli;
+pub mod cluster_tasks;
 pub mod definition;
 mod engine;
+pub mod exit;
 #[doc(hidden)]
 pub mod fuzzing;
 mod graphs;

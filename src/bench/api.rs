@@ -42,7 +42,7 @@ use weir_core::partition::{Partition, Partitioning};
 use weir_core::queue::TicketId;
 
 use super::drain::tempfile_dir;
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::serve::views::{self, RunDetail, RunQuery, OUTPUT_INLINE_BYTES_MAX};
 use crate::serve::{self, ServeOptions};
 use crate::Engine;

@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::Instant;
 
-use super::BenchError;
+use super::report::BenchError;
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Failed(e.to_string())

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use weir_core::queue::Job;
 
-use super::{result_line, BenchError};
-use crate::worker::WorkerBuilder;
+use super::report::{result_line, BenchError};
 use crate::{ClusterConfig, Engine, EngineEvent, WorkerState};
 
 /// Slots of each worker.
@@ -34,20 +33,6 @@ const COOKIE: &str = "weir-bench-cluster";
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Failed(e.to_string())
-}
-
-/// The tasks `weir worker --bench-tasks` serves: `bench.sleep` (sleeps
-/// the payload's decimal ms) and `bench.noop`.
-pub fn register_tasks(b: WorkerBuilder) -> WorkerBuilder {
-    b.task_fn("bench.noop", |_ctx| async { Ok(Vec::new()) })
-        .task_fn("bench.sleep", |ctx| async move {
-            let ms: u64 = std::str::from_utf8(&ctx.payload)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            Ok(Vec::new())
-        })
 }
 
 /// The scenario's folder, removed at the end.

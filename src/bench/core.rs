@@ -13,7 +13,7 @@ use std::time::Instant;
 use weir_core::queue::{Applied, Job, Op, QueueState, Terminal};
 use weir_core::retry::RetryPolicy;
 
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 
 /// Runs the scenario.
 pub fn run(quick: bool) -> Result<(), BenchError> {

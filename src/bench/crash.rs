@@ -26,7 +26,7 @@ use weir_core::retry::RetryPolicy;
 
 use super::child::{self, Child, Next};
 use super::drain::tempfile_dir;
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 
 /// Set in the child process: the store, then `first` or `resume`.

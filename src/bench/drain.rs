@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use weir_actors::store::Durability;
 use weir_core::queue::Job;
 
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {

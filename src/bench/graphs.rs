@@ -34,7 +34,7 @@ use weir_core::partition::Partition;
 use weir_core::retry::RetryPolicy;
 
 use super::drain::{drain, tempfile_dir};
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 
 pub(super) fn failed<E: std::fmt::Display>(e: E) -> BenchError {

@@ -18,7 +18,7 @@ use weir_actors::store::Durability;
 
 use super::drain::tempfile_dir;
 use super::graphs::{chain, fanout};
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 use weir_core::queue::Job;
 

@@ -32,7 +32,7 @@ use weir_core::partition::{Partition, Partitioning};
 use weir_core::schedule::ScheduleSettings;
 
 use super::drain::{rss_bytes, tempfile_dir};
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {

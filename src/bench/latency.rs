@@ -22,7 +22,7 @@ use weir_actors::store::Durability;
 use weir_core::queue::Job;
 
 use super::drain::{drain, peak_rss_bytes, raw_commits_per_s, tempfile_dir};
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {

@@ -25,7 +25,7 @@ use weir_core::partition::Partition;
 
 use super::drain::tempfile_dir;
 use super::graphs::{collect, failed, name, noop_node};
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 
 /// The pool's slots, as `weir bench fanout` has them.

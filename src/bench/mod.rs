@@ -16,38 +16,12 @@ mod latency;
 mod mapped;
 pub mod readiness;
 mod recovery;
+mod report;
 mod store;
 pub mod torture;
 pub mod validate;
 
-use std::fmt::Write as _;
-
-/// Why a benchmark could not run.
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// No scenario of that name.
-    #[error("unknown scenario {0:?}; known: {known}", known = SCENARIOS.join(", "))]
-    Unknown(String),
-    /// The scenario failed.
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl BenchError {
-    /// The process exit code for this error.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            BenchError::Unknown(_) => crate::cli::EXIT_BAD_INPUT,
-            BenchError::Failed(_) => crate::cli::EXIT_STORE,
-        }
-    }
-}
-
-/// The scenarios, by name.
-pub const SCENARIOS: &[&str] = &[
-    "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster", "growth", "mapped", "torture",
-];
+pub use report::{result_line, BenchError, SCENARIOS};
 
 /// Runs a scenario at its quick, default or `--full` size (the last for
 /// `recovery` only).
@@ -84,18 +58,4 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "torture" => torture::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
-}
-
-/// Adds the tasks `weir bench cluster` runs on its workers.
-pub fn cluster_tasks(b: crate::worker::WorkerBuilder) -> crate::worker::WorkerBuilder {
-    cluster::register_tasks(b)
-}
-
-/// A `RESULT` line from key-value pairs.
-pub fn result_line(scenario: &str, pairs: &[(&str, String)]) -> String {
-    let mut line = format!("RESULT scenario={scenario}");
-    for (k, v) in pairs {
-        let _ = write!(line, " {k}={v}");
-    }
-    line
 }

@@ -11,7 +11,7 @@ use weir_core::graph::{GraphDef, NodeDef, TaskSpec};
 use weir_core::names::Name;
 use weir_core::readiness::{NodeStatus, Record, RunTracker};
 
-use super::BenchError;
+use super::report::BenchError;
 
 /// A layered graph of `nodes` nodes.
 pub fn layered(nodes: usize, width: usize) -> Result<weir_core::graph::Graph, BenchError> {

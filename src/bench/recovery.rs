@@ -12,7 +12,7 @@ use weir_actors::store::Durability;
 use weir_core::queue::Job;
 
 use super::drain::{peak_rss_bytes, rss_bytes, tempfile_dir};
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::Engine;
 
 /// Set in the child process: the store to recover.

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use weir_actors::store::{Commit, Durability, Store, StoreSettings};
 use weir_core::queue::{Applied, Job, Op, QueueState, Terminal, TicketId};
 
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 
 /// Set in the child that measures an open: the store's directory.
 const OPEN_CHILD_ENV: &str = "WEIR_BENCH_STORE_OPEN_DIR";

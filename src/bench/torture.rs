@@ -45,7 +45,7 @@ use weir_core::partition::{Partition, PartitionRange};
 
 use super::child::{self, Child, Next};
 use super::drain::tempfile_dir;
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::{BackfillOrder, Engine};
 
 /// Set in the child: `DIR\nMODE\nCYCLE\nSEED`, MODE `cycle` or `finish`.

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use super::drain::tempfile_dir;
-use super::{result_line, BenchError};
+use super::report::{result_line, BenchError};
 use crate::definition;
 
 /// Nodes of the full size.

@@ -11,7 +11,8 @@ use clap::Args;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{datadir, Failure};
+use super::datadir;
+use super::failure::Failure;
 use crate::serve::discovery;
 use crate::serve::error::ErrorBody;
 
@@ -145,8 +146,8 @@ pub struct ApiFailure {
 impl From<ApiFailure> for Failure {
     fn from(a: ApiFailure) -> Failure {
         let code = match a.status {
-            400..=499 => super::EXIT_BAD_INPUT,
-            _ => super::EXIT_STORE,
+            400..=499 => crate::exit::EXIT_BAD_INPUT,
+            _ => crate::exit::EXIT_STORE,
         };
         Failure {
             code,

@@ -9,7 +9,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::client::{self, Conn};
-use super::{out, table, Failure};
+use super::failure::Failure;
+use super::output::out;
+use super::table;
 
 fn print_json(v: &Value) {
     out(&serde_json::to_string_pretty(v).unwrap_or_default());
@@ -292,7 +294,7 @@ pub fn cancel(a: RunArgs) -> Result<u8, Failure> {
                     a.graph, a.partition
                 ));
             }
-            return Ok(super::EXIT_BAD_INPUT);
+            return Ok(crate::exit::EXIT_BAD_INPUT);
         }
         Err(f) => return Err(f.into()),
     };
@@ -515,7 +517,7 @@ pub fn dead(a: DeadArgs) -> Result<u8, Failure> {
                     rows.len() - failed
                 ));
                 Ok(if failed > 0 {
-                    super::EXIT_RUN_FAILED
+                    crate::exit::EXIT_RUN_FAILED
                 } else {
                     0
                 })
@@ -622,7 +624,7 @@ pub fn reload(a: ReloadArgs) -> Result<u8, Failure> {
             Ok(if refused.is_empty() {
                 0
             } else {
-                super::EXIT_BAD_INPUT
+                crate::exit::EXIT_BAD_INPUT
             })
         },
     )

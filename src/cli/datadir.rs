@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::Failure;
+use super::failure::Failure;
 
 /// The environment variable naming the data directory.
 pub const ENV_DATA_DIR: &str = "WEIR_DATA_DIR";

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use weir_actors::store::{Durability, StoreSettings};
 
-use super::Failure;
+use super::failure::Failure;
 use crate::definition::{self, Definitions};
 use crate::serve::{self, ReloadReport, Reloader, ServeOptions, Server};
 use crate::task::command::{CommandTask, COMMAND_TASK};
@@ -28,53 +28,6 @@ pub async fn open_engine(
     default_capacity: Option<u32>,
 ) -> Result<Arc<Engine>, Failure> {
     open_engine_with(defs, data, durability, default_capacity, None).await
-}
-
-/// The cluster of `weir serve`, from its flags: `--cluster` needs a cookie
-/// file; TLS needs both a certificate and a key. Checked before the engine
-/// opens.
-pub fn cluster_config(
-    a: &super::serve::ServeArgs,
-    root: &Path,
-) -> Result<Option<(ClusterConfig, bool)>, Failure> {
-    let Some(listen) = &a.cluster else {
-        if a.cookie_file.is_some() || a.tls_cert.is_some() {
-            return Err(Failure::input(
-                "--cookie-file and --tls-cert go with --cluster ADDR",
-            ));
-        }
-        return Ok(None);
-    };
-    let addr: SocketAddr = listen.parse().map_err(|e| {
-        Failure::input(format!(
-            "--cluster {listen:?}: {e} (write e.g. 127.0.0.1:7451)"
-        ))
-    })?;
-    let Some(cookie_file) = &a.cookie_file else {
-        return Err(Failure::input(format!(
-            "--cluster {addr}: needs --cookie-file F, a secret every worker shares (no cookie, no cluster)"
-        )));
-    };
-    let cookie = weir_actors::cluster::node::read_cookie(cookie_file)
-        .map_err(|e| Failure::input(e.to_string()))?;
-    let mut config = ClusterConfig::new(addr, cookie);
-    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
-        config.tls = Some(
-            weir_actors::cluster::node::tls_acceptor(cert, key)
-                .map_err(|e| Failure::input(e.to_string()))?,
-        );
-    }
-    if let Some(lease) = a.lease_ms {
-        config.settings.lease_ms = lease;
-        config.settings.heartbeat_ms = (lease / 5).clamp(1, 1_000);
-    }
-    config.root = Some(
-        std::path::absolute(root)
-            .unwrap_or_else(|_| root.to_path_buf())
-            .display()
-            .to_string(),
-    );
-    Ok(Some((config, a.no_local_workers)))
 }
 
 /// Opens the engine for `defs` on `data`, with a cluster when asked (and

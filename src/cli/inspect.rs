@@ -4,7 +4,7 @@ use std::path::Path;
 
 use weir_actors::store::{open_for_inspection, StoreError};
 
-use super::Failure;
+use super::failure::Failure;
 
 /// Opens the store for reading, or says why not.
 pub fn open(

@@ -11,8 +11,10 @@
 mod client;
 mod control;
 mod datadir;
+mod failure;
 mod host;
 mod inspect;
+mod output;
 mod progress;
 mod run;
 mod serve;
@@ -24,14 +26,11 @@ mod workers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
-/// Exit code: a run failed.
-pub const EXIT_RUN_FAILED: u8 = 1;
-/// Exit code: bad input (a definition, an argument).
-pub const EXIT_BAD_INPUT: u8 = 2;
-/// Exit code: a store or I/O error.
-pub const EXIT_STORE: u8 = 3;
+pub use crate::exit::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_STORE};
+pub use failure::Failure;
+pub use output::{init_logging, out, LogFormat};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -42,15 +41,6 @@ pub const EXIT_STORE: u8 = 3;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Plain,
-    /// One JSON object a line.
-    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -123,57 +113,6 @@ enum Command {
         #[arg(long, conflicts_with = "quick")]
         full: bool,
     },
-}
-
-/// A command's failure: its message and exit code.
-#[derive(Debug)]
-pub struct Failure {
-    /// The exit code.
-    pub code: u8,
-    /// What went wrong, and where.
-    pub message: String,
-}
-
-impl Failure {
-    /// Bad input.
-    pub fn input(message: impl Into<String>) -> Failure {
-        Failure {
-            code: EXIT_BAD_INPUT,
-            message: message.into(),
-        }
-    }
-    /// A store or I/O error.
-    pub fn store(message: impl Into<String>) -> Failure {
-        Failure {
-            code: EXIT_STORE,
-            message: message.into(),
-        }
-    }
-}
-
-/// Prints a line to stdout; a closed stdout (`| head`) ends the program
-/// quietly with success.
-pub fn out(line: &str) {
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    if writeln!(o, "{line}").is_err() {
-        std::process::exit(0);
-    }
-}
-
-/// Sets up logging to stderr at `default_level` (RUST_LOG overrides).
-pub fn init_logging(format: LogFormat, default_level: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Plain => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
 }
 
 /// Runs the program; returns its exit code.

@@ -31,8 +31,10 @@ use weir_core::partition::{Partition, PartitionRange, Partitioning};
 use weir_actors::scheduler::records::run_id;
 use weir_actors::scheduler::view::GraphRunView;
 
+use super::failure::Failure;
+use super::output::out;
+use super::output::LogFormat;
 use super::progress::{self, Progress};
-use super::{Failure, LogFormat};
 use crate::definition::{self, Definitions};
 use crate::Engine;
 
@@ -335,7 +337,7 @@ async fn run_async(
     }
     let verdict = Verdict::of(&snap);
     print_summary(&snap, &verdict, started_at.elapsed());
-    super::out(&format!(
+    out(&format!(
         "retries {}, failed tickets {}, deferred by breakers {}, breaker openings {}",
         counters.retries, counters.failures, counters.deferred, counters.breaker_opened
     ));
@@ -346,7 +348,7 @@ async fn run_async(
     Ok(if verdict.failed.is_empty() {
         0
     } else {
-        super::EXIT_RUN_FAILED
+        crate::exit::EXIT_RUN_FAILED
     })
 }
 
@@ -730,7 +732,7 @@ fn print_summary(s: &Snapshot, v: &Verdict, elapsed: Duration) {
                 .is_some_and(|v| matches!(v.state, RunState::Failed | RunState::Cancelled))
         })
         .count();
-    super::out(&format!(
+    out(&format!(
         "{} run(s): {} settled, {} failed or cancelled, {} still active, {} not started; {:.2}s",
         s.rows.len(),
         s.runs_done,
@@ -740,12 +742,12 @@ fn print_summary(s: &Snapshot, v: &Verdict, elapsed: Duration) {
         elapsed.as_secs_f64()
     ));
     for (graph, group, before) in &v.recovered {
-        super::out(&format!(
+        out(&format!(
             "recovered: {graph} {group}: {before} failed run(s), then its latest run completed"
         ));
     }
     for (graph, group) in &v.failed {
-        super::out(&format!("failed: {graph} {group}: its latest run failed"));
+        out(&format!("failed: {graph} {group}: its latest run failed"));
     }
 }
 
@@ -780,8 +782,8 @@ fn print_where(
         let Some(view) = &r.view else { continue };
         for n in view.nodes.iter().filter(|n| n.state == "failed") {
             if shown_failures == 0 {
-                super::out("");
-                super::out("failed nodes:");
+                out("");
+                out("failed nodes:");
             }
             shown_failures += 1;
             if shown_failures > FAILURES_SHOWN_MAX {
@@ -800,7 +802,7 @@ fn print_where(
             } else {
                 " (a later run recovered)"
             };
-            super::out(&format!(
+            out(&format!(
                 "  {} {} {}: {exit}{} attempt(s){superseded}",
                 r.graph, r.partition, n.node, n.attempts
             ));
@@ -819,22 +821,22 @@ fn print_where(
             };
             let skip = tail.len().saturating_sub(STDERR_TAIL_LINES_MAX);
             for line in &tail[skip..] {
-                super::out(&format!("    | {line}"));
+                out(&format!("    | {line}"));
             }
-            super::out(&format!(
+            out(&format!(
                 "    more: weir logs {} {} {}{data_arg}",
                 r.graph, r.partition, n.node
             ));
         }
     }
     if shown_failures > FAILURES_SHOWN_MAX {
-        super::out(&format!(
+        out(&format!(
             "  … and {} more failed node(s): weir runs --state failed{data_arg}",
             shown_failures - FAILURES_SHOWN_MAX
         ));
     }
-    super::out("");
-    super::out(&format!("data in {}", data.display()));
+    out("");
+    out(&format!("data in {}", data.display()));
     // The results of the newest completed run of each graph: its last
     // nodes' logs (the ETL's `report` prints its report there).
     let mut seen = std::collections::BTreeSet::new();
@@ -844,7 +846,7 @@ fn print_where(
             continue;
         }
         if let Some(sink) = last_node(view) {
-            super::out(&format!(
+            out(&format!(
                 "results of {} {}: weir logs {} {} {sink}{data_arg}",
                 r.graph, r.partition, r.graph, r.partition
             ));
@@ -853,7 +855,7 @@ fn print_where(
     let mut graphs = std::collections::BTreeSet::new();
     for r in &s.rows {
         if graphs.insert(r.graph.clone()) {
-            super::out(&format!(
+            out(&format!(
                 "see more: weir status {} {}{data_arg}",
                 r.graph, r.partition
             ));

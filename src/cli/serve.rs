@@ -4,15 +4,19 @@
 //! changed definition files. SIGINT/SIGTERM stop it gracefully (exit 0); a
 //! second one exits at once. An engine that stops on an error exits 3.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 use weir_actors::store::Durability;
 
-use super::{datadir, host, init_logging, Failure, LogFormat};
+use super::failure::Failure;
+use super::output::{init_logging, LogFormat};
+use super::{datadir, host};
 use crate::definition;
+use crate::ClusterConfig;
 
 /// Arguments of `weir serve`.
 #[derive(Debug, Args)]
@@ -70,7 +74,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     super::host::listen_addr(&a.listen, a.token_file.as_deref())?;
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
-    let cluster = host::cluster_config(&a, &defs.root)?;
+    let cluster = cluster_config(&a, &defs.root)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -159,4 +163,51 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             None => stopped.map(|()| 0),
         }
     })
+}
+
+/// The cluster of `weir serve`, from its flags: `--cluster` needs a cookie
+/// file; TLS needs both a certificate and a key. Checked before the engine
+/// opens.
+pub fn cluster_config(
+    a: &ServeArgs,
+    root: &Path,
+) -> Result<Option<(ClusterConfig, bool)>, Failure> {
+    let Some(listen) = &a.cluster else {
+        if a.cookie_file.is_some() || a.tls_cert.is_some() {
+            return Err(Failure::input(
+                "--cookie-file and --tls-cert go with --cluster ADDR",
+            ));
+        }
+        return Ok(None);
+    };
+    let addr: SocketAddr = listen.parse().map_err(|e| {
+        Failure::input(format!(
+            "--cluster {listen:?}: {e} (write e.g. 127.0.0.1:7451)"
+        ))
+    })?;
+    let Some(cookie_file) = &a.cookie_file else {
+        return Err(Failure::input(format!(
+            "--cluster {addr}: needs --cookie-file F, a secret every worker shares (no cookie, no cluster)"
+        )));
+    };
+    let cookie = weir_actors::cluster::node::read_cookie(cookie_file)
+        .map_err(|e| Failure::input(e.to_string()))?;
+    let mut config = ClusterConfig::new(addr, cookie);
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        config.tls = Some(
+            weir_actors::cluster::node::tls_acceptor(cert, key)
+                .map_err(|e| Failure::input(e.to_string()))?,
+        );
+    }
+    if let Some(lease) = a.lease_ms {
+        config.settings.lease_ms = lease;
+        config.settings.heartbeat_ms = (lease / 5).clamp(1, 1_000);
+    }
+    config.root = Some(
+        std::path::absolute(root)
+            .unwrap_or_else(|_| root.to_path_buf())
+            .display()
+            .to_string(),
+    );
+    Ok(Some((config, a.no_local_workers)))
 }

@@ -10,7 +10,9 @@ use weir_actors::scheduler::records::RunState;
 use weir_core::partition::Partition;
 
 use super::client::{self, ApiFailure, Client, Conn, Source};
-use super::{out, table, Failure};
+use super::failure::Failure;
+use super::output::out;
+use super::table;
 use crate::logs::{self, LogChunk, LogLine, LogPaths};
 use crate::serve::views::{self, GraphSummary, RunPage, RunQuery};
 use crate::serve::{NodeLive, RunWithLive};

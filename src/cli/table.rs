@@ -6,6 +6,8 @@ use std::io::IsTerminal;
 
 use comfy_table::{presets, ContentArrangement, Table};
 
+use super::output::out;
+
 /// A table with these column headers.
 pub fn new(headers: &[&str]) -> Table {
     let mut t = Table::new();
@@ -21,7 +23,7 @@ pub fn new(headers: &[&str]) -> Table {
 /// Prints a table, each line trimmed of trailing blanks.
 pub fn print(t: &Table) {
     for line in t.lines() {
-        super::out(line.trim_end());
+        out(line.trim_end());
     }
 }
 

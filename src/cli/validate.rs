@@ -8,8 +8,10 @@
 
 use std::path::Path;
 
-use super::{Failure, EXIT_BAD_INPUT};
+use super::failure::Failure;
+use super::output::out;
 use crate::definition;
+use crate::exit::EXIT_BAD_INPUT;
 
 /// Runs the command.
 pub fn run(path: &Path) -> Result<u8, Failure> {
@@ -25,8 +27,8 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
     for loaded in &defs.graphs {
         let g = &loaded.graph;
         let d = g.def();
-        super::out(&format!("graph {} ({})", g.name(), loaded.file.display()));
-        super::out(&format!("  definition {}", g.hash()));
+        out(&format!("graph {} ({})", g.name(), loaded.file.display()));
+        out(&format!("  definition {}", g.hash()));
         let mut line = format!("  partitioning {:?}", d.partitioning).to_lowercase();
         if let Some(c) = &d.cron {
             line.push_str(&format!(", cron \"{c}\", catchup {}", d.catchup));
@@ -34,21 +36,21 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
         if d.keyed.is_some() {
             line.push_str(", keyed");
         }
-        super::out(&format!(
+        out(&format!(
             "{line}, max_active_runs {}, retention {} ms",
             d.max_active_runs, d.retention_ms
         ));
         if !d.trigger_assets.is_empty() {
             let assets: Vec<&str> = d.trigger_assets.iter().map(|a| a.as_str()).collect();
-            super::out(&format!("  starts on assets {}", assets.join(", ")));
+            out(&format!("  starts on assets {}", assets.join(", ")));
         }
         if !d.params.is_empty() {
             let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
-            super::out(&format!("  params {}", params.join(", ")));
+            out(&format!("  params {}", params.join(", ")));
         }
         for (field, spec) in [("on_failure", &d.on_failure), ("on_success", &d.on_success)] {
             if let Some(argv) = spec.as_ref().and_then(|s| s.config.get("argv")) {
-                super::out(&format!("  {field} {argv}"));
+                out(&format!("  {field} {argv}"));
             }
         }
         for &i in g.topological_order() {
@@ -80,7 +82,7 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
                 let assets: Vec<&str> = n.produces.iter().map(|a| a.as_str()).collect();
                 priority.push_str(&format!(" produces {}", assets.join(", ")));
             }
-            super::out(&format!(
+            out(&format!(
                 "  {:<24} rule {:<28} pool {:<10} target {:<12} task {:<10} upstreams [{}]{priority}",
                 n.name.as_str(),
                 n.trigger_rule.to_string(),
@@ -91,6 +93,6 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
             ));
         }
     }
-    super::out(&format!("{} graph(s) valid", defs.graphs.len()));
+    out(&format!("{} graph(s) valid", defs.graphs.len()));
     Ok(0)
 }

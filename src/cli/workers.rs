@@ -109,7 +109,7 @@ pub fn worker(a: WorkerArgs) -> Result<u8, Failure> {
         b = b.protocol_version(v);
     }
     if a.bench_tasks {
-        b = crate::bench::cluster_tasks(b);
+        b = crate::cluster_tasks::register_tasks(b);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
