@@ -14,7 +14,7 @@
 //! prefix ([`PREFIX_BYTES`]) also lets the writer convert between file
 //! bytes and text bytes without reading the lines again.
 
-use super::Stream;
+use super::record::Stream;
 
 /// The bytes before a line's text: the timestamp, a space, the stream and
 /// a space.

@@ -18,8 +18,10 @@ use tokio_util::sync::CancellationToken;
 use weir_actors::cluster::gateway::LogIntake;
 use weir_actors::protocol::{LogEvent, LogFrame};
 
+use super::paths::LogPaths;
+use super::record::{LogLimits, Outcome, Stream};
 use super::writer::{now_ms, outcome_of, stream_of};
-use super::{AttemptEnd, AttemptLog, LogLimits, LogPaths, LogSink, Outcome, Stream};
+use super::writer::{AttemptEnd, AttemptLog, LogSink};
 
 /// Remote attempts' logs open at once, at most.
 pub const OPEN_LOGS_MAX: usize = 4_096;

@@ -16,7 +16,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::format::{parse_cut, parse_line};
-use super::{attempt_file, AttemptRecord, LogChunk, LogError, LogLine, LogPaths, Stream};
+use super::paths::{attempt_file, LogPaths};
+use super::record::{AttemptRecord, LogChunk, LogError, LogLine, Stream};
 
 /// How often a follower looks for new lines.
 pub const FOLLOW_POLL_MS: u64 = 100;

@@ -36,7 +36,8 @@ use tokio_util::sync::CancellationToken;
 use weir_actors::protocol::{LogEvent, LogFrame};
 
 use super::format::{cut_text, format_line, PREFIX_BYTES};
-use super::{AttemptRecord, LogLimits, LogPaths, Outcome, Stream};
+use super::paths::LogPaths;
+use super::record::{AttemptRecord, LogLimits, Outcome, Stream};
 
 /// Where a worker process sends its attempts' log events.
 pub type RemoteLog = Arc<dyn Fn(LogFrame) + Send + Sync>;
