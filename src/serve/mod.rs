@@ -22,12 +22,11 @@ pub use handlers::{NodeLive, RunWithLive};
 pub mod metrics;
 pub mod openapi;
 mod routes;
+pub(crate) mod state;
 pub mod views;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,26 +41,10 @@ use crate::Engine;
 use discovery::EngineInfo;
 use error::ApiError;
 use events::EventHub;
+pub use state::{AppState, ReloadReport, Reloader, BODY_BYTES_MAX};
 
-/// Request bodies larger than this are refused with 413.
-pub const BODY_BYTES_MAX: usize = 64 * 1024;
 /// How long a stop waits for open requests (event streams are cut).
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
-
-/// What a reload did: graphs adopted, unchanged, refused.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct ReloadReport {
-    /// Graphs whose definition changed: (graph, new hash).
-    pub adopted: Vec<(String, String)>,
-    /// Graphs whose definition is the same.
-    pub unchanged: Vec<String>,
-    /// Files or graphs refused, with the error; their old definition stays.
-    pub refused: Vec<String>,
-}
-
-/// Re-reads the definitions and adopts what changed.
-pub type Reloader =
-    Arc<dyn Fn(Arc<Engine>) -> Pin<Box<dyn Future<Output = ReloadReport> + Send>> + Send + Sync>;
 
 /// How to serve.
 #[derive(Clone)]
@@ -74,21 +57,6 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// The definitions' reloader, if the engine has definition files.
     pub reloader: Option<Reloader>,
-}
-
-/// What every handler sees.
-#[derive(Clone)]
-pub struct AppState {
-    pub(crate) engine: Arc<Engine>,
-    pub(crate) token: Arc<str>,
-    pub(crate) hub: EventHub,
-    pub(crate) data_dir: Arc<PathBuf>,
-    pub(crate) reloader: Option<Reloader>,
-    pub(crate) metrics: metrics::Metrics,
-    pub(crate) started_at_ms: u64,
-    /// Cancelled at stop: ends the open event and log streams, so the
-    /// graceful shutdown does not wait on them.
-    pub(crate) stop: tokio_util::sync::CancellationToken,
 }
 
 /// A running server.

@@ -6,7 +6,7 @@ use axum::handler::Handler;
 use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 
-use super::AppState;
+use super::state::AppState;
 
 /// Builds the router and remembers each (method, path).
 pub struct Routes {

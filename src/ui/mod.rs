@@ -14,7 +14,7 @@ use axum::Json;
 use serde::Deserialize;
 
 use crate::serve::error::ApiError;
-use crate::serve::AppState;
+use crate::serve::state::AppState;
 use session::Session;
 
 /// One file of the UI: its path under `/ui/`, content type and bytes.

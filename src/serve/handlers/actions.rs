@@ -7,9 +7,9 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use weir_core::partition::PartitionRange;
 
-use super::{partition, Body, Path};
+use super::extract::{partition, run_partition, Body, Path};
 use crate::serve::error::{ApiError, ApiResult};
-use crate::serve::AppState;
+use crate::serve::state::AppState;
 use crate::{Backfill, BackfillOrder, MarkAs, MarkOutcome, RerunOutcome, StartOutcome};
 
 /// Partitions started in one request at most.
@@ -148,7 +148,7 @@ pub async fn rerun(
     Body(b): Body<RerunBody>,
 ) -> ApiResult<(StatusCode, Json<RerunAnswer>)> {
     adopted(&s, &graph)?;
-    let p = super::run_partition(&s, &graph, &part)?;
+    let p = run_partition(&s, &graph, &part)?;
     let o = s
         .engine
         .rerun_node(&graph, p, &node, b.downstream.unwrap_or(true))
@@ -176,7 +176,7 @@ pub async fn clear(
     Path((graph, part)): Path<(String, String)>,
 ) -> ApiResult<Json<Vec<ClearedNode>>> {
     adopted(&s, &graph)?;
-    let p = super::run_partition(&s, &graph, &part)?;
+    let p = run_partition(&s, &graph, &part)?;
     let out = s.engine.clear_failed(&graph, p).await?;
     Ok(Json(
         out.iter()
@@ -203,7 +203,7 @@ pub async fn mark(
     Body(b): Body<MarkBody>,
 ) -> ApiResult<Json<MarkOutcome>> {
     adopted(&s, &graph)?;
-    let p = super::run_partition(&s, &graph, &part)?;
+    let p = run_partition(&s, &graph, &part)?;
     let mark = match b.state.as_str() {
         "succeeded" | "success" => MarkAs::Succeeded,
         "failed" => MarkAs::Failed,
@@ -229,7 +229,7 @@ pub async fn cancel(
     Path((graph, part)): Path<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<Cancelled>)> {
     adopted(&s, &graph)?;
-    let p = super::run_partition(&s, &graph, &part)?;
+    let p = run_partition(&s, &graph, &part)?;
     if s.engine.graph_run(&graph, &p)?.is_none() {
         return Err(ApiError::not_found(format!(
             "graph {graph:?} has no run for partition {p}"

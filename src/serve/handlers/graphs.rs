@@ -5,10 +5,10 @@ use axum::Json;
 
 use serde::Deserialize;
 
-use super::{blocking, Path, Query};
+use super::extract::{blocking, Path, Query};
 use crate::serve::error::{ApiError, ApiResult};
+use crate::serve::state::AppState;
 use crate::serve::views::{self, GraphDetail, GraphSummary};
-use crate::serve::AppState;
 
 /// Every adopted graph with its partitioning, cron and next firing,
 /// paused or not, content hash and newest run.
@@ -93,5 +93,5 @@ pub async fn grid(
 /// materialization and the materializations waiting to be delivered.
 pub async fn assets(State(s): State<AppState>) -> ApiResult<Json<Vec<crate::AssetView>>> {
     let engine = s.engine.clone();
-    super::blocking(move || Ok(Json(engine.assets()?))).await
+    blocking(move || Ok(Json(engine.assets()?))).await
 }

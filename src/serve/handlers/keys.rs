@@ -4,9 +4,9 @@ use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
 
-use super::{Body, Path};
+use super::extract::{Body, Path};
 use crate::serve::error::{ApiError, ApiResult};
-use crate::serve::AppState;
+use crate::serve::state::AppState;
 use crate::KeyScheduleView;
 
 fn keyed(s: &AppState, graph: &str) -> Result<(), ApiError> {

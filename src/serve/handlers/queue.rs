@@ -4,9 +4,9 @@ use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 
-use super::{Path, Query};
+use super::extract::{blocking, Path, Query};
 use crate::serve::error::{ApiError, ApiResult};
-use crate::serve::AppState;
+use crate::serve::state::AppState;
 use crate::{
     BreakerView, DeadLetterPage, LiveTicket, QueueStatus, RequeueOutcome, TicketFilter, TicketView,
 };
@@ -91,7 +91,7 @@ pub async fn dead(
         )));
     }
     let engine = s.engine.clone();
-    super::blocking(move || Ok(Json(engine.dead_letters(limit, q.cursor.as_deref())?))).await
+    blocking(move || Ok(Json(engine.dead_letters(limit, q.cursor.as_deref())?))).await
 }
 
 /// Requeues one dead letter.

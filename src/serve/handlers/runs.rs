@@ -5,10 +5,10 @@ use axum::response::IntoResponse;
 use axum::Json;
 use serde::Deserialize;
 
-use super::{blocking, Path, Query};
+use super::extract::{blocking, run_partition, Path, Query};
 use crate::serve::error::{ApiError, ApiResult};
+use crate::serve::state::AppState;
 use crate::serve::views::{self, NodeDetail, RunDetail, RunPage, RunQuery};
-use crate::serve::AppState;
 
 /// The run list's query string.
 #[derive(Debug, Deserialize)]
@@ -52,7 +52,7 @@ pub async fn list(
 }
 
 fn detail(s: &AppState, graph: &str, part: &str, inline_max: usize) -> Result<RunDetail, ApiError> {
-    let p = super::run_partition(s, graph, part)?;
+    let p = run_partition(s, graph, part)?;
     views::run_detail(s.engine.store(), graph, &p, inline_max)?
         .ok_or_else(|| ApiError::not_found(format!("graph {graph:?} has no run for partition {p}")))
 }
@@ -171,9 +171,6 @@ pub struct LogParams {
     member: Option<u32>,
 }
 
-/// Lines a log page returns at most.
-pub const LOG_LINES_MAX: usize = 10_000;
-
 /// A node's log lines, or (with `follow=true`) a stream of them.
 pub async fn logs(
     State(s): State<AppState>,
@@ -189,7 +186,7 @@ pub async fn logs(
             .into_iter()
             .find(|n| n.node == nd)
             .ok_or_else(|| ApiError::not_found(format!("graph {g:?} has no node {nd:?}")))?;
-        let p = super::run_partition(&st, &g, &pt)?;
+        let p = run_partition(&st, &g, &pt)?;
         if let Some(m) = q.member {
             return match q.rerun {
                 Some(r) => Ok(weir_actors::scheduler::records::member_id(&g, &p, &nd, r, m)),

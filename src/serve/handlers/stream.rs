@@ -13,10 +13,10 @@ use futures::stream::{self, Stream, StreamExt};
 use serde::Deserialize;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::Query;
+use super::extract::{blocking, Query};
 use crate::serve::error::{ApiError, ApiResult};
 use crate::serve::events::{Numbered, Resume};
-use crate::serve::AppState;
+use crate::serve::state::AppState;
 
 /// Keep-alive comments on idle streams, so proxies and clients see life.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -95,8 +95,7 @@ pub async fn logs(
         Some(a) => a,
         None => {
             let (p, id) = (paths.clone(), run_id.clone());
-            let list =
-                super::blocking(move || crate::logs::attempts(&p, &id).map_err(log_error)).await?;
+            let list = blocking(move || crate::logs::attempts(&p, &id).map_err(log_error)).await?;
             list.last().map(|a| a.attempt).ok_or_else(|| {
                 ApiError::not_found(format!(
                     "{run_id}: no attempt has logs (not started yet, or not a command)"
@@ -104,15 +103,15 @@ pub async fn logs(
             })?
         }
     };
-    let lines_max = limit.unwrap_or(super::runs::LOG_LINES_MAX);
-    if lines_max == 0 || lines_max > super::runs::LOG_LINES_MAX {
+    let lines_max = limit.unwrap_or(LOG_LINES_MAX);
+    if lines_max == 0 || lines_max > LOG_LINES_MAX {
         return Err(ApiError::bad(format!(
             "limit: {lines_max} is not within 1..={}",
-            super::runs::LOG_LINES_MAX
+            LOG_LINES_MAX
         )));
     }
     if !follow {
-        let chunk = super::blocking(move || {
+        let chunk = blocking(move || {
             crate::logs::read(&paths, &run_id, attempt, from_line, lines_max).map_err(log_error)
         })
         .await?;
@@ -147,3 +146,6 @@ fn log_error(e: crate::logs::LogError) -> ApiError {
         LogError::Io { .. } | LogError::Malformed { .. } => ApiError::internal(e.to_string()),
     }
 }
+
+/// Lines a log page returns at most.
+pub const LOG_LINES_MAX: usize = 10_000;
