@@ -42,13 +42,19 @@
 //! permanent_exit_codes = [2]
 //! ```
 
-mod file;
+mod checks;
+mod graph_checks;
+mod node_checks;
+mod shapes;
+mod spans;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use file::Known;
-pub use file::{GraphFile, NodeFile};
+pub use checks::parse_duration_ms;
+use checks::Known;
+pub use shapes::{GraphFile, NodeFile};
+use spans::Lines;
 use weir_core::breaker::BreakerSettings;
 use weir_core::graph::{Graph, GraphError, POOL_DEFAULT};
 
@@ -381,35 +387,4 @@ fn quoted_node(msg: &str) -> Option<&str> {
     let start = msg.find("node \"")? + "node \"".len();
     let len = msg[start..].find('"')?;
     Some(&msg[start..start + len])
-}
-
-/// Line numbers (from 1) of byte offsets in a text: the offsets where lines
-/// start, found once, then a binary search per lookup.
-pub(crate) struct Lines {
-    /// Byte offset of the start of each line; the first is 0.
-    starts: Vec<usize>,
-}
-
-impl Lines {
-    /// The line table of `text`.
-    pub(crate) fn new(text: &str) -> Lines {
-        let starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
-        Lines { starts }
-    }
-
-    /// The line (from 1) that holds byte `offset`; an offset past the end
-    /// is on the last line.
-    pub(crate) fn line_of(&self, offset: usize) -> usize {
-        // The starts at or before `offset` count the lines up to it.
-        self.starts.partition_point(|&s| s <= offset)
-    }
-}
-
-/// Parses a duration like `500ms`, `30s`, `5m`, `1h`, `7d`.
-pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
-    humantime::parse_duration(s)
-        .map(|d| d.as_millis() as u64)
-        .map_err(|e| format!("duration {s:?}: {e} (write e.g. 500ms, 30s, 5m, 1h, 7d)"))
 }
