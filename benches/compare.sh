@@ -474,6 +474,13 @@ P("- zero lost, zero duplicated in crash: weir lost %s, duplicated %s; with `/bi
 P("")
 P("Raw RESULT lines of this run: `target/compare/results.txt`; logs beside it.")
 text = "\n".join(lines) + "\n"
-open(out, "w").write(text)
+# The hand-kept history under "## History" (earlier runs' figures) stays.
+history = ""
+if os.path.exists(out):
+    old = open(out).read()
+    at = old.find("\n## History")
+    if at >= 0:
+        history = old[at:]
+open(out, "w").write(text.rstrip("\n") + "\n" + history)
 print(text)
 PY
