@@ -118,6 +118,12 @@ fn cli_on_a_damaged_store_exits_3_naming_the_file() {
                 !stderr.contains("backtrace ()"),
                 "#{i}: sled/db {what}: weir {command}: sled's raw message: {stderr}"
             );
+            // The panic sled raises on the damage is caught and refused;
+            // the panic hook must not print it (nor a backtrace) first.
+            assert!(
+                !stderr.contains("panicked at") && !stderr.contains("stack backtrace"),
+                "#{i}: sled/db {what}: weir {command}: the panic hook printed sled's panic: {stderr}"
+            );
         }
     }
 }

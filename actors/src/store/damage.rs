@@ -127,7 +127,7 @@ pub(crate) fn from_panic(dir: &Path, panic: &(dyn Any + Send)) -> StoreError {
         .map(|s| (*s).to_string())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".into());
-    tracing::error!(dir = %dir.display(), panic = %msg, "store open panicked: the files are damaged");
+    tracing::debug!(dir = %dir.display(), panic = %msg, "store open panicked: the files are damaged");
     StoreError::Damaged {
         dir: dir.to_path_buf(),
         file: sled_files(dir),

@@ -52,6 +52,7 @@ mod layout;
 mod lock;
 mod open;
 mod page;
+mod panics;
 mod records;
 mod replay;
 mod settings;

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use super::blobs::Blobs;
 use super::handle::{Inner, Store, SyncState, EXPIRY, JOURNAL, RECORDS, SNAPSHOT};
 use super::keys::KeyRuns;
+use super::panics;
 use super::replay::Recovered;
 use super::{damage, lock, replay, Durability, StoreError, StoreSettings};
 
@@ -29,9 +30,7 @@ impl Store {
         create_private_dir(&dir)?;
         let lock = lock::DirLock::acquire(&dir)?;
         damage::check_files(&dir)?;
-        let guarded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Store::open_locked(&dir, settings, lock)
-        }));
+        let guarded = panics::guarded(|| Store::open_locked(&dir, settings, lock));
         let (store, recovered) = match guarded {
             Ok(Ok(opened)) => opened,
             Ok(Err(e)) => return Err(damage::classify(&dir, e)),
