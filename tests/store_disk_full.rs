@@ -257,3 +257,66 @@ fn a_full_disk_stops_the_run_and_loses_nothing() {
     );
     drop(disk);
 }
+
+/// A disk already under the reserve when the engine starts (faults #13):
+/// a store condition, not the definition's fault — exit 3, naming the data
+/// directory and the free space, never "definition …" and exit 2; and no
+/// run started.
+#[test]
+fn a_disk_under_the_reserve_at_start_is_a_store_error() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: mounting a tmpfs needs root, and this test does not run as root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    let _disk = match Tmpfs::mount(&mnt, DISK_BYTES_SMALL) {
+        Ok(d) => d,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    // Leave about 3 MiB free: under the 8 MiB reserve before weir writes.
+    let fill = DISK_BYTES_SMALL - (3 << 20);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "head -c {fill} /dev/zero > {}",
+            mnt.join("fill").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let data = mnt.join("data");
+    let def = tmp.path().join("disk.toml");
+    std::fs::write(
+        &def,
+        "name = \"disk\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n",
+    )
+    .unwrap();
+    let mut cmd = weir();
+    cmd.arg("run")
+        .arg(&def)
+        .arg("--data")
+        .arg(&data)
+        .arg("--partition")
+        .arg("none")
+        .arg("--until-idle");
+    let (out, _) = run_within(cmd, STOP_WITHIN);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a disk under the reserve at start is a store error; stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("definition "),
+        "the definition is not at fault: {stderr}"
+    );
+    assert!(
+        stderr.contains(&data.display().to_string()) && stderr.contains("free"),
+        "the message names the data directory and the free space: {stderr}"
+    );
+}

@@ -105,7 +105,12 @@ pub async fn adopt_all(engine: &Engine, defs: &Definitions) -> Result<(), Failur
         engine
             .adopt(loaded.graph.def().clone())
             .await
-            .map_err(|e| Failure::input(format!("definition {}: {e}", loaded.file.display())))?;
+            .map_err(|e| match e {
+                // The store refused the adopt's write (a full disk, a
+                // failed write): not the definition's fault.
+                EngineError::Store(_) | EngineError::Stopped(_) => Failure::store(e.to_string()),
+                other => Failure::input(format!("definition {}: {other}", loaded.file.display())),
+            })?;
     }
     Ok(())
 }
