@@ -427,3 +427,48 @@ fn hosts_example_checks_keys_trips_the_breaker_and_takes_signals() {
         .unwrap_or(0);
     assert!(openings >= 1, "the flaky host opened the breaker: {stdout}");
 }
+
+/// A relative `--data` (faults #22): tasks run in the definitions' folder,
+/// so a relative `WEIR_OUTPUT` or `WEIR_DATA` would point nowhere. The data
+/// directory is made absolute once, at the start of every command.
+#[test]
+fn a_relative_data_directory_works_for_every_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    for f in ["etl.toml", "etl.py"] {
+        std::fs::copy(etl().join(f), d.join(f)).unwrap();
+    }
+    let out = weir()
+        .current_dir(tmp.path())
+        .args([
+            "run",
+            "d",
+            "--data",
+            "data",
+            "--partition",
+            "2026-11-01",
+            "--until-idle",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "weir run d --data data: stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        tmp.path().join("data/sled").is_dir(),
+        "the store is in ./data"
+    );
+    // A client command with the same relative --data reads it.
+    let status = weir()
+        .current_dir(tmp.path())
+        .args(["status", "--json", "--data", "data", "etl", "2026-11-01"])
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(0));
+    let run: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(run["state"], "complete", "{run}");
+}

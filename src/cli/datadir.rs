@@ -83,19 +83,32 @@ pub fn record(data: &Path) {
     }
 }
 
-/// The data directory of a command given definitions at `defs_root`.
-pub fn for_definitions(explicit: Option<&Path>, defs_root: &Path) -> PathBuf {
-    if let Some(d) = explicit {
-        return d.to_path_buf();
-    }
-    if let Some(d) = std::env::var_os(ENV_DATA_DIR).filter(|d| !d.is_empty()) {
-        return PathBuf::from(d);
-    }
-    defs_root.join(DEFAULT_NAME)
+/// `dir` made absolute against the current directory: tasks run in their
+/// definitions' folder (or a worker's root), so every path the engine hands
+/// them (`WEIR_OUTPUT`, `WEIR_DATA`, logs) must not depend on where the
+/// command was started.
+pub fn absolute(dir: &Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
-/// The data directory of a client command; it must exist.
+/// The data directory of a command given definitions at `defs_root`,
+/// absolute.
+pub fn for_definitions(explicit: Option<&Path>, defs_root: &Path) -> PathBuf {
+    if let Some(d) = explicit {
+        return absolute(d);
+    }
+    if let Some(d) = std::env::var_os(ENV_DATA_DIR).filter(|d| !d.is_empty()) {
+        return absolute(Path::new(&d));
+    }
+    absolute(&defs_root.join(DEFAULT_NAME))
+}
+
+/// The data directory of a client command, absolute; it must exist.
 pub fn for_client(explicit: Option<&Path>) -> Result<PathBuf, Failure> {
+    find_for_client(explicit).map(|d| absolute(&d))
+}
+
+fn find_for_client(explicit: Option<&Path>) -> Result<PathBuf, Failure> {
     let mut tried = Vec::new();
     let exists = |p: &Path| p.join("sled").is_dir() || p.join("engine.json").is_file();
     if let Some(d) = explicit {

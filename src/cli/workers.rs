@@ -103,7 +103,7 @@ pub fn worker(a: WorkerArgs) -> Result<u8, Failure> {
         b = b.tls_ca(ca);
     }
     if let Some(d) = &a.data {
-        b = b.data_dir(d);
+        b = b.data_dir(super::datadir::absolute(d));
     }
     if let Some(v) = a.protocol_version {
         b = b.protocol_version(v);
