@@ -288,7 +288,11 @@ fn a_disk_under_the_reserve_at_start_is_a_store_error() {
         ))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let data = mnt.join("data");
     let def = tmp.path().join("disk.toml");
     std::fs::write(

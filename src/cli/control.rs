@@ -31,17 +31,10 @@ fn post(segs: &[&str], body: Value) -> Req {
     Req::Post(segs.iter().map(|s| s.to_string()).collect(), body)
 }
 
-/// Sends `req` to the engine, prints JSON when asked, else `human`.
-pub(super) fn call<T>(
-    conn: &Conn,
-    req: Req,
-    human: impl FnOnce(&T) -> Result<u8, Failure>,
-) -> Result<u8, Failure>
-where
-    T: DeserializeOwned + serde::Serialize,
-{
+/// Sends `req` to the engine and decodes its answer.
+fn fetch<T: DeserializeOwned>(conn: &Conn, req: Req) -> Result<T, Failure> {
     let c = client::engine(conn)?;
-    let answer = client::block_on(async move {
+    Ok(client::block_on(async move {
         match req {
             Req::Get(segs, q) => {
                 let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
@@ -52,12 +45,49 @@ where
                 c.post::<_, T>(&segs, &body).await
             }
         }
-    })???;
+    })???)
+}
+
+/// Sends `req` to the engine, prints JSON when asked, else `human`.
+pub(super) fn call<T>(
+    conn: &Conn,
+    req: Req,
+    human: impl FnOnce(&T) -> Result<u8, Failure>,
+) -> Result<u8, Failure>
+where
+    T: DeserializeOwned + serde::Serialize,
+{
+    let answer = fetch::<T>(conn, req)?;
     if conn.json {
         print_json(&serde_json::to_value(&answer).unwrap_or(Value::Null));
         return Ok(0);
     }
     human(&answer)
+}
+
+/// As [`call`], for an answer that can be a refusal (some of a reload's
+/// files, some of a requeue's letters): `refused` reads it from the
+/// answer, and the command then exits 2, with `--json` as without it.
+pub(super) fn call_refusable<T>(
+    conn: &Conn,
+    req: Req,
+    refused: impl Fn(&T) -> bool,
+    human: impl FnOnce(&T),
+) -> Result<u8, Failure>
+where
+    T: DeserializeOwned + serde::Serialize,
+{
+    let answer = fetch::<T>(conn, req)?;
+    if conn.json {
+        print_json(&serde_json::to_value(&answer).unwrap_or(Value::Null));
+    } else {
+        human(&answer);
+    }
+    Ok(if refused(&answer) {
+        crate::exit::EXIT_BAD_INPUT
+    } else {
+        0
+    })
 }
 
 pub(super) fn s(v: &Value, k: &str) -> String {
@@ -184,7 +214,8 @@ pub struct RerunArgs {
     pub conn: Conn,
 }
 
-/// Prints a rerun answer; an outcome other than `submitted` is not an error.
+/// A rerun answer in words; an outcome other than `submitted` is a refusal
+/// (exit 2).
 fn rerun_line(node: &str, v: &Value) -> String {
     match s(v, "outcome").as_str() {
         "submitted" => format!("{node}: rerun submitted as {}", s(v, "run_id")),
@@ -225,7 +256,12 @@ pub fn rerun(a: RerunArgs) -> Result<u8, Failure> {
     } else {
         out(&rerun_line(&a.node, &v));
     }
-    Ok(0)
+    // Active, no_record, not_ready: refused (the API answers 409), exit 2.
+    Ok(if s(&v, "outcome") == "submitted" {
+        0
+    } else {
+        crate::exit::EXIT_BAD_INPUT
+    })
 }
 
 /// `weir clear GRAPH PARTITION`.
@@ -501,9 +537,10 @@ pub fn dead(a: DeadArgs) -> Result<u8, Failure> {
         );
     }
     if a.all {
-        return call(
+        return call_refusable(
             &a.conn,
             post(&["api", "v1", "queue", "dead", "requeue"], json!({})),
+            |rows: &Vec<Value>| rows.iter().any(|r| !r["error"].is_null()),
             |rows: &Vec<Value>| {
                 let failed = rows.iter().filter(|r| !r["error"].is_null()).count();
                 for r in rows {
@@ -516,11 +553,6 @@ pub fn dead(a: DeadArgs) -> Result<u8, Failure> {
                     "{} requeued, {failed} refused",
                     rows.len() - failed
                 ));
-                Ok(if failed > 0 {
-                    crate::exit::EXIT_RUN_FAILED
-                } else {
-                    0
-                })
             },
         );
     }
@@ -604,11 +636,12 @@ pub struct ReloadArgs {
     pub conn: Conn,
 }
 
-/// Runs `weir reload`.
+/// Runs `weir reload`: exit 2 when any file or graph was refused.
 pub fn reload(a: ReloadArgs) -> Result<u8, Failure> {
-    call(
+    call_refusable(
         &a.conn,
         post(&["api", "v1", "reload"], json!({})),
+        |r: &Value| r["refused"].as_array().is_some_and(|v| !v.is_empty()),
         |r: &Value| {
             let list = |k: &str| r[k].as_array().cloned().unwrap_or_default();
             for g in list("adopted") {
@@ -617,15 +650,9 @@ pub fn reload(a: ReloadArgs) -> Result<u8, Failure> {
             for g in list("unchanged") {
                 out(&format!("unchanged {}", g.as_str().unwrap_or("")));
             }
-            let refused = list("refused");
-            for e in &refused {
+            for e in list("refused") {
                 out(&format!("refused: {}", e.as_str().unwrap_or("")));
             }
-            Ok(if refused.is_empty() {
-                0
-            } else {
-                crate::exit::EXIT_BAD_INPUT
-            })
         },
     )
 }
