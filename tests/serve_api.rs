@@ -444,3 +444,55 @@ command = ["sleep", "20"]
         "{o:?}"
     );
 }
+
+/// The API's contract points (faults #20, #21): an unknown route answers
+/// 404 and a wrong method 405, each with the documented JSON error body;
+/// the bearer scheme is matched without regard to case (RFC 7235); an
+/// empty `Last-Event-ID` is no id (the stream starts live), not a reset.
+#[test]
+fn unknown_routes_wrong_methods_and_header_forms_answer_as_documented() {
+    let (_dir, s) = served("g");
+    let http = s.http();
+    for (method, path, status) in [
+        ("GET", "/api/v1/nope", 404),
+        ("GET", "/nope/at/all", 404),
+        ("DELETE", "/api/v1/graphs", 405),
+        ("POST", "/api/v1/graphs", 405),
+    ] {
+        let a = http.send(method, path, None, &[]);
+        assert_eq!(a.status, status, "{method} {path}: {a:?}");
+        assert!(
+            a.headers
+                .to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{method} {path}: a JSON body: {a:?}"
+        );
+        let e = &a.json()["error"];
+        assert_eq!(e["status"], status, "{method} {path}: {a:?}");
+        assert!(
+            !e["message"].as_str().unwrap_or("").is_empty(),
+            "{method} {path}: the error says what: {a:?}"
+        );
+    }
+    // The bearer scheme in any case.
+    let mut anon = s.http();
+    anon.token = None;
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let a = anon.send(
+            "GET",
+            "/api/v1/graphs",
+            None,
+            &[("Authorization", &format!("{scheme} {}", s.token))],
+        );
+        assert_eq!(a.status, 200, "scheme {scheme:?}: {a:?}");
+    }
+    // An empty Last-Event-ID: no reset, the stream starts live.
+    let got = std::thread::scope(|sc| {
+        let h = sc.spawn(|| http.events("/api/v1/events", Some(""), 1, Duration::from_secs(20)));
+        std::thread::sleep(Duration::from_millis(300));
+        s.ok(&["start", "g", "2026-11-01"]);
+        h.join().unwrap()
+    });
+    assert!(!got.is_empty(), "an event arrived");
+    assert_ne!(got[0].event, "reset", "an empty id is no id: {got:?}");
+}

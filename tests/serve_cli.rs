@@ -230,3 +230,27 @@ fn kill_9_mid_backfill_then_restart_resumes_and_records_nothing_twice() {
     let v: Value = s.json(&["runs", "--graph", "k", "--limit", "100"]);
     assert_eq!(v["runs"].as_array().unwrap().len(), 10);
 }
+
+/// A key that is a dot segment (`.`) reaches the engine as itself (faults
+/// #20): the client escapes it, where the URL would drop it, and the answer
+/// is the engine's error with its message, not a bare `HTTP 404:`.
+#[test]
+fn a_dot_key_reaches_the_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(&defs, "g", &chain_def("g"));
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    for key in ["."] {
+        let o = s.cli(&["signal", "--add", "g", key]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "signal {key:?}: {stderr}");
+        assert!(
+            stderr.contains("keyed") || stderr.contains("key"),
+            "signal {key:?}: the engine's own message: {stderr}"
+        );
+        assert!(
+            !stderr.trim_end().ends_with("HTTP 404:"),
+            "signal {key:?}: {stderr}"
+        );
+    }
+}

@@ -156,16 +156,31 @@ impl From<ApiFailure> for Failure {
     }
 }
 
+/// What a path segment escapes: everything but RFC 3986's unreserved
+/// characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 impl Client {
-    /// The URL of `segments` (each percent-encoded) under the base.
+    /// The URL of `segments` (each percent-encoded) under the base. A
+    /// segment that is `.` (a valid key) is encoded as `%2E`, which the
+    /// server decodes back, where the URL's own push would drop it as a dot
+    /// segment. (`..` cannot be carried in a path at all: WHATWG URLs treat
+    /// every spelling of it as a parent segment.)
     pub fn url(&self, segments: &[&str]) -> reqwest::Url {
         let mut u = self.base.clone();
-        if let Ok(mut s) = u.path_segments_mut() {
-            s.pop_if_empty();
-            for seg in segments {
-                s.push(seg);
+        let mut path = u.path().trim_end_matches('/').to_string();
+        for seg in segments {
+            path.push('/');
+            match *seg {
+                "." => path.push_str("%2E"),
+                other => path.extend(percent_encoding::utf8_percent_encode(other, SEGMENT)),
             }
         }
+        u.set_path(&path);
         u
     }
 

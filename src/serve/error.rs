@@ -61,6 +61,14 @@ impl ApiError {
             message: message.into(),
         }
     }
+    /// 405: the route exists, not with this method.
+    pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            kind: "method_not_allowed",
+            message: message.into(),
+        }
+    }
     /// 409: the request conflicts with the state.
     pub fn conflict(message: impl Into<String>) -> ApiError {
         ApiError {

@@ -109,7 +109,29 @@ pub fn router(state: AppState) -> (axum::Router, Vec<(&'static str, &'static str
         .merge(crate::ui::routes());
     let mut all = listed;
     all.push(("get", "/healthz"));
-    (open.merge(protected).with_state(state), all)
+    let router = open
+        .merge(protected)
+        // An unknown route or a wrong method answers the documented error
+        // body, not an empty one.
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .with_state(state);
+    (router, all)
+}
+
+async fn no_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route {}", uri.path()))
+}
+
+async fn wrong_method(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::method_not_allowed(format!("{} does not take {method}", uri.path()))
+}
+
+/// The token of an `Authorization` header: its scheme is matched without
+/// regard to case (RFC 7235: `Bearer`, `bearer`, `BEARER`).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 /// The router over `engine` without a listener, for in-process callers
@@ -149,7 +171,7 @@ async fn require_token(
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer_token);
     match given {
         Some(t) if !discovery::token_eq(t.trim(), &state.token) => {
             Err(ApiError::unauthorized("the token is not this engine's"))

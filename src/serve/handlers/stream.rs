@@ -49,7 +49,9 @@ pub async fn events(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
-        .or(q.last_event_id);
+        .or(q.last_event_id)
+        // An empty id is no id (the SSE spec), not a reset.
+        .filter(|id| !id.trim().is_empty());
     let (resume, rx) = s.hub.subscribe(last.as_deref());
     let first: Vec<Event> = match resume {
         Resume::Replay(v) => v.iter().map(|n| sse_event(&s, n)).collect(),
