@@ -166,6 +166,21 @@ fn metrics_scrape_parses_and_counts_completions() {
         get("weir_runs_settled_total{graph=\"g\",state=\"complete\"}"),
         Some(1.0)
     );
+    // Every metric has its help line (faults #21), and a counter without
+    // labels is there at 0 before its first increment.
+    let typed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(typed.len() > 10, "{text}");
+    for name in typed {
+        assert!(
+            text.contains(&format!("# HELP {name} ")),
+            "{name} has no # HELP in\n{text}"
+        );
+    }
+    assert_eq!(get("weir_workers_lost_total"), Some(0.0), "{text}");
 }
 
 /// Requests that are wrong in every way a client can be wrong.

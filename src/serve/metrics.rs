@@ -64,6 +64,8 @@ impl Metrics {
             })
             .clone();
         describe();
+        // A counter without labels is there from the first scrape, at 0.
+        metrics::counter!("weir_workers_lost_total").absolute(0);
         Metrics { handle }
     }
 
@@ -169,6 +171,21 @@ fn describe() {
     describe_gauge!("weir_worker_times_lost", "times a worker was declared lost");
     describe_counter!("weir_workers_lost_total", "workers declared lost");
     describe_gauge!("weir_queue_pending", "pending tickets per pool");
+    describe_gauge!("weir_queue_due", "pending tickets due now, per pool");
+    describe_gauge!("weir_queue_live", "live tickets: pending and running");
+    describe_gauge!(
+        "weir_pool_workers",
+        "pool actors serving a pool, local and remote"
+    );
+    describe_gauge!(
+        "weir_pool_credit",
+        "slots the workers of a pool offered and the queue has not used"
+    );
+    describe_gauge!("weir_journal_last_seq", "the last journal sequence written");
+    describe_gauge!(
+        "weir_engine_up",
+        "1 while the engine runs, 0 once it stopped on an error"
+    );
     describe_gauge!("weir_queue_running", "running attempts per pool");
     describe_histogram!("weir_commit_batch_ops", "ops per durable commit batch");
     describe_histogram!(
