@@ -213,3 +213,67 @@ async fn breaker_opens_defers_half_opens_and_closes() {
     );
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// The attempt a task sees is the attempt as users count it (faults #3):
+/// a hand-out its breaker deferred spends no attempt, so the only run of a
+/// ticket deferred once is attempt 1 (`WEIR_ATTEMPT`, `{attempt}` and its
+/// log), as its record says — not the hand-out number 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deferred_hand_out_is_not_an_attempt_the_task_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let engine = Engine::builder(dir.path())
+        .durability(Durability::Flush)
+        .pool("p", 1)
+        .target(
+            "api",
+            BreakerSettings {
+                failures_max: 1,
+                cooldown_ms: COOLDOWN_MS,
+                probes: 1,
+                probe_wait_ms: 50,
+                ..BreakerSettings::default()
+            },
+        )
+        .task_fn("call", move |ctx| {
+            let s = s.clone();
+            async move {
+                if ctx.key.as_ref() == "trip" {
+                    return Err(weir::TaskError::Retryable("api is down".into()));
+                }
+                s.lock().unwrap().push(ctx.attempt);
+                Ok(Vec::new())
+            }
+        })
+        .open()
+        .await
+        .unwrap();
+    // One failure opens the breaker; the next ticket is deferred until the
+    // cooldown ends, then runs once as the probe.
+    engine.enqueue(job("trip")).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(matches!(
+        engine.breaker("api").await.unwrap().unwrap().state,
+        BreakerState::Open { .. }
+    ));
+    engine.enqueue(job("observe")).await.unwrap();
+    engine
+        .drain_until_idle(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let r = done(&engine, "observe").await;
+    assert_eq!(r.status, DoneStatus::Succeeded);
+    assert!(r.deferrals >= 1, "it was deferred first: {r:?}");
+    assert_eq!(r.attempts, 1, "{r:?}");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![1],
+        "the task ran once, and saw attempt 1 (deferrals {})",
+        r.deferrals
+    );
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}

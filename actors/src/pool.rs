@@ -432,7 +432,11 @@ impl PoolState {
     async fn run(&mut self, myself: &ActorRef<PoolMsg>, grant: Grant) {
         self.outstanding = self.outstanding.saturating_sub(1);
         let Grant {
-            id, attempt, job, ..
+            id,
+            attempt,
+            job,
+            task_attempt,
+            ..
         } = grant;
         if self.units.reserve(1) == 0 {
             // Shrunk since the credit was granted: give the ticket back
@@ -467,7 +471,13 @@ impl PoolState {
         let ctx = TaskContext {
             key: job.key.clone(),
             ticket: id,
-            attempt,
+            // The attempt as users count it; the hand-out number keys the
+            // report.
+            attempt: if task_attempt > 0 {
+                task_attempt
+            } else {
+                attempt
+            },
             task: job.task.clone(),
             payload: Arc::from(job.payload),
             cancel: cancel.clone(),

@@ -18,12 +18,20 @@ use crate::store::BlobRef;
 pub struct Grant {
     /// The ticket.
     pub id: TicketId,
-    /// The attempt number.
+    /// The hand-out number: every hand-out counts, deferred ones too, so a
+    /// report of an earlier hand-out is told from the current one (reports
+    /// and acks are keyed by it).
     pub attempt: u32,
     /// What to run.
     pub job: Job,
     /// The end of the lease.
     pub lease_until_ms: u64,
+    /// The attempt as the task and its users count it, 1 for the first:
+    /// the hand-outs less those a breaker deferred and a sensor's checks
+    /// that were not met (`WEIR_ATTEMPT`, `{attempt}`, the attempt's log).
+    /// 0 from an engine that does not send it: `attempt` stands in.
+    #[serde(default)]
+    pub task_attempt: u32,
 }
 
 /// A worker's report of an attempt.

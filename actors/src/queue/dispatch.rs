@@ -75,6 +75,7 @@ impl QueueActorState {
                     attempt: t.attempt,
                     job: t.job.clone(),
                     lease_until_ms,
+                    task_attempt: t.attempts(),
                 };
                 self.started.insert(id, now);
                 tracing::debug!(key = %t.job.key, id, attempt = t.attempt, worker = %worker_id, "ticket selected");
