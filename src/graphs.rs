@@ -264,6 +264,23 @@ impl Engine {
         .map_err(EngineError::Graph)
     }
 
+    /// One reconciler pass now over the active run of `partition` only
+    /// (`None`: every active run of the graph), answered with its report.
+    pub async fn reconcile_now(
+        &self,
+        graph: &str,
+        partition: Option<Partition>,
+    ) -> Result<ReconcileReport, EngineError> {
+        let s = self.adopted_scheduler(graph).await?;
+        s.call(
+            |port| SchedulerMsg::ReconcileNow(partition, port),
+            Some(CALL_TIMEOUT),
+        )
+        .await
+        .map_err(|e| self.call_err("scheduler", e))?
+        .success_or(self.call_err("scheduler", "no answer"))
+    }
+
     /// One reconciler pass now.
     pub async fn reconcile(&self, graph: &str) -> Result<ReconcileReport, EngineError> {
         let s = self.adopted_scheduler(graph).await?;

@@ -117,6 +117,8 @@ fn every_command_exits_as_the_readme_says() {
         &mut cases,
     );
     check("signal", &["signal", "g", "k"], 2, &mut cases);
+    check("reconcile", &["reconcile", "g"], 0, &mut cases);
+    check("reconcile", &["reconcile", "nope"], 2, &mut cases);
     // c is upstream_failed: not ready, a refusal with and without --json.
     check("rerun", &["rerun", "g", "2026-11-03", "c"], 2, &mut cases);
     check(

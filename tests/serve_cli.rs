@@ -254,3 +254,38 @@ fn a_dot_key_reaches_the_engine() {
         );
     }
 }
+
+/// `weir reconcile GRAPH [PARTITION]` (faults #11): a pass now, its report
+/// printed; over every active run of the graph, or one partition's.
+#[test]
+fn reconcile_runs_a_pass_now_and_prints_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    // a blocks until the file `go` exists in the definitions folder.
+    write_def(
+        &defs,
+        "r",
+        "name = \"r\"\npartitioning = \"daily\"\n[[nodes]]\nname = \"a\"\n\
+         command = [\"sh\", \"-c\", \"while [ ! -e go ]; do sleep 0.05; done\"]\n\
+         [[nodes]]\nname = \"b\"\nupstreams = [\"a\"]\ncommand = [\"true\"]\n",
+    );
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    s.ok(&["start", "r", "2026-11-01"]);
+    let all = s.json(&["reconcile", "r"]);
+    assert_eq!(all["active_runs"], 1, "{all}");
+    assert_eq!(
+        all["submitted"], 0,
+        "a is live: nothing new to submit: {all}"
+    );
+    let other = s.json(&["reconcile", "r", "2026-11-02"]);
+    assert_eq!(other["active_runs"], 0, "no run of that partition: {other}");
+    let text = s.ok(&["reconcile", "r", "2026-11-01"]);
+    assert!(
+        text.contains("reconciled r 2026-11-01: 1 active run(s) visited, 0 node(s) submitted"),
+        "{text}"
+    );
+    std::fs::write(defs.join("go"), "").unwrap();
+    s.wait_run("r", "2026-11-01", "complete");
+    let after = s.json(&["reconcile", "r"]);
+    assert_eq!(after["active_runs"], 0, "{after}");
+}

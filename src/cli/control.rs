@@ -427,6 +427,44 @@ pub fn trigger(a: GraphArgs) -> Result<u8, Failure> {
     )
 }
 
+/// `weir reconcile GRAPH [PARTITION]`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The graph.
+    pub graph: String,
+    /// Only this partition's active run (default: every active run).
+    pub partition: Option<String>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// Runs `weir reconcile`: one reconciler pass now, and its report.
+pub fn reconcile(a: ReconcileArgs) -> Result<u8, Failure> {
+    let body = match &a.partition {
+        Some(p) => json!({ "partition": p }),
+        None => json!({}),
+    };
+    call(
+        &a.conn,
+        post(&["api", "v1", "graphs", &a.graph, "reconcile"], body),
+        |r: &Value| {
+            let n = |k: &str| r[k].as_u64().unwrap_or(0);
+            let what = match &a.partition {
+                Some(p) => format!("{} {p}", a.graph),
+                None => a.graph.clone(),
+            };
+            out(&format!(
+                "reconciled {what}: {} active run(s) visited, {} node(s) submitted, {} run(s) settled, {} instance(s) cancelled",
+                n("active_runs"),
+                n("submitted"),
+                n("settled"),
+                n("cancelled")
+            ));
+            Ok(0)
+        },
+    )
+}
+
 /// Runs `weir keys`.
 pub fn keys(a: GraphArgs) -> Result<u8, Failure> {
     call(

@@ -78,6 +78,9 @@ enum Command {
     Unpause(control::GraphArgs),
     /// Triggers a graph now.
     Trigger(control::GraphArgs),
+    /// Runs a reconciler pass now (every active run of a graph, or one
+    /// partition's) and prints its report.
+    Reconcile(control::ReconcileArgs),
     /// A keyed graph's keys and their schedules.
     Keys(control::GraphArgs),
     /// Signals a key of a keyed graph.
@@ -167,6 +170,7 @@ pub fn main() -> ExitCode {
         Command::Pause(a) => control::pause(a, true),
         Command::Unpause(a) => control::pause(a, false),
         Command::Trigger(a) => control::trigger(a),
+        Command::Reconcile(a) => control::reconcile(a),
         Command::Keys(a) => control::keys(a),
         Command::Signal(a) => control::signal(a),
         Command::Dead(a) => control::dead(a),

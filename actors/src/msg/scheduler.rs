@@ -145,6 +145,9 @@ pub enum SchedulerMsg {
     CancelRun(Partition, RpcReplyPort<Result<bool, String>>),
     /// A reconciler pass (timer, or on request with a reply).
     Reconcile(Option<RpcReplyPort<ReconcileReport>>),
+    /// A reconciler pass now, over every active run or only the run of a
+    /// partition (an operator's `weir reconcile`), answered with its report.
+    ReconcileNow(Option<Partition>, RpcReplyPort<ReconcileReport>),
     /// Active runs.
     ActiveRuns(RpcReplyPort<Vec<String>>),
     /// Fault injection, for tests only: the next this many completion

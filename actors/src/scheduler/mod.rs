@@ -147,7 +147,7 @@ impl Actor for SchedulerActor {
     ) -> Result<(), ActorProcessingErr> {
         state.myself = Some(myself.clone());
         // Reconcile at once: a crash may have cut an advance short.
-        let report = state.reconcile().await?;
+        let report = state.reconcile(None).await?;
         state.emit_report(report);
         let interval = Duration::from_millis(state.settings.reconcile_interval_ms.max(1));
         myself.send_interval(interval, || SchedulerMsg::Reconcile(None));
@@ -222,11 +222,16 @@ impl Actor for SchedulerActor {
                 let _ = reply.send(r.map_err(|e| e.to_string()));
             }
             SchedulerMsg::Reconcile(reply) => {
-                let report = state.reconcile().await?;
+                let report = state.reconcile(None).await?;
                 state.emit_report(report);
                 if let Some(reply) = reply {
                     let _ = reply.send(report);
                 }
+            }
+            SchedulerMsg::ReconcileNow(partition, reply) => {
+                let report = state.reconcile(partition.as_ref()).await?;
+                state.emit_report(report);
+                let _ = reply.send(report);
             }
             SchedulerMsg::ActiveRuns(reply) => {
                 let _ = reply.send(state.runs.keys().cloned().collect());

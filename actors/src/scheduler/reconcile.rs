@@ -2,6 +2,7 @@
 //! active run and settles what is done, so a lost notice never wedges a
 //! run; its report is logged and sent as an event.
 
+use weir_core::partition::Partition;
 use weir_core::readiness::{Change, NodeState};
 
 use crate::events::EngineEvent;
@@ -13,12 +14,21 @@ use super::state::{Res, SchedulerState};
 impl SchedulerState {
     /// Advances every active run: submits ready nodes, records decisions a
     /// crash left unwritten, settles what is done.
-    pub(super) async fn reconcile(&mut self) -> Res<ReconcileReport> {
+    pub(super) async fn reconcile(&mut self, only: Option<&Partition>) -> Res<ReconcileReport> {
+        let keys: Vec<String> = match only {
+            // One run: the active run of that partition, if there is one.
+            Some(p) => self
+                .runs
+                .contains_key(&p.to_string())
+                .then(|| p.to_string())
+                .into_iter()
+                .collect(),
+            None => self.runs.keys().cloned().collect(),
+        };
         let mut report = ReconcileReport {
-            active_runs: self.runs.len(),
+            active_runs: keys.len(),
             ..ReconcileReport::default()
         };
-        let keys: Vec<String> = self.runs.keys().cloned().collect();
         for p in keys {
             // Rebuild the run from the store first. A record whose notice
             // was lost (the queue stopped between making it durable and

@@ -289,3 +289,29 @@ pub async fn trigger(
     adopted(&s, &graph)?;
     Ok(Json(s.engine.trigger_now(&graph).await?))
 }
+
+/// `POST .../reconcile`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileBody {
+    /// Reconcile only the active run of this partition (default: every
+    /// active run of the graph).
+    partition: Option<String>,
+}
+
+/// A reconciler pass now (swale's reconciler, which also runs every
+/// minute): every ready node of the active runs resubmitted (the queue
+/// ignores live and done run ids, so only a lost submit is new), decided
+/// nodes recorded, finished runs settled. Answers its report.
+pub async fn reconcile(
+    State(s): State<AppState>,
+    Path(graph): Path<String>,
+    Body(b): Body<ReconcileBody>,
+) -> ApiResult<Json<crate::ReconcileReport>> {
+    adopted(&s, &graph)?;
+    let p = match &b.partition {
+        Some(text) => Some(run_partition(&s, &graph, text)?),
+        None => None,
+    };
+    Ok(Json(s.engine.reconcile_now(&graph, p).await?))
+}

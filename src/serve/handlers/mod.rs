@@ -33,6 +33,7 @@ pub fn routes() -> Routes {
         .post("/api/v1/graphs/{graph}/pause", actions::pause)
         .post("/api/v1/graphs/{graph}/unpause", actions::unpause)
         .post("/api/v1/graphs/{graph}/trigger", actions::trigger)
+        .post("/api/v1/graphs/{graph}/reconcile", actions::reconcile)
         .get("/api/v1/graphs/{graph}/keys", keys::list)
         .post("/api/v1/graphs/{graph}/keys/{key}/signal", keys::signal)
         .get("/api/v1/runs", runs::list)
