@@ -372,3 +372,65 @@ async fn cancel_cancels_members_and_expiry_removes_them() {
     }
     engine.shutdown(Duration::from_secs(10)).await.unwrap();
 }
+
+/// Cancel settles a mapped node and its members (faults #6): the run is
+/// cancelled while member 0 runs; the node, its members (the running one
+/// and those that never started) and its waiting downstream all show as
+/// cancelled, counted as such and not as failed, and the stored view
+/// keeps this after the engine stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_settles_its_mapped_node_and_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Probe::default();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let engine = engine_with_probe(dir.path(), 8, &probe, gate.clone())
+        .open()
+        .await
+        .unwrap();
+    let items = vec![json!("block"), json!(1), json!(2)];
+    let mut def = mapped_def(items, 1, 60_000);
+    def.nodes
+        .push(graphs_support::node("after", &["each"], "probe"));
+    engine.adopt(def).await.unwrap();
+    let p = Partition::NONE;
+    engine.start_run("m", p.clone()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while probe.running.load(Ordering::SeqCst) < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "member 0 did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(engine.cancel_run("m", p.clone()).await.unwrap());
+    assert_eq!(settled(&engine, "m", &p).await, RunState::Cancelled);
+    let check = |engine: &Engine| {
+        let run = engine.graph_run("m", &p).unwrap().unwrap();
+        assert_eq!(run.state, RunState::Cancelled);
+        let each = run.nodes.iter().find(|n| n.node == "each").unwrap();
+        assert_eq!(each.state, "cancelled", "the mapped node: {each:?}");
+        let m = each.members.as_ref().expect("its members");
+        assert_eq!(
+            (m.cancelled, m.failed, m.pending, m.succeeded),
+            (3, 0, 0, 0),
+            "every member cancelled, none failed or pending: {m:?}"
+        );
+        assert!(
+            m.list.iter().all(|x| x.state == "cancelled"),
+            "{:?}",
+            m.list
+        );
+        let after = run.nodes.iter().find(|n| n.node == "after").unwrap();
+        assert_eq!(after.state, "cancelled", "its downstream: {after:?}");
+    };
+    check(&engine);
+    gate.add_permits(10);
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+    // The stored view, with the engine stopped and opened again.
+    let engine = engine_with_probe(dir.path(), 8, &probe, gate)
+        .open()
+        .await
+        .unwrap();
+    check(&engine);
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+}

@@ -126,7 +126,7 @@ fn node_state(n: &views::NodeDetail, live: Option<&NodeLive>) -> (String, u32) {
     }
     // A mapped node has no ticket of its own: its members do.
     if let Some(m) = &n.members {
-        let ended = m.succeeded + m.failed + m.skipped;
+        let ended = m.succeeded + m.failed + m.cancelled + m.skipped;
         return (
             format!("running ({ended} of {} members ended)", m.total),
             n.attempts,
@@ -344,8 +344,8 @@ fn print_run(with_live: &RunWithLive) {
             String::new()
         };
         out(&format!(
-            "\n{} (mapped, rerun {}): {} members: {} succeeded, {} failed, {} skipped, {} pending{kept}",
-            n.node, m.rerun, m.total, m.succeeded, m.failed, m.skipped, m.pending
+            "\n{} (mapped, rerun {}): {} members: {} succeeded, {} failed, {} cancelled, {} skipped, {} pending{kept}",
+            n.node, m.rerun, m.total, m.succeeded, m.failed, m.cancelled, m.skipped, m.pending
         ));
         let mut mt = table::new(&["member", "state", "rerun", "attempts", "item", "error"]);
         let shown = MEMBER_ROWS_SHOWN;

@@ -61,8 +61,11 @@ pub struct MembersView {
     pub total: usize,
     /// Succeeded (kept ones included).
     pub succeeded: usize,
-    /// Failed or cancelled.
+    /// Failed.
     pub failed: usize,
+    /// Cancelled: their ticket was, or their run was before they ended.
+    #[serde(default)]
+    pub cancelled: usize,
     /// Skipped.
     pub skipped: usize,
     /// Not ended yet (waiting or running).
@@ -195,6 +198,7 @@ fn members_view(
     idx: usize,
     rerun: u32,
     current: &BTreeMap<Name, NodeRecord>,
+    run_cancelled: bool,
 ) -> Result<Option<MembersView>, StoreError> {
     let graph = g.name().as_str();
     let node = g.node_at(idx);
@@ -218,6 +222,7 @@ fn members_view(
         total: ledger.len(),
         succeeded: 0,
         failed: 0,
+        cancelled: 0,
         skipped: 0,
         pending: 0,
         kept: ledger.kept(),
@@ -227,6 +232,12 @@ fn members_view(
         let key = member_id(graph, partition, name, src, i as u32);
         let done = store.get::<DoneRecord>(&done_key(&key))?;
         let state = match &done {
+            // A cancelled run ends its members that had not ended: they
+            // will never run.
+            None if run_cancelled => {
+                v.cancelled += 1;
+                DoneStatus::Cancelled.to_string()
+            }
             None => {
                 v.pending += 1;
                 "pending".to_string()
@@ -235,7 +246,8 @@ fn members_view(
                 match d.status {
                     DoneStatus::Succeeded => v.succeeded += 1,
                     DoneStatus::Skipped => v.skipped += 1,
-                    _ => v.failed += 1,
+                    DoneStatus::Cancelled => v.cancelled += 1,
+                    DoneStatus::Failed | DoneStatus::UpstreamFailed => v.failed += 1,
                 }
                 d.status.to_string()
             }
@@ -292,6 +304,7 @@ pub fn graph_run(
     let latest = latest_node_records(store, &g, partition)?;
     let current = current_records(&record.expected_reruns, &latest);
     let states = node_states(&g, &current);
+    let cancelled = record.state == RunState::Cancelled;
     let nodes = g
         .topological_order()
         .iter()
@@ -314,7 +327,17 @@ pub fn graph_run(
                 },
                 None => NodeView {
                     node: name.to_string(),
-                    state: state_name(states[i]).to_string(),
+                    // A node of a cancelled run that had not ended never
+                    // will: it is cancelled (mapped nodes and waiting
+                    // downstreams included), not pending or running.
+                    state: if cancelled
+                        && matches!(states[i], NodeState::Pending | NodeState::Ready)
+                    {
+                        state_name(NodeState::Cancelled)
+                    } else {
+                        state_name(states[i])
+                    }
+                    .to_string(),
                     rerun: expected,
                     attempts: 0,
                     error: None,
@@ -333,7 +356,7 @@ pub fn graph_run(
             continue;
         };
         if g.node_at(i).map.is_some() {
-            view.members = members_view(store, &g, partition, i, view.rerun, &current)?;
+            view.members = members_view(store, &g, partition, i, view.rerun, &current, cancelled)?;
         }
     }
     Ok(Some(GraphRunView {
