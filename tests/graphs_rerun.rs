@@ -52,8 +52,14 @@ impl Runs {
 /// and succeeds after; `block` and `block_rerun` (at rerun ≥ 1 only) wait
 /// until `gate` is closed.
 async fn engine(dir: &std::path::Path, runs: &Runs, gate: &Arc<Semaphore>) -> Engine {
-    let (r1, r2, r3, r4) = (runs.clone(), runs.clone(), runs.clone(), runs.clone());
-    let (g1, g2) = (gate.clone(), gate.clone());
+    let (r1, r2, r3, r4, r5) = (
+        runs.clone(),
+        runs.clone(),
+        runs.clone(),
+        runs.clone(),
+        runs.clone(),
+    );
+    let (g1, g2, g3) = (gate.clone(), gate.clone(), gate.clone());
     Engine::builder(dir)
         .durability(Durability::Flush)
         .pool("default", 8)
@@ -78,6 +84,17 @@ async fn engine(dir: &std::path::Path, runs: &Runs, gate: &Arc<Semaphore>) -> En
             let (runs, gate) = (r3.clone(), g1.clone());
             async move {
                 runs.saw(&ctx.payload)?;
+                let _ = gate.acquire().await;
+                Ok(Vec::new())
+            }
+        })
+        .task_fn("fail_then_block", move |ctx| {
+            let (runs, gate) = (r5.clone(), g3.clone());
+            async move {
+                let i = runs.saw(&ctx.payload)?;
+                if i.rerun == 0 {
+                    return Err(TaskError::Permanent("first run fails".into()));
+                }
                 let _ = gate.acquire().await;
                 Ok(Vec::new())
             }
@@ -319,5 +336,55 @@ async fn rerun_outcomes_active_no_record_not_ready() {
     assert_eq!(s["y"], st("succeeded", 1));
     assert_eq!(runs.of("x"), vec![0, 1]);
     assert_eq!(runs.of("y"), vec![1], "y never ran at count 0");
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// While a failed node reruns, the record it reruns stays in sight (faults
+/// #10): its state, attempts and error beside the running rerun, until the
+/// rerun ends and its own record takes the place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerunning_node_keeps_its_previous_record_in_sight() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = Runs::default();
+    let gate = Arc::new(Semaphore::new(0));
+    let engine = engine(dir.path(), &runs, &gate).await;
+    engine
+        .adopt(GraphDef::new(
+            Name::new("fb").unwrap(),
+            vec![node("x", &[], "fail_then_block")],
+        ))
+        .await
+        .unwrap();
+    let p = Partition::NONE;
+    engine.start_run("fb", p.clone()).await.unwrap();
+    let done = engine
+        .wait_settled("fb", std::slice::from_ref(&p), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done, vec![RunState::Failed]);
+    assert_eq!(
+        engine.rerun("fb", p.clone(), "x").await.unwrap(),
+        RerunOutcome::Submitted("fb/none/x/1".into())
+    );
+    wait_for("x/1 to run", || runs.of("x").len() == 2).await;
+    let run = engine.graph_run("fb", &p).unwrap().unwrap();
+    let x = run.nodes.iter().find(|n| n.node == "x").unwrap();
+    assert_eq!((x.state.as_str(), x.rerun), ("ready", 1), "{x:?}");
+    let prev = x
+        .previous
+        .as_ref()
+        .expect("the failed record stays in sight");
+    assert_eq!((prev.rerun, prev.state.as_str()), (0, "failed"), "{prev:?}");
+    assert_eq!(prev.error.as_deref(), Some("first run fails"), "{prev:?}");
+    gate.close();
+    let done = engine
+        .wait_settled("fb", std::slice::from_ref(&p), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done, vec![RunState::Complete]);
+    let run = engine.graph_run("fb", &p).unwrap().unwrap();
+    let x = run.nodes.iter().find(|n| n.node == "x").unwrap();
+    assert_eq!(x.state, "succeeded");
+    assert!(x.previous.is_none(), "the rerun's own record now: {x:?}");
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }

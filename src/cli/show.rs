@@ -322,10 +322,23 @@ fn print_run(with_live: &RunWithLive) {
         if deferred {
             row.push(n.deferrals.to_string());
         }
+        // While a rerun runs, the record it reruns stays in sight.
+        let error = match (&n.error, &n.previous) {
+            (None, Some(p)) => Some(format!(
+                "rerun {} {}{}",
+                p.rerun,
+                p.state,
+                p.error
+                    .as_deref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            )),
+            (e, _) => e.clone(),
+        };
         row.extend([
             table::time(n.started_ms),
             table::duration(n.duration_ms),
-            table::first_line(n.error.as_deref(), 80),
+            table::first_line(error.as_deref(), 80),
         ]);
         t.add_row(row);
     }

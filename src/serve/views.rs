@@ -168,6 +168,10 @@ pub struct NodeDetail {
     /// A mapped node's members, with their states.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<weir_actors::scheduler::view::MembersView>,
+    /// While its rerun has no record yet, the record the rerun supersedes:
+    /// its state, attempts and error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<weir_actors::views::run::PreviousRecord>,
 }
 
 impl NodeDetail {
@@ -530,6 +534,7 @@ pub fn run_detail(
                 d.produces.iter().map(|a| a.to_string()).collect()
             }),
             members: n.members,
+            previous: n.previous,
         });
     }
     Ok(Some(RunDetail {

@@ -45,6 +45,25 @@ pub struct NodeView {
     /// ledger.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<MembersView>,
+    /// While a rerun of the node has no record yet, the record it reruns
+    /// (its state, error and attempts stay visible until the rerun ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<PreviousRecord>,
+}
+
+/// The record a rerun supersedes, shown beside the rerun until it ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviousRecord {
+    /// Its rerun count.
+    pub rerun: u32,
+    /// succeeded, failed, skipped, upstream_failed, cancelled.
+    pub state: String,
+    /// Attempts it made.
+    pub attempts: u32,
+    /// Its error.
+    pub error: Option<String>,
+    /// When it ended.
+    pub finished_ms: u64,
 }
 
 /// The most members a view lists one by one (the counts cover all).
@@ -324,6 +343,7 @@ pub fn graph_run(
                     output_bytes: r.done.output_len() as usize,
                     pokes: r.done.pokes,
                     members: None,
+                    previous: None,
                 },
                 None => NodeView {
                     node: name.to_string(),
@@ -346,6 +366,15 @@ pub fn graph_run(
                     output_bytes: 0,
                     pokes: 0,
                     members: None,
+                    previous: latest.get(name).filter(|r| r.rerun < expected).map(|r| {
+                        PreviousRecord {
+                            rerun: r.rerun,
+                            state: r.done.status.to_string(),
+                            attempts: r.done.attempts,
+                            error: r.done.error.clone(),
+                            finished_ms: r.done.finished_ms,
+                        }
+                    }),
                 },
             }
         })

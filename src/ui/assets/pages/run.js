@@ -170,6 +170,7 @@ export async function render(root, [graph, partition, selectedNode]) {
         ["Duration", fmtDur(n.duration_ms)],
         n.kind === "sensor" ? ["Checks not met", String(n.pokes || 0)] : null,
         n.produces && n.produces.length ? ["Produces", n.produces.join(", ")] : null,
+        n.previous ? ["Previous", `rerun ${n.previous.rerun} ${n.previous.state}, ${n.previous.attempts} attempt(s)` + (n.previous.error ? `: ${n.previous.error}` : "")] : null,
         n.members ? ["Members", `${n.members.total}: ${n.members.succeeded} succeeded, ${n.members.failed} failed, ${n.members.cancelled || 0} cancelled, ${n.members.skipped} skipped, ${n.members.pending} pending` + (n.members.kept ? ` (${n.members.kept} kept from an earlier rerun)` : "")] : null,
       ]),
       h("div", { class: "actions" },
