@@ -77,7 +77,7 @@ fn every_command_exits_as_the_readme_says() {
 
     // (command, args, expected code); `--data` is the served engine's.
     let mut cases: Vec<(&str, Vec<String>, u8)> = Vec::new();
-    let mut check = |name: &'static str, args: &[&str], want: u8, cases: &mut Vec<_>| {
+    let check = |name: &'static str, args: &[&str], want: u8, cases: &mut Vec<_>| {
         let (got, text) = code(args, Some(&data), &defs);
         assert_eq!(
             got, want,

@@ -289,3 +289,48 @@ fn reconcile_runs_a_pass_now_and_prints_its_report() {
     let after = s.json(&["reconcile", "r"]);
     assert_eq!(after["active_runs"], 0, "{after}");
 }
+
+/// Every accepted key keeps its logs (faults #16, #17): a key of 300
+/// characters (its log folder `key=<key>@<instant>` would pass the 255-byte
+/// file name limit) and a key with a backslash both run, and `weir logs`
+/// reads their attempt's lines.
+#[test]
+fn long_and_backslash_keys_keep_their_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    std::fs::create_dir_all(&defs).unwrap();
+    std::fs::write(defs.join("keys.txt"), "").unwrap();
+    write_def(
+        &defs,
+        "k",
+        "name = \"k\"\npartitioning = \"keyed\"\n[keyed]\ninventory = { file = \"keys.txt\" }\n\
+         interval = \"1h\"\n[[nodes]]\nname = \"a\"\n\
+         command = [\"sh\", \"-c\", \"echo ran for $WEIR_PARTITION | cut -c1-20\"]\n",
+    );
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    let long = "k".repeat(300);
+    for key in [long.as_str(), "back\\slash"] {
+        s.ok(&["signal", "--add", "--immediate", "k", key]);
+    }
+    let runs = wait_for("both keys' runs", Duration::from_secs(60), || {
+        let v = s.json(&["runs", "--graph", "k"]);
+        let done: Vec<String> = v["runs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r["state"] == "complete")
+            .map(|r| r["partition"].as_str().unwrap_or("").to_string())
+            .collect();
+        (done.len() == 2).then_some(done)
+    });
+    for p in runs {
+        let o = s.cli(&["logs", "k", &p, "a"]);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert_eq!(o.status.code(), Some(0), "logs of {p:?}: {stderr}");
+        assert!(stdout.contains("ran for key="), "logs of {p:?}: {stdout}");
+    }
+}

@@ -689,7 +689,10 @@ fn remove_logs(logs_dir: &Path, key: &str) {
         );
         return;
     }
-    let dir = logs_dir.join(rel);
+    // Named as the log writer names them (long or odd components hashed).
+    let dir = rel.split('/').fold(logs_dir.to_path_buf(), |d, c| {
+        d.join(weir_core::names::path_component(c).as_ref())
+    });
     let result = if whole {
         std::fs::remove_dir_all(&dir)
     } else {

@@ -190,9 +190,54 @@ macro_rules! string_like {
 string_like!(Name);
 string_like!(Key);
 
+/// The longest file name component weir makes from a name or key, in
+/// bytes: well under the 255-byte limit of common filesystems, with room
+/// for the text around it (a log folder is `key=<key>@<instant>`).
+pub const PATH_COMPONENT_BYTES_MAX: usize = 200;
+
+/// The bytes of a name kept readable in a component that is too long or
+/// holds a character a path cannot: the rest is a hash.
+const PATH_COMPONENT_HEAD_BYTES: usize = 96;
+
+/// A file name component for `part` (a run id's graph, partition, node or
+/// rerun, or a job's key): `part` itself when it fits
+/// ([`PATH_COMPONENT_BYTES_MAX`]) and holds no `\` or NUL; else its head
+/// (those characters left out) and `~` and 32 hex digits of its blake3
+/// hash, so every valid key has a folder of its own. Pure: the log writer,
+/// its readers and the expiry pass name a folder alike.
+pub fn path_component(part: &str) -> std::borrow::Cow<'_, str> {
+    if part.len() <= PATH_COMPONENT_BYTES_MAX && !part.contains(['\\', '\0']) {
+        return std::borrow::Cow::Borrowed(part);
+    }
+    let mut head = String::new();
+    for c in part.chars().filter(|&c| c != '\\' && c != '\0') {
+        if head.len() + c.len_utf8() > PATH_COMPONENT_HEAD_BYTES {
+            break;
+        }
+        head.push(c);
+    }
+    let hash = blake3::hash(part.as_bytes()).to_hex();
+    std::borrow::Cow::Owned(format!("{head}~{}", &hash[..32]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_components_fit_and_stay_apart() {
+        assert_eq!(path_component("key=web-1@2026"), "key=web-1@2026");
+        let long = format!("key={}@2026", "x".repeat(300));
+        let c = path_component(&long);
+        assert!(c.len() <= PATH_COMPONENT_BYTES_MAX, "{c}");
+        assert!(c.starts_with("key=xxx"), "{c}");
+        let other = format!("key={}y@2026", "x".repeat(299));
+        assert_ne!(path_component(&other), c, "two long keys, two folders");
+        let slash = path_component("key=a\\b@1");
+        assert!(!slash.contains('\\'), "{slash}");
+        assert_ne!(path_component("key=a\\b@1"), path_component("key=ab@1"));
+        assert_eq!(path_component(&long), c, "the same key, the same folder");
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -75,14 +75,37 @@ mod tests {
             "g/./n/0",
             "g//n/0",
             "g/p/n/",
-            "g/p\0/n/0",
-            "g/..\\..\\x/n/0",
         ];
         for (i, id) in refused.iter().enumerate() {
             let got = paths.run_dir(id);
             assert!(
                 matches!(got, Err(LogError::BadRunId { .. })),
                 "#{i}: {id:?} gave {got:?}"
+            );
+        }
+        // A component a file name cannot hold (a backslash, a NUL, more
+        // than 200 bytes: a long key) is named by its head and a hash, one
+        // folder under the run's, so every valid key keeps its logs.
+        for (i, id) in [
+            "g/p\0/n/0".to_string(),
+            "g/..\\..\\x/n/0".to_string(),
+            format!("g/key={}@2026-12-01T00:00:00Z/n/0", "k".repeat(300)),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let dir = paths.run_dir(id).unwrap();
+            let parts: Vec<_> = dir
+                .strip_prefix("/data/logs")
+                .unwrap()
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(parts.len(), 4, "#{i}: {id:?} → {dir:?}");
+            assert_eq!((parts[0].as_str(), parts[2].as_str()), ("g", "n"), "#{i}");
+            assert!(
+                parts[1].len() <= 200 && !parts[1].contains(['\\', '\0']),
+                "#{i}: {parts:?}"
             );
         }
         let long = "x".repeat(RUN_ID_BYTES_MAX + 1);

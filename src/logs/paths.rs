@@ -41,7 +41,10 @@ impl LogPaths {
     }
 
     /// The folder of a run id or job key, refused when a component is
-    /// empty, `.` or `..` or holds a NUL or `\`, or the id is too long.
+    /// empty, `.` or `..`, or the id is too long. A component too long for
+    /// a file name, or holding a `\\`, is named by
+    /// [`weir_core::names::path_component`] (its head and a hash), so every
+    /// valid key keeps its logs.
     pub fn run_dir(&self, run_id: &str) -> Result<PathBuf, LogError> {
         let bad = |why: String| LogError::BadRunId {
             run_id: run_id.chars().take(200).collect(),
@@ -62,13 +65,7 @@ impl LogPaths {
                 "" if i == 0 => return Err(bad("it is an absolute path".into())),
                 "" => return Err(bad(format!("component {} is empty", i + 1))),
                 "." | ".." => return Err(bad(format!("component {} is {part:?}", i + 1))),
-                _ if part.contains(['\0', '\\']) => {
-                    return Err(bad(format!(
-                        "component {} holds a NUL or a backslash",
-                        i + 1
-                    )))
-                }
-                _ => dir.push(part),
+                _ => dir.push(weir_core::names::path_component(part).as_ref()),
             }
         }
         Ok(dir)

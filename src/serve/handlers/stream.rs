@@ -97,7 +97,10 @@ pub async fn logs(
         Some(a) => a,
         None => {
             let (p, id) = (paths.clone(), run_id.clone());
-            let list = blocking(move || crate::logs::attempts(&p, &id).map_err(log_error)).await?;
+            let root = s.data_dir.clone();
+            let list =
+                blocking(move || crate::logs::attempts(&p, &id).map_err(|e| log_error(e, &root)))
+                    .await?;
             list.last().map(|a| a.attempt).ok_or_else(|| {
                 ApiError::not_found(format!(
                     "{run_id}: no attempt has logs (not started yet, or not a command)"
@@ -113,8 +116,10 @@ pub async fn logs(
         )));
     }
     if !follow {
+        let root = s.data_dir.clone();
         let chunk = blocking(move || {
-            crate::logs::read(&paths, &run_id, attempt, from_line, lines_max).map_err(log_error)
+            crate::logs::read(&paths, &run_id, attempt, from_line, lines_max)
+                .map_err(|e| log_error(e, &root))
         })
         .await?;
         return Ok(Json(chunk).into_response());
@@ -139,13 +144,17 @@ pub async fn logs(
         .into_response())
 }
 
-/// A log read's error as an API error.
-fn log_error(e: crate::logs::LogError) -> ApiError {
+/// A log read's error as an API error. Its message names files under the
+/// data directory as `DATA/…`: no error body carries a host path.
+fn log_error(e: crate::logs::LogError, data_dir: &std::path::Path) -> ApiError {
     use crate::logs::LogError;
+    let message = e
+        .to_string()
+        .replace(&data_dir.display().to_string(), "DATA");
     match e {
-        LogError::NotFound { .. } => ApiError::not_found(e.to_string()),
-        LogError::BadRunId { .. } => ApiError::bad(e.to_string()),
-        LogError::Io { .. } | LogError::Malformed { .. } => ApiError::internal(e.to_string()),
+        LogError::NotFound { .. } => ApiError::not_found(message),
+        LogError::BadRunId { .. } => ApiError::bad(message),
+        LogError::Io { .. } | LogError::Malformed { .. } => ApiError::internal(message),
     }
 }
 
