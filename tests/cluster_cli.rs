@@ -140,6 +140,12 @@ fn a_stopped_worker_past_its_lease_is_lost_and_its_late_reports_refused() {
     let c = cluster_support::start(dir.path(), &defs, free_port(), 2_000, &[]);
     let w1 = c.worker("w1", &["default=8"]);
     c.wait_joined(&["w1"]);
+    // A 2 s lease is under the advised floor: serve says so (faults #5).
+    assert!(
+        c.served.stderr().contains("--lease-ms 2000 is short"),
+        "serve warns of a short lease: {}",
+        c.served.stderr()
+    );
     c.served.ok(&["start", "g", "none"]);
     wait_for("w1 to run the middle nodes", RUN_WAIT, || {
         let ran = log_lines(&defs, "ran.log");

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     pub lease_ms: Option<u64>,
 }
 
+/// A lease shorter than this draws a warning: TCP's retransmissions on a
+/// lossy network can keep a healthy worker's heartbeats away longer.
+const LEASE_ADVISED_MIN_MS: u64 = 5_000;
+
 /// Runs the command.
 pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     init_logging(a.log_format, "info");
@@ -200,6 +204,15 @@ pub fn cluster_config(
         );
     }
     if let Some(lease) = a.lease_ms {
+        if lease < LEASE_ADVISED_MIN_MS {
+            tracing::warn!(
+                lease_ms = lease,
+                advised_min_ms = LEASE_ADVISED_MIN_MS,
+                "--lease-ms {lease} is short: on a lossy network a healthy worker may be declared lost \
+                 and its attempts run twice (at 30% loss a 2 s lease did, a 5 s one did not); choose \
+                 a lease well above the retransmission delays the network may have"
+            );
+        }
         config.settings.lease_ms = lease;
         config.settings.heartbeat_ms = (lease / 5).clamp(1, 1_000);
     }
