@@ -7,7 +7,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -147,6 +147,28 @@ impl Cluster {
     /// Starts a worker with the cluster's cookie.
     pub fn worker(&self, name: &str, pools: &[&str]) -> WorkerProc {
         self.worker_with(name, pools, &self.cookie, &[])
+    }
+
+    /// Starts a worker with the cluster's cookie that joins through `join`
+    /// (a [`SilentLink`] in front of the engine) instead of the engine's
+    /// own address.
+    pub fn worker_through(&self, name: &str, pools: &[&str], join: &str) -> WorkerProc {
+        let stderr = self.dir.join(format!("worker-{name}.stderr"));
+        let err = std::fs::File::create(&stderr).unwrap();
+        let mut cmd = weir();
+        cmd.env("RUST_LOG", "info")
+            .args(["worker", "--join", join, "--name", name])
+            .arg("--cookie-file")
+            .arg(&self.cookie);
+        for p in pools {
+            cmd.args(["--pool", p]);
+        }
+        cmd.stdout(Stdio::null()).stderr(err);
+        WorkerProc {
+            child: cmd.spawn().unwrap(),
+            name: name.to_string(),
+            stderr,
+        }
     }
 
     /// `weir workers --json`.
@@ -311,5 +333,162 @@ impl EventLog {
             .filter(|(k, _)| k == kind)
             .map(|(_, e)| e.clone())
             .collect()
+    }
+}
+
+/// A link between workers and the engine that can go silent: cut, no
+/// packet passes either way and nothing is closed (a network that drops
+/// packets, no reset). As root with `iptables`, the cut is real: DROP rules
+/// on the loopback for the engine's cluster port, both ways, removed at
+/// heal (and on drop), so the kernel's retransmission backoff is what it
+/// would be on a real network. Otherwise a forwarding proxy that stops
+/// passing bytes stands in (it holds what it read, so it cannot show the
+/// kernel's backoff).
+pub struct SilentLink {
+    /// Where workers join.
+    pub addr: String,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The engine's port, when the cut is made with iptables.
+    dropped_port: Option<u16>,
+}
+
+/// The iptables rules of a cut of `port` on the loopback, both ways.
+fn drop_rules(port: u16) -> [Vec<String>; 2] {
+    let p = port.to_string();
+    [
+        [
+            "INPUT", "-i", "lo", "-p", "tcp", "--dport", &p, "-j", "DROP",
+        ]
+        .map(str::to_string)
+        .to_vec(),
+        [
+            "INPUT", "-i", "lo", "-p", "tcp", "--sport", &p, "-j", "DROP",
+        ]
+        .map(str::to_string)
+        .to_vec(),
+    ]
+}
+
+fn iptables(op: &str, rule: &[String]) -> bool {
+    Command::new("iptables")
+        .arg(op)
+        .args(rule)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl SilentLink {
+    /// A link to the engine's cluster address `to`: iptables on it when
+    /// this test runs as root and can list rules, else a proxy.
+    pub fn start(to: &str) -> SilentLink {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let can = root
+            && Command::new("iptables")
+                .args(["-L", "INPUT", "-n"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+        if can {
+            let port: u16 = to.rsplit_once(':').unwrap().1.parse().unwrap();
+            eprintln!("silent link: iptables DROP on lo port {port}");
+            return SilentLink {
+                addr: to.to_string(),
+                cut: Default::default(),
+                dropped_port: Some(port),
+            };
+        }
+        eprintln!("silent link: a forwarding proxy (not root, or no iptables)");
+        SilentLink::proxy(to)
+    }
+
+    /// Whether the cut is real (iptables) rather than a proxy's.
+    pub fn is_real(&self) -> bool {
+        self.dropped_port.is_some()
+    }
+
+    /// Forwards a new loopback port to `to`; the cut holds the bytes.
+    fn proxy(to: &str) -> SilentLink {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let cut = Arc::new(AtomicBool::new(false));
+        let to = to.to_string();
+        let c = cut.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let Ok(upstream) = std::net::TcpStream::connect(&to) else {
+                    continue;
+                };
+                for (from, into) in [
+                    (client.try_clone().unwrap(), upstream.try_clone().unwrap()),
+                    (upstream, client),
+                ] {
+                    let c = c.clone();
+                    std::thread::spawn(move || pump(from, into, &c));
+                }
+            }
+        });
+
+        fn pump(mut from: std::net::TcpStream, mut into: std::net::TcpStream, cut: &AtomicBool) {
+            use std::io::{Read, Write};
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                let n = match from.read(&mut buf) {
+                    Ok(0) | Err(_) => 0,
+                    Ok(n) => n,
+                };
+                // Silent: hold what was read, and read nothing more.
+                while cut.load(Ordering::SeqCst) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                if n == 0 || into.write_all(&buf[..n]).is_err() {
+                    let _ = into.shutdown(std::net::Shutdown::Write);
+                    return;
+                }
+            }
+        }
+
+        SilentLink {
+            addr,
+            cut,
+            dropped_port: None,
+        }
+    }
+
+    /// Goes silent.
+    pub fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(port) = self.dropped_port {
+            for rule in drop_rules(port) {
+                assert!(iptables("-I", &rule), "iptables -I {rule:?}");
+            }
+        }
+    }
+
+    /// Passes packets again.
+    pub fn heal(&self) {
+        if let Some(port) = self.dropped_port {
+            for rule in drop_rules(port) {
+                while iptables("-D", &rule) {}
+            }
+        }
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for SilentLink {
+    fn drop(&mut self) {
+        // Never leave a rule behind, whatever the test did.
+        if let Some(port) = self.dropped_port {
+            for rule in drop_rules(port) {
+                while iptables("-D", &rule) {}
+            }
+        }
     }
 }

@@ -48,6 +48,9 @@ use crate::store::Store;
 use super::proxy::{ProxyActor, ProxyArgs};
 use super::ClusterSettings;
 
+/// How long after a lost notice its worker's session is closed.
+pub const LOST_CLOSE_DELAY_MS: u64 = 200;
+
 /// How often a worker that is not joined is told so, at most.
 pub const LOST_NOTICE_EVERY_MS: u64 = 1_000;
 
@@ -544,9 +547,35 @@ impl GatewayState {
         });
         if let Some(link) = self.workers.get(worker_id).and_then(|w| w.link.clone()) {
             let _ = link.cast(LinkMsg::Wire(ToWorker::Lost { reason }));
+            self.close_session(&link);
         }
         self.lost_notices
             .insert(worker_id.to_string(), self.args.clock.now_ms());
+    }
+
+    /// Closes the session of a lost worker's link. A silent network keeps
+    /// a dead connection open for as long as the kernel's retransmissions
+    /// last (minutes); closed, the worker's reconnect after the network
+    /// heals starts a fresh session at once instead of waiting on the old
+    /// one. The "lost" notice is cast first: on a session that still works
+    /// it goes out before the close.
+    fn close_session(&self, link: &ActorRef<LinkMsg>) {
+        let ractor::ActorId::Remote { node_id, .. } = link.get_id() else {
+            return;
+        };
+        let Some(server) = self.args.server.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            // Let the lost notice leave first.
+            tokio::time::sleep(std::time::Duration::from_millis(LOST_CLOSE_DELAY_MS)).await;
+            if let Ok(sessions) = ractor::call_t!(server, NodeServerMessage::GetSessions, 1_000) {
+                if let Some(s) = sessions.get(&node_id) {
+                    tracing::info!(node_id, peer = %s.peer_addr, "closing the session of a lost worker");
+                    s.actor.stop(Some("the worker is lost".into()));
+                }
+            }
+        });
     }
 
     fn check_leases(&mut self) {
@@ -633,6 +662,12 @@ impl GatewayState {
         let (pool, up) = match m {
             ToEngine::Heartbeat { running, .. } => {
                 w.running = running.into_iter().map(|(p, r)| (p, r.len())).collect();
+                // Answered (an empty batch, which every worker version
+                // takes), so a worker hears the engine at least every
+                // heartbeat and can tell a silent engine from a quiet one.
+                if let Some(link) = &w.link {
+                    let _ = link.cast(LinkMsg::Wire(ToWorker::Batch(Vec::new())));
+                }
                 return;
             }
             ToEngine::Leave { .. } => {

@@ -46,14 +46,17 @@ use super::node::{ConnectError, Connector};
 
 /// How often the link looks at its state (reconnects, joins, heartbeats).
 pub const TICK_MS: u64 = 100;
-/// A connection attempt that takes longer than this has failed.
-pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// A connection attempt (TCP and TLS) that takes longer than this has
+/// failed. Short, so that after a silent network heals the next attempt's
+/// SYN goes out within it, not after the kernel's SYN backoff.
+pub const CONNECT_TIMEOUT_MS: u64 = 1_500;
 /// A join unanswered this long is sent again.
 pub const JOIN_RETRY_MS: u64 = 1_000;
 /// The first reconnect waits this long; each next one twice as long.
 pub const RECONNECT_INITIAL_MS: u64 = 100;
-/// The longest wait between reconnects.
-pub const RECONNECT_MAX_MS: u64 = 2_000;
+/// The longest wait between reconnects: with [`CONNECT_TIMEOUT_MS`], a
+/// healed network sees the worker back within about 2.5 s.
+pub const RECONNECT_MAX_MS: u64 = 1_000;
 /// Sessions that close before they authenticate, in a row, that end the
 /// worker (a wrong cookie).
 pub const AUTH_FAILURES_MAX: u32 = 3;
@@ -137,6 +140,11 @@ pub struct LinkState {
     joins: u32,
     resumes: u32,
     lost: u32,
+    /// When the engine was last heard from (any message: it answers every
+    /// heartbeat). Silent past the lease, the session is dropped.
+    last_heard_ms: u64,
+    /// The node id of the current session, once it opened.
+    session_id: Option<u64>,
 }
 
 impl Actor for LinkActor {
@@ -201,6 +209,8 @@ impl Actor for LinkActor {
             joins: 0,
             resumes: 0,
             lost: 0,
+            last_heard_ms: now,
+            session_id: None,
         })
     }
 
@@ -222,10 +232,13 @@ impl Actor for LinkActor {
         state: &mut LinkState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            LinkMsg::Wire(m) => state.on_engine(m),
+            LinkMsg::Wire(m) => {
+                state.last_heard_ms = state.clock.now_ms();
+                state.on_engine(m)
+            }
             LinkMsg::FromPool { pool, up } => state.on_pool(pool, up),
             LinkMsg::Log(frames) => state.log(frames),
-            LinkMsg::Session(e) => state.session(e),
+            LinkMsg::Session(id, e) => state.session(id, e),
             LinkMsg::Tick => state.tick().await,
             LinkMsg::Flush => state.flush(),
             LinkMsg::Drain(timeout, reply) => {
@@ -309,6 +322,7 @@ impl LinkState {
             tracing::warn!(worker = %self.args_worker_id, why, "worker cut off from the engine; reconnecting");
         }
         self.joining = None;
+        self.session_id = None;
         self.outbox.clear();
         self.conn = Conn::Down {
             next_ms: self.clock.now_ms() + RECONNECT_INITIAL_MS,
@@ -316,7 +330,20 @@ impl LinkState {
         };
     }
 
-    fn session(&mut self, e: SessionEvent) {
+    fn session(&mut self, id: u64, e: SessionEvent) {
+        // The news of the current session only: a session closed earlier
+        // (dropped as silent, or left over from a network that healed)
+        // may still report, and is not this one.
+        match (&e, self.session_id) {
+            (SessionEvent::Opened, None) if matches!(self.conn, Conn::Up { .. }) => {
+                self.session_id = Some(id);
+            }
+            (_, Some(current)) if current == id => {}
+            _ => {
+                tracing::debug!(worker = %self.args_worker_id, session = id, event = ?e, "news of another session; ignored");
+                return;
+            }
+        }
         match e {
             SessionEvent::Authenticated => {
                 self.auth_failures = 0;
@@ -376,6 +403,10 @@ impl LinkState {
                 let wait = *backoff_ms;
                 *next_ms = now + wait;
                 *backoff_ms = (wait * 2).min(RECONNECT_MAX_MS);
+                // One session at a time: any left (an attempt the network
+                // held, a session dropped as silent) is closed first, so
+                // they cannot all complete at once when the network heals.
+                self.connector.close_sessions_now().await;
                 let connect = tokio::time::timeout(
                     Duration::from_millis(CONNECT_TIMEOUT_MS),
                     self.connector.connect(),
@@ -417,7 +448,9 @@ impl LinkState {
                 if !*ready {
                     // A session that never gets ready (a peer that is no
                     // engine, a stalled handshake) is dropped and retried.
-                    if now.saturating_sub(*since_ms) > 10 * JOIN_RETRY_MS {
+                    let lease = self.welcome.as_ref().map_or(5_000, |w| w.lease_ms);
+                    if now.saturating_sub(*since_ms) > lease.max(2 * JOIN_RETRY_MS) {
+                        self.connector.close_sessions();
                         self.down("the session did not get ready");
                     }
                     return;
@@ -428,6 +461,19 @@ impl LinkState {
                 gateway,
                 last_heartbeat_ms,
             } => {
+                // An engine silent past the lease is cut off (a network that
+                // drops packets without a reset keeps the connection open
+                // for minutes): drop the session and reconnect with backoff.
+                // The engine has declared this worker lost by now and closed
+                // its side; the new session rejoins.
+                let lease = self.welcome.as_ref().map_or(5_000, |w| w.lease_ms);
+                let silent = now.saturating_sub(self.last_heard_ms);
+                if silent > lease {
+                    tracing::warn!(worker = %self.args_worker_id, silent_ms = silent, lease_ms = lease, "the engine has been silent past the lease; dropping the session");
+                    self.connector.close_sessions();
+                    self.down("the engine was silent past the lease");
+                    return;
+                }
                 let every = self.welcome.as_ref().map_or(1_000, |w| w.heartbeat_ms);
                 if now.saturating_sub(*last_heartbeat_ms) >= every {
                     *last_heartbeat_ms = now;
@@ -514,11 +560,13 @@ impl LinkState {
                 }
                 tracing::info!(worker = %self.args_worker_id, resumed = w.resumed, lease_ms = w.lease_ms, "joined the engine");
                 let _ = self.welcome_tx.send(Some(w.clone()));
+                let w_lease_ms = w.lease_ms;
                 self.welcome = Some(w);
                 self.conn = Conn::Joined {
                     gateway,
                     last_heartbeat_ms: self.clock.now_ms(),
                 };
+                self.connector.set_silence_ms(w_lease_ms);
                 for p in self.pools.values() {
                     let _ = p.cast(PoolMsg::QueueRestarted);
                 }

@@ -160,10 +160,10 @@ enum EventSink {
 struct Subscription(EventSink);
 
 impl Subscription {
-    fn send(&self, peer: String, e: SessionEvent) {
+    fn send(&self, id: u64, peer: String, e: SessionEvent) {
         match &self.0 {
             EventSink::Link(l) => {
-                let _ = l.cast(LinkMsg::Session(e));
+                let _ = l.cast(LinkMsg::Session(id, e));
             }
             EventSink::Gateway(g) => {
                 let _ = g.cast(GatewayMsg::Session { peer, event: e });
@@ -174,19 +174,19 @@ impl Subscription {
 
 impl NodeEventSubscription for Subscription {
     fn node_session_opened(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
-        self.send(ses.peer_addr, SessionEvent::Opened);
+        self.send(ses.node_id, ses.peer_addr, SessionEvent::Opened);
     }
 
     fn node_session_disconnected(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
-        self.send(ses.peer_addr, SessionEvent::Closed);
+        self.send(ses.node_id, ses.peer_addr, SessionEvent::Closed);
     }
 
     fn node_session_authenticated(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
-        self.send(ses.peer_addr, SessionEvent::Authenticated);
+        self.send(ses.node_id, ses.peer_addr, SessionEvent::Authenticated);
     }
 
     fn node_session_ready(&self, ses: ractor_cluster::node::NodeServerSessionInformation) {
-        self.send(ses.peer_addr, SessionEvent::Ready);
+        self.send(ses.node_id, ses.peer_addr, SessionEvent::Ready);
     }
 }
 
@@ -204,7 +204,15 @@ pub struct Connector {
     server: ActorRef<NodeServerMessage>,
     address: String,
     tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
+    /// How long the kernel may hold unacknowledged data or an idle
+    /// connection without an answer before it drops it: the engine's lease
+    /// once a welcome said it.
+    silence_ms: Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// The silence bound of a worker's socket before an engine's welcome gives
+/// its lease (the engine's default lease).
+pub const SILENCE_MS_DEFAULT: u64 = 5_000;
 
 impl Connector {
     /// Connects through `server` to `address` (`host:port`), over TLS when
@@ -235,7 +243,28 @@ impl Connector {
             server,
             address,
             tls,
+            silence_ms: Arc::new(std::sync::atomic::AtomicU64::new(SILENCE_MS_DEFAULT)),
         })
+    }
+
+    /// Bounds the silence of the next sessions' sockets (the engine's lease).
+    pub fn set_silence_ms(&self, ms: u64) {
+        self.silence_ms
+            .store(ms.max(1_000), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Closes every session of this node (a worker has one: the engine's),
+    /// so that a reconnect starts afresh instead of waiting on a connection
+    /// the network went silent on.
+    pub fn close_sessions(&self) {
+        let server = self.server.clone();
+        tokio::spawn(async move { close_all(&server).await });
+    }
+
+    /// As [`Connector::close_sessions`], returning once each session
+    /// stopped (at most a second each).
+    pub async fn close_sessions_now(&self) {
+        close_all(&self.server).await;
     }
 
     /// The engine's address.
@@ -253,24 +282,96 @@ impl Connector {
 
     /// Opens a session to the engine (its authentication follows, and is
     /// reported as session events).
+    ///
+    /// The socket is made here rather than by ractor_cluster so that it
+    /// gets TCP keepalive and `TCP_USER_TIMEOUT` near the lease: a network
+    /// that drops packets silently would otherwise hold a dead connection
+    /// for as long as the kernel's retransmissions last.
     pub async fn connect(&self) -> Result<(), ConnectError> {
-        let r = match &self.tls {
-            None => ractor_cluster::client_connect(&self.server, self.address.as_str()).await,
-            Some((c, name)) => {
-                ractor_cluster::client_connect_enc(
-                    &self.server,
-                    self.address.as_str(),
-                    c.clone(),
-                    name.clone(),
-                )
-                .await
-            }
+        let unreachable = |e: std::io::Error| ConnectError::Unreachable(e.to_string());
+        let stream = tokio::net::TcpStream::connect(self.address.as_str())
+            .await
+            .map_err(unreachable)?;
+        stream.set_nodelay(true).map_err(unreachable)?;
+        let silence_ms = self.silence_ms.load(std::sync::atomic::Ordering::Relaxed);
+        if let Err(e) = bound_silence(&stream, silence_ms) {
+            tracing::warn!(error = %e, "cannot set keepalive and TCP_USER_TIMEOUT on the engine's socket");
+        }
+        let peer_addr = stream.peer_addr().map_err(unreachable)?;
+        let local_addr = stream.local_addr().map_err(unreachable)?;
+        let net = match &self.tls {
+            None => ractor_cluster::NetworkStream::Raw {
+                peer_addr,
+                local_addr,
+                stream,
+            },
+            Some((c, name)) => ractor_cluster::NetworkStream::TlsClient {
+                peer_addr,
+                local_addr,
+                stream: c
+                    .connect(name.clone(), stream)
+                    .await
+                    .map_err(|e| ConnectError::Tls(e.to_string()))?,
+            },
         };
-        r.map_err(|e| match e {
-            ractor_cluster::ClientConnectErr::Encryption(e) => ConnectError::Tls(e.to_string()),
-            other => ConnectError::Unreachable(other.to_string()),
-        })
+        self.server
+            .cast(NodeServerMessage::ConnectionOpened {
+                stream: Box::new(net),
+                is_server: false,
+            })
+            .map_err(|e| ConnectError::Unreachable(format!("the cluster node stopped: {e}")))
     }
+}
+
+async fn close_all(server: &ActorRef<NodeServerMessage>) {
+    if let Ok(sessions) = ractor::call_t!(server, NodeServerMessage::GetSessions, 1_000) {
+        for s in sessions.values() {
+            tracing::info!(peer = %s.peer_addr, "closing a session of the worker's");
+            let _ = s
+                .actor
+                .stop_and_wait(
+                    Some("closed by the worker".into()),
+                    Some(std::time::Duration::from_secs(1)),
+                )
+                .await;
+        }
+    }
+}
+
+/// Bounds how long the kernel keeps a connection whose peer went silent:
+/// `TCP_USER_TIMEOUT` (unacknowledged data) and keepalive probes (an idle
+/// connection) both give up after about `silence_ms`.
+fn bound_silence(stream: &tokio::net::TcpStream, silence_ms: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = stream.as_raw_fd();
+    let set = |level: libc::c_int, name: libc::c_int, value: libc::c_int| {
+        // SAFETY: `fd` is a live socket owned by `stream`, and the option
+        // value is a c_int of the size passed.
+        let r = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let secs = (silence_ms / 1_000).max(1) as libc::c_int;
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1)?;
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3)?;
+    set(
+        libc::IPPROTO_TCP,
+        libc::TCP_USER_TIMEOUT,
+        silence_ms.min(i32::MAX as u64) as libc::c_int,
+    )
 }
 
 /// Why a worker could not open a session.

@@ -132,8 +132,10 @@ pub enum LinkMsg {
     },
     /// Log output of attempts, for the engine.
     Log(Vec<LogFrame>),
-    /// The node server's news of the session.
-    Session(SessionEvent),
+    /// The node server's news of a session: its node id (one per session,
+    /// so the news of an old session is told from the current one's) and
+    /// what happened.
+    Session(u64, SessionEvent),
     /// Timer.
     Tick,
     /// Send what the outbox holds (cast by the link to itself when the
