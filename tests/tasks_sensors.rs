@@ -71,10 +71,15 @@ command = ["sh", "-c", "printf '%s' \"$1\" > \"$WEIR_OUTPUT\"", "sh", "{upstream
     assert!(poked.1.starts_with("no file at "), "{}", poked.1);
     match engine.ticket(&key).await.unwrap() {
         Some(TicketView::Live {
-            running, attempts, ..
+            running,
+            attempts,
+            pokes,
+            ..
         }) => {
             assert!(!running, "between checks the sensor holds no slot");
             assert_eq!(attempts, 0, "a check that is not met spends no attempt");
+            // Counted while it waits, not only once it ends (faults #7).
+            assert!(pokes >= 1, "the checks not met so far: {pokes}");
         }
         other => panic!("the sensor's ticket is pending: {other:?}"),
     }

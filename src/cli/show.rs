@@ -135,8 +135,9 @@ fn node_state(n: &views::NodeDetail, live: Option<&NodeLive>) -> (String, u32) {
     // A sensor between checks waits in the queue, holding no slot.
     if n.kind == "sensor" && !live.is_some_and(|l| l.running) {
         let attempts = live.map_or(n.attempts, |l| l.attempts);
+        let checks = live.map_or(n.pokes, |l| l.pokes.max(n.pokes));
         return (
-            format!("waiting (sensor, {} checks not met)", n.pokes),
+            format!("waiting (sensor, {checks} checks not met)"),
             attempts,
         );
     }
@@ -775,6 +776,7 @@ mod tests {
             failures,
             deferrals: 0,
             at_ms: 0,
+            pokes: 0,
         }
     }
 
@@ -808,6 +810,14 @@ mod tests {
         assert_eq!(
             node_state(&sensor, Some(&live(true, 1, 0))),
             ("running".into(), 1)
+        );
+        // While it waits, its live ticket counts the checks not met.
+        let waiting = node("sensor", 0, None);
+        let mut l = live(false, 0, 0);
+        l.pokes = 3;
+        assert_eq!(
+            node_state(&waiting, Some(&l)),
+            ("waiting (sensor, 3 checks not met)".into(), 0)
         );
         // Not ready: its record's state.
         let mut done = node("sensor", 4, None);

@@ -164,6 +164,10 @@ pub enum TicketView {
         failures: u32,
         /// When it is due (pending) or its lease ends (running).
         at_ms: u64,
+        /// A sensor's checks that found its condition not met so far (no
+        /// attempts), while it waits.
+        #[serde(default)]
+        pokes: u32,
     },
     /// Ended.
     Done(DoneRecord),

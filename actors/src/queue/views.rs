@@ -103,6 +103,7 @@ impl QueueActorState {
                 deferrals: t.deferrals(),
                 failures: t.tries.failures,
                 at_ms,
+                pokes: t.tries.pokes,
             }));
         }
         Ok(self

@@ -71,6 +71,9 @@ pub struct NodeLive {
     pub deferrals: u32,
     /// When it is due (queued) or its lease ends (running).
     pub at_ms: u64,
+    /// A sensor's checks not met so far, while it waits.
+    #[serde(default)]
+    pub pokes: u32,
 }
 
 /// A run with its nodes, and the live tickets of its ready nodes.
@@ -91,9 +94,10 @@ pub async fn one(
     Path((graph, part)): Path<(String, String)>,
 ) -> ApiResult<Json<RunWithLive>> {
     let st = s.clone();
-    let run = blocking(move || detail(&st, &graph, &part, views::OUTPUT_INLINE_BYTES_MAX)).await?;
+    let mut run =
+        blocking(move || detail(&st, &graph, &part, views::OUTPUT_INLINE_BYTES_MAX)).await?;
     let mut live = std::collections::BTreeMap::new();
-    for n in run.nodes.iter().filter(|n| n.state == "ready") {
+    for n in run.nodes.iter_mut().filter(|n| n.state == "ready") {
         // The store says "ready" for queued and running alike; the queue
         // knows which. A node that settled meanwhile has no live ticket.
         if let Ok(Some(weir_actors::queue::TicketView::Live {
@@ -102,9 +106,13 @@ pub async fn one(
             deferrals,
             failures,
             at_ms,
+            pokes,
             ..
         })) = s.engine.ticket(&n.run_id).await
         {
+            // A waiting sensor's checks are counted in its live ticket
+            // until it ends (its record counts them after).
+            n.pokes = n.pokes.max(pokes);
             live.insert(
                 n.node.clone(),
                 NodeLive {
@@ -113,6 +121,7 @@ pub async fn one(
                     failures,
                     deferrals,
                     at_ms,
+                    pokes,
                 },
             );
         }
