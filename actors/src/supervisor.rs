@@ -663,8 +663,8 @@ pub fn expire(
 }
 
 /// Removes the logs of an expiring record: `logs/<graph>/<partition>/` of
-/// `run/<graph>/<partition>`, the attempt files `logs/<key>/<n>.log|json` of
-/// a plain job's `done/<key>` (not the folder's subfolders: a graph may
+/// `run/<graph>/<partition>`, the attempt files `logs/<key>/<n>.log|json`
+/// and the records file of a plain job's `done/<key>` (not the folder's subfolders: a graph may
 /// share the key's name). The layout is weir's `logs` module's; failures
 /// are traced, never fatal: logs are not records.
 fn remove_logs(logs_dir: &Path, key: &str) {
@@ -699,11 +699,11 @@ fn remove_logs(logs_dir: &Path, key: &str) {
         std::fs::read_dir(&dir).and_then(|entries| {
             for entry in entries {
                 let path = entry?.path();
-                let is_attempt = path
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .and_then(|n| n.split('.').next())
-                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                let name = path.file_name().and_then(|n| n.to_str());
+                let is_attempt = name == Some(weir_core::names::ATTEMPT_RECORDS_FILE)
+                    || name
+                        .and_then(|n| n.split('.').next())
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
                 if is_attempt && path.is_file() {
                     std::fs::remove_file(&path)?;
                 }

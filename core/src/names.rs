@@ -190,6 +190,12 @@ macro_rules! string_like {
 string_like!(Name);
 string_like!(Key);
 
+/// The file of a run's (or a plain job's) attempt records in its log
+/// folder: `logs/<graph>/<partition>/@attempts.jsonl`, one JSON record a
+/// line, appended. `@` is no name character, so no node's folder beside it
+/// takes the name. The log writer, its readers and the expiry pass share it.
+pub const ATTEMPT_RECORDS_FILE: &str = "@attempts.jsonl";
+
 /// The longest file name component weir makes from a name or key, in
 /// bytes: well under the 255-byte limit of common filesystems, with room
 /// for the text around it (a log folder is `key=<key>@<instant>`).

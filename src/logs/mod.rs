@@ -3,9 +3,16 @@
 //!
 //! Layout: `DATA/logs/<run id or job key>/<attempt>.log` holds an attempt's
 //! stdout and stderr, one line per line of output (see [`mod@format`] for the
-//! line format, readable with `cat`), and `<attempt>.json` beside it its
-//! [`AttemptRecord`]. A run id `graph/partition/node/rerun` is a path of
-//! four folders; a plain job's key (which never holds `/`) is one folder.
+//! line format, readable with `cat`); an attempt that printed nothing has
+//! no log file (its record says `lines_logged: 0`). The [`AttemptRecord`]s
+//! of a graph run's attempts, every node's, are appended to one file,
+//! `DATA/logs/<graph>/<partition>/@attempts.jsonl` (a plain job's to
+//! `DATA/logs/<key>/@attempts.jsonl`), one JSON object a line, an
+//! attempt's last line its record. So a run whose commands print nothing
+//! costs one folder and one file. (Records of the layout before, an
+//! `<attempt>.json` beside the log, are still read.) A run id
+//! `graph/partition/node/rerun` is a path of four folders; a plain job's
+//! key (which never holds `/`) is one folder.
 //! Every component is checked ([`LogPaths::run_dir`]): no empty, `.` or
 //! `..` component, so no id can name a file outside `DATA/logs`.
 //!
@@ -18,8 +25,8 @@
 //! Writing ([`writer`]) never fails or stalls an attempt on a log error: an
 //! error is traced at WARN and that attempt's log stops. The record is
 //! written when the attempt starts (without its end) and again when it
-//! ends, each time to a temporary file renamed over the old one, so a reader
-//! never sees half a record. A crash in between leaves a record without an
+//! ends, each time as one appended line, so a reader never sees half a
+//! record (a line a crash cut short is passed over). A crash in between leaves a record without an
 //! end; the next attempt's record shows it was superseded.
 //!
 //! Line numbers: every line the command produced has a number from 0,
@@ -144,10 +151,12 @@ mod tests {
         std::fs::create_dir_all(job.join("none/n/0")).unwrap();
         std::fs::write(job.join("1.log"), "x").unwrap();
         std::fs::write(job.join("1.json"), "{}").unwrap();
+        std::fs::write(paths.records_file("g").unwrap(), "{}\n").unwrap();
         std::fs::write(job.join("none/n/0/1.log"), "x").unwrap();
         remove_job(&paths, "g").unwrap();
         assert!(!job.join("1.log").exists());
         assert!(!job.join("1.json").exists());
+        assert!(!paths.records_file("g").unwrap().exists());
         assert!(job.join("none/n/0/1.log").exists());
         remove_run(&paths, "g", "none").unwrap();
         assert!(!job.join("none").exists());

@@ -1,4 +1,5 @@
-//! Where logs live (`DATA/logs/<run id or job key>/<attempt>.log|json`),
+//! Where logs live (`DATA/logs/<run id or job key>/<attempt>.log`, the
+//! records in one file a run),
 //! with every component of an id checked, and the removals the expiry pass
 //! makes (the same removals for tools).
 
@@ -76,9 +77,25 @@ impl LogPaths {
         Ok(self.run_dir(run_id)?.join(format!("{attempt}.log")))
     }
 
-    /// The record of an attempt.
+    /// The record of an attempt in the layout before records were kept
+    /// in one file a run (still read, never written).
     pub fn record_file(&self, run_id: &str, attempt: u32) -> Result<PathBuf, LogError> {
         Ok(self.run_dir(run_id)?.join(format!("{attempt}.json")))
+    }
+
+    /// The file every attempt record of a run id is appended to: in the
+    /// folder of its graph run (`logs/<graph>/<partition>/`) for a task
+    /// instance (`graph/partition/node/rerun`) or a mapped member (one
+    /// component more), in the job's folder for a plain job's key.
+    pub fn records_file(&self, run_id: &str) -> Result<PathBuf, LogError> {
+        let run_dir = self.run_dir(run_id)?;
+        let below_run = run_id.split('/').count().saturating_sub(2);
+        let dir = run_dir
+            .ancestors()
+            .nth(below_run)
+            .unwrap_or(&run_dir)
+            .to_path_buf();
+        Ok(dir.join(weir_core::names::ATTEMPT_RECORDS_FILE))
     }
 }
 
@@ -98,7 +115,8 @@ pub fn remove_run(paths: &LogPaths, graph: &str, partition: &str) -> std::io::Re
     }
 }
 
-/// Removes the attempt files of a plain job (`logs/<key>/<n>.log|json`),
+/// Removes the attempt files of a plain job (`logs/<key>/<n>.log` and its
+/// records),
 /// then its folder if nothing else is in it: a graph with the same name as
 /// the key keeps its runs' folders there.
 pub fn remove_job(paths: &LogPaths, key: &str) -> std::io::Result<()> {
@@ -115,13 +133,19 @@ pub fn remove_job(paths: &LogPaths, key: &str) -> std::io::Result<()> {
     };
     for entry in entries {
         let entry = entry?;
-        if entry.file_type()?.is_file() && attempt_file(&entry.file_name()).is_some() {
+        if entry.file_type()?.is_file() && is_job_file(&entry.file_name()) {
             std::fs::remove_file(entry.path())?;
         }
     }
     // Not empty: a graph's folders or a file someone else put there.
     let _ = std::fs::remove_dir(&dir);
     Ok(())
+}
+
+/// Whether a file in a job's folder is one of its attempts' files: a log,
+/// a record (either layout) or a temporary file of one.
+fn is_job_file(name: &std::ffi::OsStr) -> bool {
+    name == weir_core::names::ATTEMPT_RECORDS_FILE || attempt_file(name).is_some()
 }
 
 /// The attempt of a file name `<n>.log`, `<n>.json` or a temporary file

@@ -8,7 +8,7 @@
 //! the follower sees another inode or a shorter file and reads it again
 //! from the start, skipping the numbers it already yielded.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
@@ -25,8 +25,56 @@ pub const FOLLOW_POLL_MS: u64 = 100;
 pub const FOLLOW_LINES_MAX: usize = 4096;
 
 /// The records of a run's (or job's) attempts, sorted by attempt; none
-/// when nothing was logged for it.
+/// when nothing was logged for it. Read from the run's records file (an
+/// attempt's last line there is its record) and from the `<n>.json` files
+/// of the layout before it, which a data directory may still hold.
 pub fn attempts(paths: &LogPaths, run_id: &str) -> Result<Vec<AttemptRecord>, LogError> {
+    let mut records = BTreeMap::new();
+    for record in old_records(paths, run_id)? {
+        records.insert(record.attempt, record);
+    }
+    let path = paths.records_file(run_id)?;
+    let bytes = match std::fs::read(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(LogError::io(&path, &e)),
+        Ok(b) => b,
+    };
+    // The run id as it is written in a line: most lines of a run's file
+    // are other nodes' records, passed over before they are parsed.
+    let needle = serde_json::to_string(run_id).map_err(|e| LogError::Malformed {
+        path: path.clone(),
+        line: 0,
+        why: e.to_string(),
+    })?;
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() || !contains(line, needle.as_bytes()) {
+            continue;
+        }
+        match serde_json::from_slice::<AttemptRecord>(line) {
+            Ok(record) if record.run_id == run_id => {
+                records.insert(record.attempt, record);
+            }
+            Ok(_) => {}
+            // A line a crash cut short: the writer ended it, and the
+            // attempt's other line (or its next attempt) tells its story.
+            Err(e) => tracing::warn!(
+                path = %path.display(),
+                line = i + 1,
+                error = %e,
+                "an attempt record line is not whole; passed over"
+            ),
+        }
+    }
+    Ok(records.into_values().collect())
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The records of the layout before the records file: `<n>.json` in the
+/// run's folder.
+fn old_records(paths: &LogPaths, run_id: &str) -> Result<Vec<AttemptRecord>, LogError> {
     let dir = paths.run_dir(run_id)?;
     let entries = match std::fs::read_dir(&dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -45,11 +93,10 @@ pub fn attempts(paths: &LogPaths, run_id: &str) -> Result<Vec<AttemptRecord>, Lo
             records.push(record);
         }
     }
-    records.sort_by_key(|r| r.attempt);
     Ok(records)
 }
 
-/// One attempt's record; `None` when it has none.
+/// One attempt's record in the old layout; `None` when it has none.
 fn read_record(path: &Path) -> Result<Option<AttemptRecord>, LogError> {
     let bytes = match std::fs::read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -69,16 +116,14 @@ fn read_record(path: &Path) -> Result<Option<AttemptRecord>, LogError> {
 /// later attempt started (the process running it died before its end).
 /// `None` when neither its record nor its log exists.
 fn ended(paths: &LogPaths, run_id: &str, attempt: u32) -> Result<Option<bool>, LogError> {
-    let record_path = paths.record_file(run_id, attempt)?;
-    let record = read_record(&record_path)?;
+    let records = attempts(paths, run_id)?;
+    let record = records.iter().find(|r| r.attempt == attempt);
     let log_path = paths.log_file(run_id, attempt)?;
     if record.is_none() && !log_path.exists() {
         return Ok(None);
     }
     let finished = record.is_some_and(|r| r.finished_ms.is_some());
-    let superseded = paths
-        .record_file(run_id, attempt.saturating_add(1))?
-        .exists();
+    let superseded = records.iter().any(|r| r.attempt > attempt);
     Ok(Some(finished || superseded))
 }
 
@@ -171,9 +216,14 @@ pub fn read(
 ) -> Result<LogChunk, LogError> {
     let path = paths.log_file(run_id, attempt)?;
     // Before the lines: an attempt seen ended has all its lines written.
-    let ended = ended(paths, run_id, attempt)?.unwrap_or(false);
+    let ended = ended(paths, run_id, attempt)?;
     let mut cursor = Cursor::default();
-    let (lines, more) = read_lines(&path, &mut cursor, from_line, lines_max)?;
+    let (lines, more) = match read_lines(&path, &mut cursor, from_line, lines_max) {
+        // A recorded attempt without a log file printed nothing (yet).
+        Err(LogError::NotFound { .. }) if ended.is_some() => (Vec::new(), false),
+        other => other?,
+    };
+    let ended = ended.unwrap_or(false);
     let next_line = lines
         .last()
         .map_or(from_line, |l| next_after(l).max(from_line));
@@ -225,8 +275,9 @@ fn look(
     };
     let path = paths.log_file(run_id, attempt)?;
     let (lines, more) = match read_lines(&path, &mut cursor, from_line, FOLLOW_LINES_MAX) {
-        // The record is written just before the log is created.
-        Err(LogError::NotFound { .. }) if !ended => (Vec::new(), false),
+        // The log file is made at the first line: a recorded attempt
+        // without one has printed nothing so far (or at all, once ended).
+        Err(LogError::NotFound { .. }) => (Vec::new(), false),
         other => other?,
     };
     Ok(Look {

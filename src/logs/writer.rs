@@ -19,9 +19,11 @@
 //! `tail_bytes_max`. Copying streams through the file, so memory stays at a
 //! line or two whatever the output.
 //!
-//! The record is written when the writer starts and when the attempt ends,
-//! after the log's last line, so a reader that sees an ended record and
-//! then reads the log to its end has every line.
+//! The record is appended to the run's records file when the writer starts
+//! and when the attempt ends, after the log's last line, so a reader that
+//! sees an ended record and then reads the log to its end has every line.
+//! The log file is made at the first line: an attempt that prints nothing
+//! leaves its record only (`lines_logged` 0).
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -202,7 +204,10 @@ impl AttemptLog {
             cancel: cancel.clone(),
         };
         let Some(paths) = paths else { return disabled };
-        let dir = match paths.run_dir(run_id) {
+        let (dir, records) = match paths
+            .run_dir(run_id)
+            .and_then(|d| Ok((d, paths.records_file(run_id)?)))
+        {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(run_id, attempt, error = %e, "attempt log not kept");
@@ -211,7 +216,7 @@ impl AttemptLog {
         };
         let (tx, rx) = mpsc::channel(limits.queue_chunks_max.max(1));
         let (done_tx, done) = oneshot::channel();
-        let writer = Writer::new(dir, run_id, attempt, limits.clone());
+        let writer = Writer::new(dir, records, run_id, attempt, limits.clone());
         let end_slot = end.clone();
         let spawned = std::thread::Builder::new()
             .name("weir-log".into())
@@ -355,15 +360,32 @@ fn set_end(slot: &Mutex<Option<AttemptEnd>>, end: AttemptEnd) {
     slot.get_or_insert(end);
 }
 
+/// Whether a file's last byte is not a newline (a line a crash cut short).
+fn ends_torn(f: &mut File) -> std::io::Result<bool> {
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(false);
+    }
+    let mut last = [0u8; 1];
+    f.seek(SeekFrom::Start(len - 1))?;
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
+}
+
 /// The writer thread's state.
 struct Writer {
     log_path: PathBuf,
-    record_path: PathBuf,
+    /// The run's records file, which every attempt's record is appended to.
+    records_path: PathBuf,
+    /// The attempt's folder, made with its log file at its first line.
     dir: PathBuf,
     limits: LogLimits,
     record: AttemptRecord,
-    /// `None` once writing failed (or never started).
+    /// `None` before the first line (an attempt that prints nothing has no
+    /// log file) and once writing failed.
     file: Option<BufWriter<File>>,
+    /// Writing the log failed: no more lines go to a file.
+    log_failed: bool,
     /// Bytes in the file.
     file_len: u64,
     /// Where the head ends, once a line did not fit in it.
@@ -377,10 +399,16 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(dir: PathBuf, run_id: &str, attempt: u32, limits: LogLimits) -> Writer {
+    fn new(
+        dir: PathBuf,
+        records_path: PathBuf,
+        run_id: &str,
+        attempt: u32,
+        limits: LogLimits,
+    ) -> Writer {
         Writer {
             log_path: dir.join(format!("{attempt}.log")),
-            record_path: dir.join(format!("{attempt}.json")),
+            records_path,
             dir,
             limits,
             record: AttemptRecord {
@@ -400,6 +428,7 @@ impl Writer {
                 log_error: None,
             },
             file: None,
+            log_failed: false,
             file_len: 0,
             head_end: None,
             cut_line_bytes: 0,
@@ -471,36 +500,57 @@ impl Writer {
         self.record
     }
 
+    /// Records the attempt's start. The log file waits for the first line.
     fn open(&mut self) {
-        if let Err(e) = std::fs::create_dir_all(&self.dir) {
-            let dir = self.dir.clone();
-            self.failed_at(&dir, "create", &e);
-            return;
+        if let Some(dir) = self.records_path.parent() {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                let dir = dir.to_path_buf();
+                self.failed_at(&dir, "create", &e);
+                return;
+            }
         }
         self.write_record();
-        match File::create(&self.log_path) {
+    }
+
+    /// Makes the attempt's folder and log file, at its first line.
+    fn create_log(&mut self) {
+        let created = std::fs::create_dir_all(&self.dir)
+            .map_err(|e| (self.dir.clone(), e))
+            .and_then(|()| File::create(&self.log_path).map_err(|e| (self.log_path.clone(), e)));
+        match created {
             Ok(f) => self.file = Some(BufWriter::with_capacity(64 << 10, f)),
-            Err(e) => {
-                let path = self.log_path.clone();
-                self.failed_at(&path, "create", &e);
-            }
+            Err((path, e)) => self.failed_at(&path, "create", &e),
         }
     }
 
-    /// Writes the record to a temporary file and renames it over the old.
+    /// Appends the record to the run's records file as one line, in one
+    /// write: attempts of a run append to it at once (O_APPEND keeps each
+    /// write whole), and a reader takes an attempt's last line. A line a
+    /// crash left torn is ended first, so the torn part stays a line of its
+    /// own that readers pass over.
     fn write_record(&mut self) {
-        let tmp = self.record_path.with_extension("json.tmp");
-        let result = serde_json::to_vec_pretty(&self.record)
+        let result = serde_json::to_vec(&self.record)
             .map_err(std::io::Error::other)
-            .and_then(|json| std::fs::write(&tmp, json))
-            .and_then(|()| std::fs::rename(&tmp, &self.record_path));
+            .and_then(|json| {
+                let mut f = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .read(true)
+                    .open(&self.records_path)?;
+                let mut line = Vec::with_capacity(json.len() + 2);
+                if ends_torn(&mut f)? {
+                    line.push(b'\n');
+                }
+                line.extend_from_slice(&json);
+                line.push(b'\n');
+                f.write_all(&line)
+            });
         if let Err(e) = result {
             tracing::warn!(
-                path = %self.record_path.display(),
+                path = %self.records_path.display(),
                 error = %e,
                 "attempt record not written"
             );
-            let _ = std::fs::remove_file(&tmp);
         }
     }
 
@@ -519,6 +569,7 @@ impl Writer {
         );
         self.record.log_error.get_or_insert(error);
         self.file = None;
+        self.log_failed = true;
     }
 
     fn flush(&mut self) {
@@ -577,6 +628,9 @@ impl Writer {
         self.record.bytes_logged += text.len() as u64 + 1;
         if stream == Stream::Err {
             self.keep_stderr(&text);
+        }
+        if self.file.is_none() && !self.log_failed {
+            self.create_log();
         }
         if self.file.is_none() {
             return;
@@ -695,6 +749,8 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::logs::reader::{attempts, read};
+    use crate::logs::LogError;
+    use futures::StreamExt as _;
 
     fn limits(head: u64, tail: u64, line: usize) -> LogLimits {
         LogLimits {
@@ -710,6 +766,7 @@ mod tests {
         let paths = LogPaths::new(dir);
         let mut w = Writer::new(
             paths.run_dir("g/none/n/0").unwrap(),
+            paths.records_file("g/none/n/0").unwrap(),
             "g/none/n/0",
             1,
             limits,
@@ -796,6 +853,94 @@ mod tests {
             cat.lines().nth(2).unwrap().ends_with("Z out second"),
             "{cat}"
         );
+    }
+
+    async fn silent_attempt(paths: &LogPaths, run_id: &str, attempt: u32) -> AttemptRecord {
+        let log = AttemptLog::start(
+            Some(paths),
+            run_id,
+            attempt,
+            &LogLimits::default(),
+            CancellationToken::new(),
+        );
+        log.finish(AttemptEnd {
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            signal: None,
+            error: None,
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A run whose commands print nothing costs one folder and one file:
+    /// no log file, no node folders; its records, every node's, in one
+    /// file, each attempt's found by its run id.
+    #[tokio::test]
+    async fn silent_attempts_leave_records_only_in_one_file_a_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = LogPaths::new(dir.path());
+        let a = silent_attempt(&paths, "g/p/a/0", 1).await;
+        let b1 = silent_attempt(&paths, "g/p/b/0", 1).await;
+        let b2 = silent_attempt(&paths, "g/p/b/0", 2).await;
+        let member = silent_attempt(&paths, "g/p/b/0/3", 1).await;
+        let run = paths.run_dir("g/p").unwrap();
+        let entries: Vec<_> = std::fs::read_dir(&run)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(entries, vec![weir_core::names::ATTEMPT_RECORDS_FILE]);
+        assert_eq!((a.lines_logged, a.bytes_logged), (0, 0));
+        assert_eq!(attempts(&paths, "g/p/a/0").unwrap(), vec![a]);
+        assert_eq!(attempts(&paths, "g/p/b/0").unwrap(), vec![b1, b2]);
+        assert_eq!(attempts(&paths, "g/p/b/0/3").unwrap(), vec![member]);
+        assert_eq!(attempts(&paths, "g/p/c/0").unwrap(), vec![]);
+        // Its log reads as empty and ended, for a reader and a follower.
+        let chunk = read(&paths, "g/p/b/0", 2, 0, 10).unwrap();
+        assert_eq!((chunk.lines.len(), chunk.finished), (0, true));
+        let followed: Vec<_> = crate::logs::follow(paths.clone(), "g/p/b/0".into(), 2, 0)
+            .collect::<Vec<_>>()
+            .await;
+        assert!(followed.is_empty(), "{followed:?}");
+        // An attempt never started is not found.
+        assert!(matches!(
+            read(&paths, "g/p/b/0", 9, 0, 10),
+            Err(LogError::NotFound { .. })
+        ));
+    }
+
+    /// A record line a crash cut short is passed over, and the records
+    /// appended after it are read whole.
+    #[tokio::test]
+    async fn a_torn_record_line_does_not_hide_the_next() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let paths = LogPaths::new(dir.path());
+        let first = silent_attempt(&paths, "g/p/a/0", 1).await;
+        let file = paths.records_file("g/p/a/0").unwrap();
+        let mut f = OpenOptions::new().append(true).open(&file).unwrap();
+        f.write_all(br#"{"run_id":"g/p/a/0","attempt":2,"started"#)
+            .unwrap();
+        drop(f);
+        let third = silent_attempt(&paths, "g/p/a/0", 3).await;
+        assert_eq!(attempts(&paths, "g/p/a/0").unwrap(), vec![first, third]);
+    }
+
+    /// Records of the layout before (`<n>.json` beside the log) are read.
+    #[test]
+    fn records_of_the_old_layout_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = LogPaths::new(dir.path());
+        let (_, mut w) = writer(dir.path(), LogLimits::default());
+        w.record.finished_ms = Some(w.record.started_ms);
+        let old = paths.record_file("g/none/n/0", 7).unwrap();
+        std::fs::create_dir_all(old.parent().unwrap()).unwrap();
+        let mut record = w.record.clone();
+        record.attempt = 7;
+        std::fs::write(&old, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+        let got = attempts(&paths, "g/none/n/0").unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[1], record);
     }
 
     /// Head and tail of 5 lines each (38 bytes a line: 29 of prefix, 8 of
