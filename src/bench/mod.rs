@@ -17,6 +17,7 @@ mod mapped;
 pub mod readiness;
 mod recovery;
 mod report;
+mod soak;
 mod store;
 pub mod torture;
 pub mod validate;
@@ -56,6 +57,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "validate" => validate::run(quick),
         "growth" => growth::run(quick),
         "torture" => torture::run(quick),
+        "soak" => soak::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

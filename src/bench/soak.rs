@@ -1,0 +1,282 @@
+//! `weir bench soak`: does a long-running engine hold its memory and its
+//! disk steady under a steady load? A real `weir serve` process runs one
+//! keyed graph: 300 keys, each due every 3 s, two `true` nodes, a pool of
+//! 16 and a retention of 2 minutes (about 100 runs a second on this
+//! machine). The bench samples the process's resident set (VmRSS) and the
+//! data directory's size every 30 s.
+//!
+//! Figures:
+//! - `rss_5m_bytes`: RSS at 5 minutes (once expiry has caught up: retention
+//!   is 2 minutes);
+//! - `rss_end_bytes` at the end (30 minutes; 8 with `--quick`) and
+//!   `rss_growth` = end / 5 m, beside its goal of at most 1.2;
+//! - `data_bytes_end`: the data directory at the end;
+//! - `log_files_per_1k_runs` and `log_bytes_per_1k_runs`: the attempt
+//!   logs' files and bytes per 1,000 settled runs, taken at 1 minute, before
+//!   anything has expired;
+//! - `runs_per_s`: settled runs per second over the whole run.
+//!
+//! `WEIR_BENCH_SOAK_END_S` sets the length in seconds (for a look at a
+//! shorter run; the 5-minute sample is skipped when it is shorter).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::report::{result_line, BenchError};
+
+fn failed<E: std::fmt::Display>(e: E) -> BenchError {
+    BenchError::Failed(e.to_string())
+}
+
+/// Keys of the inventory.
+const KEYS: usize = 300;
+/// Seconds between samples.
+const SAMPLE_S: u64 = 30;
+/// The sample that is the baseline: 5 minutes.
+const BASELINE_S: u64 = 300;
+/// The sample where the logs are counted: 1 minute, before expiry starts.
+const LOGS_AT_S: u64 = 60;
+/// The goal for RSS at the end over RSS at 5 minutes.
+const GROWTH_GOAL: f64 = 1.2;
+
+/// The graph the engine serves.
+const GRAPH: &str = r#"name = "soak"
+partitioning = "keyed"
+retention = "2m"
+
+[keyed]
+inventory = { file = "keys.txt" }
+refresh = "1m"
+interval = "3s"
+retry_interval = "3s"
+jitter = "1s"
+
+[pools]
+default = 16
+
+[[nodes]]
+name = "a"
+command = ["true"]
+
+[[nodes]]
+name = "b"
+upstreams = ["a"]
+command = ["true"]
+"#;
+
+struct Root(PathBuf);
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The resident set of a process, from /proc.
+fn rss_bytes(pid: u32) -> Result<u64, BenchError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(failed)?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .ok_or_else(|| BenchError::Failed(format!("no VmRSS in /proc/{pid}/status")))?;
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| BenchError::Failed(format!("unreadable VmRSS line {line:?}")))?;
+    Ok(kib * 1024)
+}
+
+/// Files and bytes under a directory (0 when it does not exist yet).
+fn tree_size(dir: &Path) -> (u64, u64) {
+    let mut files = 0;
+    let mut bytes = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else {
+                files += 1;
+                bytes += meta.len();
+            }
+        }
+    }
+    (files, bytes)
+}
+
+/// The sum of a counter's series (every label set) in a Prometheus text
+/// page.
+fn counter_sum(page: &str, name: &str) -> f64 {
+    page.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.rsplit_once('}')?.1,
+                None => rest,
+            };
+            value.trim().parse::<f64>().ok()
+        })
+        .sum()
+}
+
+/// Settled runs so far, from the engine's /metrics.
+async fn runs_settled(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+) -> Result<f64, BenchError> {
+    let page = client
+        .get(format!("{base}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .map_err(failed)?
+        .text()
+        .await
+        .map_err(failed)?;
+    Ok(counter_sum(&page, "weir_runs_settled_total"))
+}
+
+/// Runs the scenario.
+pub fn run(quick: bool) -> Result<(), BenchError> {
+    let end_s: u64 = match std::env::var("WEIR_BENCH_SOAK_END_S") {
+        Ok(v) => v
+            .parse()
+            .map_err(|_| BenchError::Failed(format!("WEIR_BENCH_SOAK_END_S={v:?}: not seconds")))?,
+        Err(_) if quick => 8 * 60,
+        Err(_) => 30 * 60,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(failed)?;
+    rt.block_on(soak(end_s))
+}
+
+async fn soak(end_s: u64) -> Result<(), BenchError> {
+    let root = Root(super::drain::tempfile_dir()?);
+    let defs = root.0.join("defs");
+    let data = root.0.join("data");
+    std::fs::create_dir_all(&defs).map_err(failed)?;
+    std::fs::write(defs.join("soak.toml"), GRAPH).map_err(failed)?;
+    let keys: String = (0..KEYS).map(|k| format!("key-{k:03}\n")).collect();
+    std::fs::write(defs.join("keys.txt"), keys).map_err(failed)?;
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(failed)?;
+        l.local_addr().map_err(failed)?
+    };
+    let exe = std::env::current_exe().map_err(failed)?;
+    let child = Command::new(exe)
+        .arg("serve")
+        .arg(&defs)
+        .arg("--data")
+        .arg(&data)
+        .arg("--listen")
+        .arg(addr.to_string())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(failed)?;
+    let engine = Proc(child);
+    let pid = engine.0.id();
+    let base = format!("http://{addr}");
+    let client = reqwest::Client::new();
+    // The token file appears once the engine has opened its store.
+    let token_path = data.join("token");
+    let ready_by = Instant::now() + Duration::from_secs(60);
+    let token = loop {
+        if let Ok(t) = std::fs::read_to_string(&token_path) {
+            if client.get(format!("{base}/healthz")).send().await.is_ok() {
+                break t.trim().to_string();
+            }
+        }
+        if Instant::now() > ready_by {
+            return Err(BenchError::Failed(
+                "the engine did not serve within 60 s".into(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    println!(
+        "soak: {KEYS} keys every 3 s, two `true` nodes, pool 16, retention 2m; {end_s} s; a sample every {SAMPLE_S} s"
+    );
+    let started = Instant::now();
+    let mut rss_5m = None;
+    let mut logs_per_1k = None;
+    let mut t = 0;
+    let (mut rss, mut data_bytes, mut settled) = (0, 0, 0.0);
+    while t < end_s {
+        t = (t + SAMPLE_S).min(end_s);
+        let at = started + Duration::from_secs(t);
+        tokio::time::sleep_until(at.into()).await;
+        rss = rss_bytes(pid)?;
+        data_bytes = tree_size(&data).1;
+        settled = runs_settled(&client, &base, &token).await?;
+        println!(
+            "  {:>5} s: rss {:>7.1} MB, data {:>7.1} MB, {:>8.0} runs settled",
+            t,
+            rss as f64 / 1e6,
+            data_bytes as f64 / 1e6,
+            settled
+        );
+        if t == BASELINE_S {
+            rss_5m = Some(rss);
+        }
+        if t == LOGS_AT_S && settled > 0.0 {
+            let (files, bytes) = tree_size(&data.join("logs"));
+            let per_1k = (
+                files as f64 * 1_000.0 / settled,
+                bytes as f64 * 1_000.0 / settled,
+            );
+            println!(
+                "  attempt logs at {t} s: {files} files, {:.1} MB for {settled:.0} runs = {:.0} files and {:.0} bytes per 1,000 runs",
+                bytes as f64 / 1e6,
+                per_1k.0,
+                per_1k.1
+            );
+            logs_per_1k = Some(per_1k);
+        }
+    }
+    let elapsed_s = started.elapsed().as_secs_f64();
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    if let Some(base_rss) = rss_5m {
+        let growth = rss as f64 / base_rss as f64;
+        println!(
+            "rss: {:.1} MB at 5 min, {:.1} MB at {} min: growth {growth:.2} (goal <= {GROWTH_GOAL})",
+            base_rss as f64 / 1e6,
+            rss as f64 / 1e6,
+            end_s / 60
+        );
+        pairs.push(("rss_5m_bytes", base_rss.to_string()));
+        pairs.push(("rss_end_bytes", rss.to_string()));
+        pairs.push(("rss_growth", format!("{growth:.3}")));
+        pairs.push(("rss_growth_goal", GROWTH_GOAL.to_string()));
+    } else {
+        pairs.push(("rss_end_bytes", rss.to_string()));
+    }
+    pairs.push(("data_bytes_end", data_bytes.to_string()));
+    if let Some((files, bytes)) = logs_per_1k {
+        pairs.push(("log_files_per_1k_runs", format!("{files:.0}")));
+        pairs.push(("log_bytes_per_1k_runs", format!("{bytes:.0}")));
+    }
+    pairs.push(("runs_per_s", format!("{:.1}", settled / elapsed_s)));
+    pairs.push(("end_s", end_s.to_string()));
+    println!("{}", result_line("soak", &pairs));
+    Ok(())
+}
