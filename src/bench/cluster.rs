@@ -14,12 +14,13 @@
 //! workers are this binary run as `weir worker --bench-tasks`.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use weir_core::queue::Job;
 
+use super::procs::{free_addr, Proc, Root};
 use super::report::{result_line, BenchError};
 use crate::{ClusterConfig, Engine, EngineEvent, WorkerState};
 
@@ -33,35 +34,6 @@ const COOKIE: &str = "weir-bench-cluster";
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Failed(e.to_string())
-}
-
-/// The scenario's folder, removed at the end.
-struct Root(std::path::PathBuf);
-
-impl Root {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_addr() -> Result<std::net::SocketAddr, BenchError> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(failed)?;
-    l.local_addr().map_err(failed)
 }
 
 fn spawn_worker(join: &str, cookie: &Path, name: &str, slots: u32) -> Result<Proc, BenchError> {

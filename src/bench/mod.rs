@@ -14,6 +14,7 @@ mod growth;
 pub mod keys;
 mod latency;
 mod mapped;
+mod procs;
 pub mod readiness;
 mod recovery;
 mod report;

@@ -19,10 +19,11 @@
 //! `WEIR_BENCH_SOAK_END_S` sets the length in seconds (for a look at a
 //! shorter run; the 5-minute sample is skipped when it is shorter).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::procs::{free_addr, Proc, Root};
 use super::report::{result_line, BenchError};
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
@@ -64,23 +65,6 @@ name = "b"
 upstreams = ["a"]
 command = ["true"]
 "#;
-
-struct Root(PathBuf);
-
-impl Drop for Root {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The resident set of a process, from /proc.
 fn rss_bytes(pid: u32) -> Result<u64, BenchError> {
@@ -170,16 +154,13 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
 
 async fn soak(end_s: u64) -> Result<(), BenchError> {
     let root = Root(super::drain::tempfile_dir()?);
-    let defs = root.0.join("defs");
-    let data = root.0.join("data");
+    let defs = root.path().join("defs");
+    let data = root.path().join("data");
     std::fs::create_dir_all(&defs).map_err(failed)?;
     std::fs::write(defs.join("soak.toml"), GRAPH).map_err(failed)?;
     let keys: String = (0..KEYS).map(|k| format!("key-{k:03}\n")).collect();
     std::fs::write(defs.join("keys.txt"), keys).map_err(failed)?;
-    let addr = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(failed)?;
-        l.local_addr().map_err(failed)?
-    };
+    let addr = free_addr()?;
     let exe = std::env::current_exe().map_err(failed)?;
     let child = Command::new(exe)
         .arg("serve")

@@ -46,8 +46,9 @@ pub fn attempts(paths: &LogPaths, run_id: &str) -> Result<Vec<AttemptRecord>, Lo
         line: 0,
         why: e.to_string(),
     })?;
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
-        if line.is_empty() || !contains(line, needle.as_bytes()) {
+        if line.is_empty() || finder.find(line).is_none() {
             continue;
         }
         match serde_json::from_slice::<AttemptRecord>(line) {
@@ -66,10 +67,6 @@ pub fn attempts(paths: &LogPaths, run_id: &str) -> Result<Vec<AttemptRecord>, Lo
         }
     }
     Ok(records.into_values().collect())
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The records of the layout before the records file: `<n>.json` in the
