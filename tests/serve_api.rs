@@ -181,6 +181,22 @@ fn metrics_scrape_parses_and_counts_completions() {
         );
     }
     assert_eq!(get("weir_workers_lost_total"), Some(0.0), "{text}");
+    // Labelled counters are there at 0 from their node's first ticket, or
+    // their graph's first run, not from their first increment (#21).
+    for counter in [
+        "weir_retries_total",
+        "weir_attempt_failures_total",
+        "weir_deferrals_total",
+        "weir_dead_letters_total",
+    ] {
+        let name = format!("{counter}{{graph=\"g\",node=\"a\"}}");
+        assert_eq!(get(&name), Some(0.0), "{name} in\n{text}");
+    }
+    assert_eq!(
+        get("weir_runs_settled_total{graph=\"g\",state=\"failed\"}"),
+        Some(0.0),
+        "{text}"
+    );
 }
 
 /// Requests that are wrong in every way a client can be wrong.
@@ -367,6 +383,27 @@ fn events_stream_resumes_from_its_last_id() {
         "in order, none missing"
     );
     assert!(first.iter().any(|e| e.event == "run_started"), "{first:?}");
+    // One naming (faults #21): the data is one object, its kind in
+    // snake_case beside its fields, with no Rust variant names.
+    for e in &first {
+        let v: Value = serde_json::from_str(&e.data).unwrap();
+        assert_eq!(v["kind"], e.event.as_str(), "{v}");
+        assert!(v["seq"].is_u64(), "{v}");
+        assert!(
+            v.as_object()
+                .unwrap()
+                .keys()
+                .all(|k| k.chars().all(|c| c.is_ascii_lowercase() || c == '_')),
+            "snake_case keys only: {v}"
+        );
+    }
+    let started = first.iter().find(|e| e.event == "run_started").unwrap();
+    let v: Value = serde_json::from_str(&started.data).unwrap();
+    assert_eq!(
+        (&v["graph"], &v["partition"]),
+        (&json!("g"), &json!("2026-11-01")),
+        "{v}"
+    );
     // Resume after the third: the fourth comes first.
     let again = http.events(
         "/api/v1/events",

@@ -333,3 +333,52 @@ fn long_and_backslash_keys_keep_their_logs() {
         assert!(stdout.contains("ran for key="), "logs of {p:?}: {stdout}");
     }
 }
+
+/// A mapped node's member that runs shows as running with its attempt,
+/// in the API and `weir status` (faults #6): the store has no record of a
+/// member before it ends, and it showed as pending with 0 attempts. Then
+/// cancel settles the node and every member as cancelled.
+#[test]
+fn a_running_member_shows_as_running_and_cancel_settles_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(
+        &defs,
+        "m",
+        r#"name = "m"
+[[nodes]]
+name = "each"
+items = [0, 1, 2]
+max_active_members = 1
+command = ["sleep", "30"]
+"#,
+    );
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    s.ok(&["start", "m", "none"]);
+    let member0 = || {
+        let run = s.http().get("/api/v1/graphs/m/runs/none").json();
+        let each = run["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == "each")
+            .cloned()
+            .unwrap();
+        each["members"]["list"][0].clone()
+    };
+    let m0 = wait_for("member 0 to run", Duration::from_secs(30), || {
+        let m = member0();
+        (m["state"] == "running").then_some(m)
+    });
+    assert_eq!(m0["attempts"], 1, "{m0}");
+    let text = s.ok(&["status", "m", "none"]);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("0 ") && l.contains("running"))
+        .unwrap_or_else(|| panic!("member 0 running in the member table:\n{text}"));
+    assert!(row.contains(" 1 "), "attempt 1: {row}");
+    s.ok(&["cancel", "m", "none"]);
+    s.wait_run("m", "none", "cancelled");
+    let m0 = member0();
+    assert_eq!(m0["state"], "cancelled", "{m0}");
+}

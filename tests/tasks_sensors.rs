@@ -74,12 +74,21 @@ command = ["sh", "-c", "printf '%s' \"$1\" > \"$WEIR_OUTPUT\"", "sh", "{upstream
             running,
             attempts,
             pokes,
+            last_check,
             ..
         }) => {
             assert!(!running, "between checks the sensor holds no slot");
             assert_eq!(attempts, 0, "a check that is not met spends no attempt");
             // Counted while it waits, not only once it ends (faults #7).
             assert!(pokes >= 1, "the checks not met so far: {pokes}");
+            // And its last check: when, and what it saw (faults #7).
+            let last = last_check.expect("the last check while it waits");
+            assert!(last.seen.starts_with("no file at "), "{last:?}");
+            assert!(
+                last.at_ms.abs_diff(poked.0) <= 60_000,
+                "the check ended about when its next was due: {last:?}, due {}",
+                poked.0
+            );
         }
         other => panic!("the sensor's ticket is pending: {other:?}"),
     }

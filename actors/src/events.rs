@@ -9,7 +9,12 @@ use weir_core::queue::TicketId;
 use crate::records::done::DoneStatus;
 
 /// Something that happened in the engine.
+///
+/// Serialized as one object: its kind in snake_case under `kind`, beside
+/// its fields (`{"kind": "run_started", "graph": …}`): the names the API's
+/// event stream and its clients use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EngineEvent {
     /// A ticket was enqueued (durably).
     Enqueued {

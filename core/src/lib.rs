@@ -12,6 +12,7 @@
 //! states of a graph run), `partition` and `cron` (time windows), `queue`
 //! (the durable queue's state machine) with `pending` (a pool's order of
 //! waiting tickets: priority, due instant, id), `retry`, `breaker`, `pool`,
+//! `grant` (whether a worker runs a grant that reached it late),
 //! `schedule` (keyed schedules and debounced signals), `params` (a run's
 //! named values), `template` (references to the partition, upstream
 //! outputs and params in task configs), `mapped` (a node run once per
@@ -25,6 +26,7 @@ pub mod canonical;
 pub mod codec;
 pub mod cold;
 pub mod cron;
+pub mod grant;
 pub mod graph;
 pub mod http;
 pub mod keyed;

@@ -346,8 +346,21 @@ fn print_run(with_live: &RunWithLive) {
     table::print(&t);
     for n in &run.nodes {
         if n.pokes > 0 {
+            // While it waits, its last check: when, and what it saw.
+            let last = with_live
+                .live
+                .get(&n.node)
+                .and_then(|l| l.last_check.as_ref())
+                .map(|c| {
+                    format!(
+                        "; the last at {}: {}",
+                        table::fmt_time(c.at_ms),
+                        table::first_line(Some(&c.seen), 120)
+                    )
+                })
+                .unwrap_or_default();
             out(&format!(
-                "\n{} (sensor): {} checks found its condition not met",
+                "\n{} (sensor): {} checks found its condition not met{last}",
                 n.node, n.pokes
             ));
         }
@@ -777,6 +790,7 @@ mod tests {
             deferrals: 0,
             at_ms: 0,
             pokes: 0,
+            last_check: None,
         }
     }
 

@@ -185,6 +185,35 @@ mod tests {
     }
 
     #[test]
+    fn an_event_serializes_flat_under_its_snake_case_kind() {
+        let events = [
+            ev(3),
+            EngineEvent::RunStarted {
+                graph: "g".into(),
+                partition: "none".into(),
+            },
+            EngineEvent::Poked {
+                key: "g/none/a/0".into(),
+                id: 4,
+                due_ms: 9,
+                seen: "no file".into(),
+            },
+            EngineEvent::WorkerLost {
+                worker: "w1".into(),
+                reason: "silent".into(),
+            },
+        ];
+        for e in events {
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["kind"], kind(&e), "{v}");
+            let back: EngineEvent = serde_json::from_value(v).unwrap();
+            assert_eq!(back, e);
+        }
+        let v = serde_json::to_value(ev(3)).unwrap();
+        assert_eq!(v, serde_json::json!({"kind": "expired", "records": 3}));
+    }
+
+    #[test]
     fn resume_replays_what_was_missed_and_resets_otherwise() {
         let hub = EventHub::new(7);
         for i in 0..5 {

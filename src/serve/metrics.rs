@@ -209,6 +209,62 @@ fn labels(key: &str) -> (String, String) {
 #[derive(Default)]
 pub struct EventMetrics {
     starts_ms: HashMap<u64, u64>,
+    /// (graph, node) pairs whose counters are set up at zero.
+    zeroed_nodes: std::collections::HashSet<(String, String)>,
+    /// Graphs whose run counters are set up at zero.
+    zeroed_graphs: std::collections::HashSet<String>,
+}
+
+/// The most (graph, node) pairs, and graphs, remembered as set up at zero;
+/// past it a set starts over (setting a counter up again changes nothing;
+/// it is only work).
+pub const ZEROED_TRACKED_MAX: usize = 10_000;
+
+// Counters are in the exposition, at zero, from their node's first ticket
+// or their graph's first run, not from their first increment: a rate over
+// a series that appears late misses its first count.
+impl EventMetrics {
+    /// Sets up the counters of node `node` of `graph` at zero, once.
+    fn zero_node(&mut self, graph: &str, node: &str) {
+        let k = (graph.to_string(), node.to_string());
+        if self.zeroed_nodes.contains(&k) {
+            return;
+        }
+        if self.zeroed_nodes.len() >= ZEROED_TRACKED_MAX {
+            self.zeroed_nodes.clear();
+        }
+        let (g, n) = k.clone();
+        self.zeroed_nodes.insert(k);
+        for name in [
+            "weir_retries_total",
+            "weir_attempt_failures_total",
+            "weir_deferrals_total",
+            "weir_dead_letters_total",
+        ] {
+            metrics::counter!(name, "graph" => g.clone(), "node" => n.clone()).increment(0);
+        }
+        for status in [DoneStatus::Succeeded, DoneStatus::Failed] {
+            metrics::counter!("weir_completions_total", "graph" => g.clone(), "node" => n.clone(), "status" => status.to_string())
+                .increment(0);
+        }
+    }
+
+    /// Sets up the run counters of `graph` at zero, once.
+    fn zero_graph(&mut self, graph: &str) {
+        if self.zeroed_graphs.contains(graph) {
+            return;
+        }
+        if self.zeroed_graphs.len() >= ZEROED_TRACKED_MAX {
+            self.zeroed_graphs.clear();
+        }
+        self.zeroed_graphs.insert(graph.to_string());
+        let g = graph.to_string();
+        metrics::counter!("weir_runs_started_total", "graph" => g.clone()).increment(0);
+        for state in ["complete", "failed", "cancelled"] {
+            metrics::counter!("weir_runs_settled_total", "graph" => g.clone(), "state" => state)
+                .increment(0);
+        }
+    }
 }
 
 impl EventMetrics {
@@ -216,6 +272,10 @@ impl EventMetrics {
     pub fn see(&mut self, _m: &Metrics, engine: &Engine, e: &EngineEvent) {
         let now = engine.now_ms();
         match e {
+            EngineEvent::Enqueued { key, .. } => {
+                let (g, n) = labels(key);
+                self.zero_node(&g, &n);
+            }
             EngineEvent::Started { id, .. } => {
                 if self.starts_ms.len() >= STARTS_TRACKED_MAX {
                     self.starts_ms.clear();
@@ -282,7 +342,10 @@ impl EventMetrics {
                 metrics::histogram!("weir_trigger_lateness_seconds", "graph" => graph.clone(), "trigger" => "cron")
                     .record(late_s);
             }
-            EngineEvent::RunStarted { graph, partition } => {
+            EngineEvent::RunStarted {
+                graph, partition, ..
+            } => {
+                self.zero_graph(graph);
                 metrics::counter!("weir_runs_started_total", "graph" => graph.clone()).increment(1);
                 // A keyed run's partition carries the instant it was due.
                 if let Some(due) = partition.parse::<Partition>().ok().and_then(|p| p.at_ms()) {

@@ -299,7 +299,7 @@ pub fn collect_events(served: &Served) -> EventLog {
             if let Some(d) = line.trim_end().strip_prefix("data:") {
                 if let Ok(v) = serde_json::from_str::<Value>(d.trim()) {
                     let kind = v["kind"].as_str().unwrap_or_default().to_string();
-                    ev.lock().unwrap().push((kind, v["event"].clone()));
+                    ev.lock().unwrap().push((kind, v));
                 }
             }
         }
@@ -314,10 +314,7 @@ impl EventLog {
         let mut out = std::collections::BTreeMap::new();
         for (kind, e) in self.events.lock().unwrap().iter() {
             if kind == "completed" {
-                let key = e["Completed"]["key"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
+                let key = e["key"].as_str().unwrap_or_default().to_string();
                 *out.entry(key).or_default() += 1;
             }
         }

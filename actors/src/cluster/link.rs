@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::watch;
+use weir_core::grant::{grant_fate, GrantFate};
 use weir_core::queue::TicketId;
 
 use crate::clock::Clock;
@@ -33,7 +34,7 @@ use crate::clock::Clock;
 pub use crate::msg::cluster::{DrainReport, LinkEnd, LinkMsg, LinkView};
 use crate::msg::cluster::{GatewayMsg, SessionEvent};
 use crate::msg::pool::PoolMsg;
-use crate::msg::work::PoolUp;
+use crate::msg::work::{Grant, PoolUp};
 // The link is a worker process's supervisor of its pools: it spawns them.
 use crate::pool::{PoolActor, PoolArgs, Uplink};
 use crate::protocol::{
@@ -140,6 +141,8 @@ pub struct LinkState {
     joins: u32,
     resumes: u32,
     lost: u32,
+    /// Grants refused as stale since start.
+    stale_grants: u32,
     /// When the engine was last heard from (any message: it answers every
     /// heartbeat). Silent past the lease, the session is dropped.
     last_heard_ms: u64,
@@ -209,6 +212,7 @@ impl Actor for LinkActor {
             joins: 0,
             resumes: 0,
             lost: 0,
+            stale_grants: 0,
             last_heard_ms: now,
             session_id: None,
         })
@@ -233,8 +237,12 @@ impl Actor for LinkActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             LinkMsg::Wire(m) => {
-                state.last_heard_ms = state.clock.now_ms();
-                state.on_engine(m)
+                // The silence before this message judges the grants in it
+                // (a grant held by the network past the lease is stale).
+                let now = state.clock.now_ms();
+                let silent_ms = now.saturating_sub(state.last_heard_ms);
+                state.last_heard_ms = now;
+                state.on_engine(m, silent_ms)
             }
             LinkMsg::FromPool { pool, up } => state.on_pool(pool, up),
             LinkMsg::Log(frames) => state.log(frames),
@@ -262,6 +270,7 @@ impl Actor for LinkActor {
                     joins: state.joins,
                     resumes: state.resumes,
                     lost: state.lost,
+                    stale_grants: state.stale_grants,
                     pools,
                 });
             }
@@ -356,7 +365,9 @@ impl LinkState {
                     *ready = true;
                 }
             }
-            SessionEvent::Opened => {}
+            // A new session's silence starts now: the old one's does not
+            // judge the grants that come on it.
+            SessionEvent::Opened => self.last_heard_ms = self.clock.now_ms(),
             SessionEvent::Closed => {
                 if matches!(
                     self.conn,
@@ -536,11 +547,19 @@ impl LinkState {
         }
     }
 
-    fn on_engine(&mut self, m: ToWorker) {
+    /// A message from the engine, which came after `silent_ms` with
+    /// nothing from it.
+    fn on_engine(&mut self, m: ToWorker, silent_ms: u64) {
         match m {
             ToWorker::Batch(messages) => {
+                let mut silent_ms = silent_ms;
                 for m in messages {
-                    self.on_engine(m);
+                    // What follows a welcome comes on the session it opened.
+                    let welcome = matches!(m, ToWorker::Welcome(_));
+                    self.on_engine(m, silent_ms);
+                    if welcome {
+                        silent_ms = 0;
+                    }
                 }
             }
             ToWorker::Welcome(w) => {
@@ -600,6 +619,7 @@ impl LinkState {
                 self.joining = None;
                 self.join(self.clock.now_ms());
             }
+            ToWorker::Run { pool, grant } if self.refuses(&pool, &grant, silent_ms) => {}
             ToWorker::Run { pool, grant } => match self.pools.get(pool.as_str()) {
                 Some(p) => {
                     self.running
@@ -621,6 +641,24 @@ impl LinkState {
                 if let Some(p) = self.pools.get(pool.as_str()) {
                     let _ = p.cast(PoolMsg::Acked(ids));
                 }
+            }
+        }
+    }
+
+    /// Whether a grant is refused as stale (see [`grant_fate`]): its
+    /// ticket is, or soon will be, another worker's, so running it would
+    /// run the attempt twice. The engine requeued it when it declared this
+    /// worker lost; a grant refused while the engine still counts the
+    /// session is requeued when its lease ends.
+    fn refuses(&mut self, pool: &str, grant: &Grant, silent_ms: u64) -> bool {
+        let joined = matches!(self.conn, Conn::Joined { .. });
+        let lease_ms = self.welcome.as_ref().map_or(5_000, |w| w.lease_ms);
+        match grant_fate(joined, silent_ms, lease_ms) {
+            GrantFate::Run => false,
+            GrantFate::Refuse(why) => {
+                self.stale_grants += 1;
+                tracing::warn!(worker = %self.args_worker_id, pool, ticket = grant.id, attempt = grant.attempt, why = %why, "a stale grant refused: not run");
+                true
             }
         }
     }

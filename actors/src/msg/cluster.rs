@@ -184,6 +184,9 @@ pub struct LinkView {
     pub resumes: u32,
     /// Times the engine said this worker was lost.
     pub lost: u32,
+    /// Grants refused as stale: they came on a session that had ended, or
+    /// after the engine was silent past the lease.
+    pub stale_grants: u32,
     /// Its pools.
     pub pools: Vec<PoolView>,
 }

@@ -168,9 +168,39 @@ pub enum TicketView {
         /// attempts), while it waits.
         #[serde(default)]
         pokes: u32,
+        /// A waiting sensor's last check: when, and what it saw.
+        #[serde(default)]
+        last_check: Option<LastCheck>,
     },
     /// Ended.
     Done(DoneRecord),
+}
+
+/// The longest account of what a sensor's check saw that the queue keeps
+/// for its live view (its head; the log has all of it).
+pub const LAST_CHECK_SEEN_BYTES_MAX: usize = 512;
+
+/// A sensor's last check that found its condition not met.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastCheck {
+    /// When it ended.
+    pub at_ms: u64,
+    /// What it saw (at most [`LAST_CHECK_SEEN_BYTES_MAX`] bytes).
+    pub seen: String,
+}
+
+impl LastCheck {
+    /// The check at `at_ms` that saw `seen`, cut to its head.
+    pub fn new(at_ms: u64, seen: &str) -> LastCheck {
+        let mut cut = seen.len().min(LAST_CHECK_SEEN_BYTES_MAX);
+        while !seen.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        LastCheck {
+            at_ms,
+            seen: seen[..cut].to_string(),
+        }
+    }
 }
 
 /// Messages of the queue actor.

@@ -22,6 +22,7 @@ impl QueueActorState {
     /// Adds the done record of `job` to the open batch, with its expiry
     /// entry, the event and the notification.
     pub(super) fn record_done(&mut self, job: &Job, mut record: DoneRecord) {
+        self.last_checks.remove(&record.id);
         let key = done_key(&job.key);
         match self.store.encode("done record", &record) {
             Ok(bytes) => self.open.commit.puts.push((key.clone(), bytes)),

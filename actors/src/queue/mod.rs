@@ -48,8 +48,8 @@ use crate::store::{Recovered, Store};
 // The queue's interface lives in `msg`; re-exported here for the crate's
 // users (`weir_actors::queue::QueueMsg`, …).
 pub use crate::msg::queue::{
-    Cancelled, Completion, EarlyCompletion, Enqueued, LiveTicket, PoolStatus, QueueCounts,
-    QueueMsg, QueueStatus, TicketFilter, TicketView,
+    Cancelled, Completion, EarlyCompletion, Enqueued, LastCheck, LiveTicket, PoolStatus,
+    QueueCounts, QueueMsg, QueueStatus, TicketFilter, TicketView,
 };
 pub use crate::msg::work::{Grant, Report};
 pub use settings::QueueSettings;
@@ -159,6 +159,7 @@ impl Actor for QueueActor {
             successors_timer: false,
             batches: 0,
             rng: rand::rngs::SmallRng::from_entropy(),
+            last_checks: HashMap::new(),
         };
         tracing::info!(
             live = state.q.len(),

@@ -181,6 +181,8 @@ impl QueueActorState {
             Op::Poke { due_ms, .. } => {
                 let _ = self.step(op);
                 self.started.remove(&id);
+                self.last_checks
+                    .insert(id, crate::msg::queue::LastCheck::new(now, &error));
                 tracing::info!(key = %job.key, id, due_ms, seen = %error, "sensor not met; checks again without a slot");
                 self.open.effects.push(Effect::Event(EngineEvent::Poked {
                     key: job.key.clone(),

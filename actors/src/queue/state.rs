@@ -177,6 +177,11 @@ pub struct QueueActorState {
     pub(super) successors_timer: bool,
     pub(super) batches: u64,
     pub(super) rng: rand::rngs::SmallRng,
+    /// Each waiting sensor's last check, for its live view. At most one
+    /// per live ticket, each at most `LAST_CHECK_SEEN_BYTES_MAX` bytes;
+    /// removed when its ticket ends. Not journaled: after a restart a
+    /// sensor shows its count of checks, and its last one from the next.
+    pub(super) last_checks: HashMap<TicketId, crate::msg::queue::LastCheck>,
 }
 
 impl QueueActorState {

@@ -104,6 +104,7 @@ impl QueueActorState {
                 failures: t.tries.failures,
                 at_ms,
                 pokes: t.tries.pokes,
+                last_check: self.last_checks.get(&t.id).cloned(),
             }));
         }
         Ok(self

@@ -74,6 +74,9 @@ pub struct NodeLive {
     /// A sensor's checks not met so far, while it waits.
     #[serde(default)]
     pub pokes: u32,
+    /// A waiting sensor's last check: when it ended and what it saw.
+    #[serde(default)]
+    pub last_check: Option<weir_actors::queue::LastCheck>,
 }
 
 /// A run with its nodes, and the live tickets of its ready nodes.
@@ -94,8 +97,12 @@ pub async fn one(
     Path((graph, part)): Path<(String, String)>,
 ) -> ApiResult<Json<RunWithLive>> {
     let st = s.clone();
-    let mut run =
-        blocking(move || detail(&st, &graph, &part, views::OUTPUT_INLINE_BYTES_MAX)).await?;
+    let (partition, mut run) = blocking(move || {
+        let p = run_partition(&st, &graph, &part)?;
+        let run = detail(&st, &graph, &part, views::OUTPUT_INLINE_BYTES_MAX)?;
+        Ok((p, run))
+    })
+    .await?;
     let mut live = std::collections::BTreeMap::new();
     for n in run.nodes.iter_mut().filter(|n| n.state == "ready") {
         // The store says "ready" for queued and running alike; the queue
@@ -107,6 +114,7 @@ pub async fn one(
             failures,
             at_ms,
             pokes,
+            last_check,
             ..
         })) = s.engine.ticket(&n.run_id).await
         {
@@ -122,11 +130,57 @@ pub async fn one(
                     deferrals,
                     at_ms,
                     pokes,
+                    last_check,
                 },
             );
         }
     }
+    members_live(&s, &partition, &mut run).await;
     Ok(Json(RunWithLive { run, live }))
+}
+
+/// The most members of one run whose tickets a run's view asks the queue
+/// for: members not ended, in item order. Those running are among the
+/// first (members start in item order, `max_active_members` at a time);
+/// past the bound a member shows as pending.
+const MEMBER_LIVE_LOOKUPS_MAX: usize = 256;
+
+/// Marks the members that run now as running, with their attempts: the
+/// store has no record of a member before it ends, so it says "pending"
+/// for queued and running alike; the queue knows which.
+async fn members_live(
+    s: &AppState,
+    partition: &weir_core::partition::Partition,
+    run: &mut RunDetail,
+) {
+    let mut lookups = 0;
+    for n in run.nodes.iter_mut() {
+        let Some(m) = n.members.as_mut() else {
+            continue;
+        };
+        for x in m.list.iter_mut().filter(|x| x.state == "pending") {
+            if lookups == MEMBER_LIVE_LOOKUPS_MAX {
+                return;
+            }
+            lookups += 1;
+            let key = weir_actors::scheduler::records::member_id(
+                &run.graph,
+                partition,
+                &n.node,
+                x.rerun,
+                x.index as u32,
+            );
+            if let Ok(Some(weir_actors::queue::TicketView::Live {
+                running, attempts, ..
+            })) = s.engine.ticket(&key).await
+            {
+                x.attempts = attempts;
+                if running {
+                    x.state = "running".to_string();
+                }
+            }
+        }
+    }
 }
 
 /// A node of a run with its whole output and its attempts.

@@ -30,7 +30,11 @@ pub struct EventParams {
 }
 
 fn sse_event(s: &AppState, n: &Numbered) -> Event {
-    let data = serde_json::json!({ "seq": n.seq, "kind": n.kind, "event": n.event });
+    // One flat object: the sequence number, the kind and the event's fields.
+    let mut data = serde_json::to_value(&n.event).unwrap_or_default();
+    if let Some(o) = data.as_object_mut() {
+        o.insert("seq".into(), n.seq.into());
+    }
     Event::default()
         .id(s.hub.id(n.seq))
         .event(n.kind)

@@ -2,7 +2,8 @@
 // a Gantt of attempts over time, and a node panel with the node's output
 // and its logs per attempt, following a running attempt live. A mapped
 // node's panel lists its members with their states, and a member's logs;
-// a sensor's shows its checks that were not met.
+// a sensor's shows its checks that were not met and, while it waits, its
+// last check: when, and what it saw.
 
 import { get, post, p, qs } from "../api.js";
 import {
@@ -141,8 +142,10 @@ export async function render(root, [graph, partition, selectedNode]) {
       return;
     }
     const st = nodeState(n, run.live);
+    const live = run.live && run.live[n.node];
     const attempts = (d && d.attempt_log) || [];
-    const key = `${n.run_id}|${st}|${attempts.length}|${n.finished_ms}`;
+    const lastCheck = live && live.last_check ? live.last_check.at_ms : 0;
+    const key = `${n.run_id}|${st}|${attempts.length}|${n.finished_ms}|${n.pokes}|${lastCheck}`;
     if (key === panelKey) return; // nothing changed: keep the open log and its scroll
     panelKey = key;
     const output = d || n;
@@ -169,6 +172,7 @@ export async function render(root, [graph, partition, selectedNode]) {
         n.trigger_rule !== "all_success" ? ["Trigger rule", n.trigger_rule] : null,
         ["Duration", fmtDur(n.duration_ms)],
         n.kind === "sensor" ? ["Checks not met", String(n.pokes || 0)] : null,
+        n.kind === "sensor" && live && live.last_check ? ["Last check", `${fmtTime(live.last_check.at_ms)}: ${live.last_check.seen}`] : null,
         n.produces && n.produces.length ? ["Produces", n.produces.join(", ")] : null,
         n.previous ? ["Previous", `rerun ${n.previous.rerun} ${n.previous.state}, ${n.previous.attempts} attempt(s)` + (n.previous.error ? `: ${n.previous.error}` : "")] : null,
         n.members ? ["Members", `${n.members.total}: ${n.members.succeeded} succeeded, ${n.members.failed} failed, ${n.members.cancelled || 0} cancelled, ${n.members.skipped} skipped, ${n.members.pending} pending` + (n.members.kept ? ` (${n.members.kept} kept from an earlier rerun)` : "")] : null,
