@@ -104,6 +104,7 @@ pub struct EngineBuilder {
     parent: Option<ActorCell>,
     scheduler: SchedulerSettings,
     expiry_interval_ms: u64,
+    triggers_held: bool,
     trigger: TriggerSettings,
     assets: weir_actors::assets::AssetsSettings,
     logs_dir: Option<PathBuf>,
@@ -172,6 +173,7 @@ impl EngineBuilder {
             parent: None,
             scheduler: SchedulerSettings::default(),
             expiry_interval_ms: 60_000,
+            triggers_held: false,
             trigger: TriggerSettings::default(),
             assets: Default::default(),
             logs_dir: Some(dir.as_ref().join(crate::logs::LOGS_DIR)),
@@ -214,7 +216,17 @@ impl EngineBuilder {
         self
     }
 
-    /// Time between passes that delete expired records.
+    /// Starts no trigger at open: none fires (cron, keys, backfills) until
+    /// [`Engine::start_triggers`]. A host that adopts definition files at
+    /// start holds them, so that a file changed while the engine was
+    /// stopped is adopted before anything fires under the old definition.
+    /// A graph's adopt starts its trigger meanwhile, on the new definition.
+    pub fn hold_triggers(mut self) -> Self {
+        self.triggers_held = true;
+        self
+    }
+
+    /// Time between passes that delete expired records, in ms.
     pub fn expiry_interval_ms(mut self, ms: u64) -> Self {
         self.expiry_interval_ms = ms;
         self
@@ -404,6 +416,7 @@ impl EngineBuilder {
             stopped: stopped.clone(),
             scheduler: self.scheduler,
             expiry_interval_ms: self.expiry_interval_ms,
+            triggers_held: self.triggers_held,
             trigger: self.trigger.clone(),
             assets: self.assets.clone(),
             logs_dir: self.logs_dir,

@@ -137,6 +137,21 @@ impl Engine {
         self.ensure_trigger_named(graph).await
     }
 
+    /// Starts the triggers held at open ([`crate::EngineBuilder::hold_triggers`]):
+    /// every stored graph's with cron, keys or a backfill that is not
+    /// running. Returns how many it started; with none held, 0.
+    pub async fn start_triggers(&self) -> Result<usize, EngineError> {
+        let n = ractor::call_t!(
+            self.supervisor,
+            SupervisorMsg::StartTriggers,
+            CALL_TIMEOUT.as_millis() as u64
+        )
+        .map_err(|e| self.call_err("supervisor", e))?
+        .map_err(EngineError::Stopped)?;
+        tracing::info!(started = n, "held triggers started");
+        Ok(n)
+    }
+
     async fn ensure_trigger_named(&self, graph: &str) -> Result<ActorRef<TriggerMsg>, EngineError> {
         let name = Name::new(graph).map_err(|e| EngineError::BadGraph(e.to_string()))?;
         ractor::call_t!(

@@ -200,3 +200,113 @@ async fn downtime_with_and_without_catchup() {
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
     }
 }
+
+fn daily_at(name: &str, cron: &str) -> weir::GraphDef {
+    let mut g = graph(name);
+    g.partitioning = Partitioning::Daily;
+    g.cron = Some(cron.into());
+    g
+}
+
+/// The runs of `graph` that ran or wait to: partition, definition hash,
+/// the instant they wait for (withdrawn preparations left out).
+fn live_runs(engine: &weir::Engine, graph: &str) -> Vec<(String, String, Option<u64>)> {
+    engine
+        .list_runs(graph, None)
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.record.state != RunState::Withdrawn)
+        .map(|r| (r.partition, r.record.definition, r.record.not_before_ms))
+        .collect()
+}
+
+/// A cron changed in its file while the engine was stopped (02:00 to
+/// 03:00), the engine started at 02:59:58 (faults #8): the definition is
+/// adopted before any trigger fires, so the window starts at 03:00 under
+/// the new hash. Before, the trigger started on the stored definition,
+/// fired its missed 02:00 at once, and the window ran under the old hash.
+#[tokio::test(start_paused = true)]
+async fn a_cron_changed_while_stopped_is_adopted_before_it_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script::default();
+    let engine = open(dir.path(), T0, 4, 0, &script).await;
+    engine.adopt(daily_at("d", "0 2 * * *")).await.unwrap();
+    advance(MIN).await;
+    assert!(live_runs(&engine, "d").is_empty());
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+    let reopen = T0 + 2 * H + 59 * MIN + 58 * S;
+    let engine = builder(
+        dir.path(),
+        reopen,
+        4,
+        0,
+        &script,
+        TriggerSettings::default(),
+        weir::Durability::Flush,
+    )
+    .hold_triggers()
+    .open()
+    .await
+    .unwrap();
+    // Held: nothing fires before the files are adopted.
+    advance(S).await;
+    assert!(
+        live_runs(&engine, "d").is_empty(),
+        "nothing fired while held"
+    );
+    let new = engine.adopt(daily_at("d", "0 3 * * *")).await.unwrap();
+    assert!(new.changed);
+    engine.start_triggers().await.unwrap();
+    until(MIN, "the window to run at 03:00", || {
+        !script.ran().is_empty()
+    })
+    .await;
+    advance(10 * S).await;
+    assert_eq!(
+        live_runs(&engine, "d"),
+        vec![("2026-11-28".to_string(), new.hash.clone(), Some(T0 + 3 * H))],
+        "one run, under the new hash, at the new instant"
+    );
+    let ran_at = script.ran_at.lock().unwrap().clone();
+    assert_eq!(ran_at.len(), 1, "{ran_at:?}");
+    assert!(
+        ran_at[0].1 >= T0 + 3 * H,
+        "ran at {} before 03:00",
+        ran_at[0].1
+    );
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// A reload that changes a cron takes back the window prepared ahead under
+/// the old one (faults #8): prepared 3 s before 02:00, the cron moved to
+/// 03:00; nothing runs at 02:00, and the window runs at 03:00 under the new
+/// hash, once.
+#[tokio::test(start_paused = true)]
+async fn a_changed_cron_takes_back_the_window_prepared_under_the_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script::default();
+    let engine = open(dir.path(), T0, 4, 0, &script).await;
+    let old = engine.adopt(daily_at("d", "0 2 * * *")).await.unwrap();
+    advance(2 * H - 3 * S).await;
+    assert_eq!(
+        live_runs(&engine, "d"),
+        vec![("2026-11-28".to_string(), old.hash.clone(), Some(T0 + 2 * H))],
+        "prepared ahead of 02:00"
+    );
+    let new = engine.adopt(daily_at("d", "0 3 * * *")).await.unwrap();
+    advance(3 * S + MIN).await;
+    assert!(script.ran().is_empty(), "nothing ran at 02:00");
+    assert!(
+        live_runs(&engine, "d").is_empty(),
+        "the preparation was taken back: {:?}",
+        live_runs(&engine, "d")
+    );
+    advance(H).await;
+    assert_eq!(
+        live_runs(&engine, "d"),
+        vec![("2026-11-28".to_string(), new.hash.clone(), Some(T0 + 3 * H))],
+        "one run, under the new hash, at 03:00"
+    );
+    assert_eq!(script.ran().len(), 1);
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}

@@ -129,6 +129,11 @@ pub struct SupervisorArgs {
     pub logs_dir: Option<PathBuf>,
     /// The cluster, when workers in other processes may join.
     pub cluster: Option<ClusterArgs>,
+    /// Start no trigger at open: the host adopts its definition files
+    /// first, then sends [`SupervisorMsg::StartTriggers`], so no trigger
+    /// fires under a definition that a file has replaced while the engine
+    /// was stopped. Triggers that adopts start meanwhile run as always.
+    pub triggers_held: bool,
 }
 
 /// What the cluster gateway needs, kept for its respawns.
@@ -221,13 +226,11 @@ impl Actor for SupervisorActor {
             state.spawn(&myself, Role::Scheduler(graph)).await?;
         }
         // A trigger for every graph with cron, keys or a backfill, after the
-        // schedulers it starts runs on.
-        for key in state.args.store.scan_keys(GRAPH_PREFIX)? {
-            let graph = Name::new(&key[GRAPH_PREFIX.len()..])
-                .map_err(|e| format!("graph record {key}: {e}"))?;
-            if crate::trigger::needed(&state.args.store, graph.as_str())? {
-                state.spawn(&myself, Role::Trigger(graph)).await?;
-            }
+        // schedulers it starts runs on (unless held for the host's adopts).
+        if !state.args.triggers_held {
+            state.start_triggers(&myself).await?;
+        } else {
+            tracing::info!("triggers held until the definitions are adopted");
         }
         // After the schedulers it starts runs on.
         state.spawn(&myself, Role::Assets).await?;
@@ -302,6 +305,13 @@ impl Actor for SupervisorActor {
                 }
                 let cell = state.refs.get(&role).cloned().expect("spawned");
                 let _ = reply.send(Ok(ActorRef::<TriggerMsg>::from(cell)));
+            }
+            SupervisorMsg::StartTriggers(reply) => {
+                let r = state
+                    .start_triggers(&myself)
+                    .await
+                    .map_err(|e| format!("triggers failed to start: {e}"));
+                let _ = reply.send(r);
             }
             SupervisorMsg::StoreFailed(cause) => {
                 state.stop_engine(&myself, format!("the store failed: {cause}"));
@@ -461,6 +471,28 @@ impl SupervisorState {
             error: error.clone(),
         });
         myself.stop(Some(error));
+    }
+
+    /// Starts the trigger of every stored graph with cron, keys or a
+    /// backfill that has none running; returns how many it started.
+    async fn start_triggers(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+    ) -> Result<usize, ActorProcessingErr> {
+        let mut started = 0;
+        for key in self.args.store.scan_keys(GRAPH_PREFIX)? {
+            let graph = Name::new(&key[GRAPH_PREFIX.len()..])
+                .map_err(|e| format!("graph record {key}: {e}"))?;
+            let role = Role::Trigger(graph.clone());
+            if self.refs.contains_key(&role) {
+                continue;
+            }
+            if crate::trigger::needed(&self.args.store, graph.as_str())? {
+                self.spawn(myself, role).await?;
+                started += 1;
+            }
+        }
+        Ok(started)
     }
 
     async fn spawn(

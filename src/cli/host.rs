@@ -52,7 +52,11 @@ pub async fn open_engine_with(
     }
     .with_env_overrides()
     .map_err(Failure::input)?;
-    let mut builder = Engine::builder(data).store_settings(store_settings);
+    // Triggers wait for adopt_all: a definition file changed while the
+    // engine was stopped is adopted before anything fires (faults #8).
+    let mut builder = Engine::builder(data)
+        .store_settings(store_settings)
+        .hold_triggers();
     let local_workers = match &cluster {
         Some((_, true)) => 0,
         _ => 1,
@@ -99,7 +103,8 @@ pub async fn open_engine_with(
     Ok(Arc::new(engine))
 }
 
-/// Adopts every graph of `defs`; the first refusal is the error.
+/// Adopts every graph of `defs`, then starts the triggers held at open
+/// (those of stored graphs no file names); the first refusal is the error.
 pub async fn adopt_all(engine: &Engine, defs: &Definitions) -> Result<(), Failure> {
     for loaded in &defs.graphs {
         engine
@@ -112,6 +117,10 @@ pub async fn adopt_all(engine: &Engine, defs: &Definitions) -> Result<(), Failur
                 other => Failure::input(format!("definition {}: {other}", loaded.file.display())),
             })?;
     }
+    engine
+        .start_triggers()
+        .await
+        .map_err(|e| Failure::store(e.to_string()))?;
     Ok(())
 }
 

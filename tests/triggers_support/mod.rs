@@ -88,6 +88,24 @@ pub async fn open_with(
     settings: weir::TriggerSettings,
     durability: Durability,
 ) -> Engine {
+    builder(
+        dir, epoch_ms, capacity, work_ms, script, settings, durability,
+    )
+    .open()
+    .await
+    .unwrap()
+}
+
+/// The builder [`open_with`] opens, for a test that sets more.
+pub fn builder(
+    dir: &Path,
+    epoch_ms: u64,
+    capacity: u32,
+    work_ms: u64,
+    script: &Script,
+    settings: weir::TriggerSettings,
+    durability: Durability,
+) -> weir::EngineBuilder {
     let s = script.clone();
     let clock = Clock::anchored(epoch_ms);
     let c = clock.clone();
@@ -112,9 +130,6 @@ pub async fn open_with(
                 Ok(Vec::new())
             }
         })
-        .open()
-        .await
-        .unwrap()
 }
 
 /// A one-node graph running `work`.

@@ -54,6 +54,10 @@ pub enum SupervisorMsg {
     /// The trigger of a graph, spawned if it is not running; a running one
     /// is told that a definition was adopted.
     EnsureTrigger(Name, RpcReplyPort<Result<ActorRef<TriggerMsg>, String>>),
+    /// Starts the triggers held at open (`SupervisorArgs::triggers_held`):
+    /// of every stored graph with cron, keys or a backfill whose trigger
+    /// is not running yet. Answers how many it started.
+    StartTriggers(RpcReplyPort<Result<usize, String>>),
     /// Delete expired records (timer).
     Expire,
     /// Respawn a role (after its backoff).
