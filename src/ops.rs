@@ -52,7 +52,7 @@ impl MarkAs {
 }
 
 /// What a mark did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "outcome")]
 pub enum MarkOutcome {
     /// The node's record is now the mark (no instance of it was live).
@@ -82,7 +82,7 @@ pub enum MarkOutcome {
 }
 
 /// What "trigger now" started.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TriggerNowOutcome {
     /// The graph.
     pub graph: String,
@@ -95,7 +95,7 @@ pub struct TriggerNowOutcome {
 }
 
 /// What a requeue of a dead letter did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "outcome")]
 pub enum RequeueOutcome {
     /// A plain job runs again as a fresh ticket (its tries start over).

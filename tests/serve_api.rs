@@ -63,6 +63,36 @@ fn concrete(path: &str) -> String {
         .replace("{target}", "nosuchtarget")
 }
 
+/// The document's component schemas are those the body types derive
+/// (faults #18), but the hand-written `Error`: the document cannot drift
+/// from what the API serializes. `WEIR_WRITE_OPENAPI=1` rewrites them.
+#[test]
+fn openapi_components_are_the_body_types_schemas() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/serve/openapi.json");
+    let mut doc: Value = serde_json::from_str(weir::serve::openapi::DOCUMENT).unwrap();
+    let mut want = weir::serve::openapi::components();
+    let have = doc["components"]["schemas"].as_object().unwrap().clone();
+    want.insert("Error".into(), have["Error"].clone());
+    if std::env::var_os("WEIR_WRITE_OPENAPI").is_some() {
+        doc["components"]["schemas"] = Value::Object(want);
+        let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let names = |m: &serde_json::Map<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        names(&have),
+        names(&want),
+        "the components differ from the types' schemas: WEIR_WRITE_OPENAPI=1 cargo test --test serve_api openapi"
+    );
+    for (name, schema) in &want {
+        assert_eq!(
+            &have[name], schema,
+            "component {name} differs from its type's schema: WEIR_WRITE_OPENAPI=1 cargo test --test serve_api openapi"
+        );
+    }
+}
+
 #[test]
 fn openapi_document_lists_exactly_the_routes_served() {
     let (_dir, s) = served("g");
@@ -547,4 +577,253 @@ fn unknown_routes_wrong_methods_and_header_forms_answer_as_documented() {
     });
     assert!(!got.is_empty(), "an event arrived");
     assert_ne!(got[0].event, "reset", "an empty id is no id: {got:?}");
+}
+
+/// Validates a real answer against the document: its status must be
+/// listed for the operation, and its body must match that status's schema.
+struct Contract {
+    doc: Value,
+}
+
+impl Contract {
+    fn check(&self, method: &str, template: &str, a: &Answer) -> Value {
+        let op = &self.doc["paths"][template][method];
+        assert!(op.is_object(), "{method} {template} is not documented");
+        let resp = &op["responses"][a.status.to_string()];
+        assert!(
+            resp.is_object(),
+            "{method} {template} answered {} which the document does not list: {}",
+            a.status,
+            a.body
+        );
+        let schema = &resp["content"]["application/json"]["schema"];
+        let body = a.json();
+        let mut root = schema.clone();
+        root["components"] = self.doc["components"].clone();
+        let v = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .build(&root)
+            .unwrap_or_else(|e| panic!("{method} {template}: schema does not compile: {e}"));
+        let errors: Vec<String> = v
+            .iter_errors(&body)
+            .map(|e| format!("{} at {}", e, e.instance_path))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{method} {template} ({}): the body does not match the document:\n{}\nbody: {}",
+            a.status,
+            errors.join("\n"),
+            a.body
+        );
+        body
+    }
+}
+
+/// Real responses of every route match the document (faults #18, #19):
+/// each status is listed for its operation, each body matches the named
+/// schema of its status (arrays as arrays), over graphs of every kind
+/// (daily, keyed, mapped, with a breaker and a dead letter).
+#[test]
+fn every_route_s_real_responses_match_the_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(&defs, "g", &chain_def("g"));
+    std::fs::write(defs.join("hosts.txt"), "web-1\nweb-2\n").unwrap();
+    write_def(
+        &defs,
+        "h",
+        "name = \"h\"\npartitioning = \"keyed\"\n[keyed]\ninventory = { file = \"hosts.txt\" }\n\
+         refresh = \"1h\"\ninterval = \"1h\"\nretry_interval = \"1h\"\njitter = \"0s\"\n\
+         [[nodes]]\nname = \"check\"\ncommand = [\"true\"]\n",
+    );
+    write_def(
+        &defs,
+        "b",
+        "name = \"b\"\n[targets.api]\nfailures = 1\ncooldown = \"1h\"\n[[nodes]]\nname = \"call\"\n\
+         target = \"api\"\nretry = { attempts = 1 }\ncommand = [\"false\"]\n",
+    );
+    write_def(
+        &defs,
+        "m",
+        "name = \"m\"\npartitioning = \"daily\"\ncron = \"0 3 * * *\"\n[[nodes]]\nname = \"each\"\nitems = [1, 2]\n\
+         command = [\"sh\", \"-c\", \"echo member $WEIR_MEMBER\"]\n",
+    );
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    let http = s.http();
+    let c = Contract {
+        doc: http.get("/api/v1/openapi.json").json(),
+    };
+    let get = |t: &str, path: &str| c.check("get", t, &http.get(path));
+    let post = |t: &str, path: &str, body: Value| c.check("post", t, &http.post(path, &body));
+
+    // Runs: one complete, one failed (b), a mapped one.
+    let started = post(
+        "/api/v1/graphs/{graph}/runs",
+        "/api/v1/graphs/g/runs",
+        json!({"partitions": ["2026-11-01"]}),
+    );
+    assert!(started.is_array(), "{started}");
+    post(
+        "/api/v1/graphs/{graph}/runs",
+        "/api/v1/graphs/b/runs",
+        json!({"partitions": ["none"]}),
+    );
+    post(
+        "/api/v1/graphs/{graph}/runs",
+        "/api/v1/graphs/m/runs",
+        json!({"partitions": ["2026-11-01"]}),
+    );
+    let bf = post(
+        "/api/v1/graphs/{graph}/backfills",
+        "/api/v1/graphs/g/backfills",
+        json!({"from": "2026-11-02", "to": "2026-11-03"}),
+    );
+    assert!(bf.is_object(), "{bf}");
+    s.wait_run("g", "2026-11-01", "complete");
+    s.wait_run("b", "none", "failed");
+    s.wait_run("m", "2026-11-01", "complete");
+    s.wait_run("g", "2026-11-03", "complete");
+
+    // Reads.
+    get("/api/v1/engine", "/api/v1/engine");
+    assert!(get("/api/v1/graphs", "/api/v1/graphs").is_array());
+    get("/api/v1/graphs/{graph}", "/api/v1/graphs/g");
+    get("/api/v1/graphs/{graph}", "/api/v1/graphs/h");
+    get(
+        "/api/v1/graphs/{graph}/grid",
+        "/api/v1/graphs/g/grid?limit=10",
+    );
+    get(
+        "/api/v1/graphs/{graph}/backfills",
+        "/api/v1/graphs/g/backfills",
+    );
+    get(
+        "/api/v1/graphs/{graph}/backfills",
+        "/api/v1/graphs/h/backfills",
+    );
+    assert!(get("/api/v1/graphs/{graph}/keys", "/api/v1/graphs/h/keys").is_array());
+    get("/api/v1/graphs/{graph}/keys", "/api/v1/graphs/g/keys"); // 400: not keyed
+    get("/api/v1/runs", "/api/v1/runs?limit=100");
+    get("/api/v1/runs", "/api/v1/runs?state=failed&limit=1");
+    for (g, p) in [("g", "2026-11-01"), ("b", "none"), ("m", "2026-11-01")] {
+        get(
+            "/api/v1/graphs/{graph}/runs/{partition}",
+            &format!("/api/v1/graphs/{g}/runs/{p}"),
+        );
+    }
+    get(
+        "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}",
+        "/api/v1/graphs/g/runs/2026-11-01/nodes/a",
+    );
+    get(
+        "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}",
+        "/api/v1/graphs/b/runs/none/nodes/call",
+    );
+    get(
+        "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/logs",
+        "/api/v1/graphs/g/runs/2026-11-01/nodes/a/logs",
+    );
+    get(
+        "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/logs",
+        "/api/v1/graphs/m/runs/2026-11-01/nodes/each/logs?member=1",
+    );
+    get("/api/v1/queue/pools", "/api/v1/queue/pools");
+    assert!(get("/api/v1/queue/tickets", "/api/v1/queue/tickets?limit=5").is_array());
+    let run = get(
+        "/api/v1/graphs/{graph}/runs/{partition}",
+        "/api/v1/graphs/g/runs/2026-11-01",
+    );
+    let key = run["nodes"][0]["run_id"].as_str().unwrap().to_string();
+    let enc = |k: &str| k.replace('/', "%2F");
+    get(
+        "/api/v1/queue/tickets/{key}",
+        &format!("/api/v1/queue/tickets/{}", enc(&key)),
+    );
+    let dead = get("/api/v1/queue/dead", "/api/v1/queue/dead?limit=10");
+    assert!(get("/api/v1/breakers", "/api/v1/breakers").is_array());
+    assert!(get("/api/v1/workers", "/api/v1/workers").is_array());
+    assert!(get("/api/v1/assets", "/api/v1/assets").is_array());
+
+    // Actions.
+    post(
+        "/api/v1/graphs/{graph}/pause",
+        "/api/v1/graphs/g/pause",
+        json!({}),
+    );
+    post(
+        "/api/v1/graphs/{graph}/unpause",
+        "/api/v1/graphs/g/unpause",
+        json!({}),
+    );
+    post(
+        "/api/v1/graphs/{graph}/trigger",
+        "/api/v1/graphs/m/trigger",
+        json!({}),
+    );
+    post(
+        "/api/v1/graphs/{graph}/reconcile",
+        "/api/v1/graphs/g/reconcile",
+        json!({}),
+    );
+    post(
+        "/api/v1/graphs/{graph}/keys/{key}/signal",
+        "/api/v1/graphs/h/keys/web-1/signal",
+        json!({"immediate": true}),
+    );
+    post(
+        "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/rerun",
+        "/api/v1/graphs/g/runs/2026-11-01/nodes/c/rerun",
+        json!({}),
+    );
+    s.wait_run("g", "2026-11-01", "complete");
+    post(
+        "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/mark",
+        "/api/v1/graphs/g/runs/2026-11-02/nodes/c/mark",
+        json!({"state": "succeeded"}),
+    );
+    // A cancel of a settled run: 409 with its answer.
+    post(
+        "/api/v1/graphs/{graph}/runs/{partition}/cancel",
+        "/api/v1/graphs/g/runs/2026-11-03/cancel",
+        json!({}),
+    );
+    let dead_key = dead["letters"][0]["key"]
+        .as_str()
+        .expect("b's failure is a dead letter")
+        .to_string();
+    post(
+        "/api/v1/queue/dead/{key}/requeue",
+        &format!("/api/v1/queue/dead/{}/requeue", enc(&dead_key)),
+        json!({}),
+    );
+    assert!(post(
+        "/api/v1/queue/dead/requeue",
+        "/api/v1/queue/dead/requeue",
+        json!({})
+    )
+    .is_array());
+    post(
+        "/api/v1/breakers/{target}/reset",
+        "/api/v1/breakers/api/reset",
+        json!({}),
+    );
+    assert!(post(
+        "/api/v1/graphs/{graph}/runs/{partition}/clear",
+        "/api/v1/graphs/g/runs/2026-11-03/clear",
+        json!({}),
+    )
+    .is_array());
+    post("/api/v1/reload", "/api/v1/reload", json!({}));
+    // Errors: each is documented for its route, as the Error schema.
+    get("/api/v1/graphs/{graph}", "/api/v1/graphs/nosuch");
+    get("/api/v1/runs", "/api/v1/runs?limit=0");
+    let wrong = http.send("DELETE", "/api/v1/graphs", None, &[]);
+    c.check("get", "/api/v1/graphs", &wrong);
+    let text = http.send(
+        "POST",
+        "/api/v1/graphs/g/runs",
+        Some(b"partitions=x"),
+        &[("Content-Type", "text/plain")],
+    );
+    c.check("post", "/api/v1/graphs/{graph}/runs", &text);
 }

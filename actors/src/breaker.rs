@@ -28,7 +28,7 @@ pub fn breaker_key(target: &str) -> String {
 }
 
 /// A breaker as an operator sees it (served as JSON as is).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BreakerView {
     /// The target it guards.
     pub target: String,

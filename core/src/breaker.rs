@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 /// Settings of one breaker.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct BreakerSettings {
     /// Consecutive failures that trip it; 0 = this rule is off.

@@ -71,7 +71,7 @@ fn pool_default() -> Name {
 /// The settings beyond `name` and `nodes` take their defaults when absent;
 /// their own modules give them meaning (`partition`, `pool`, `breaker`,
 /// `cron`, `schedule`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GraphDef {
     /// The graph's name.
     pub name: Name,
@@ -161,7 +161,7 @@ impl GraphDef {
 }
 
 /// A node as declared.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeDef {
     /// The node's name, unique in its graph.
     pub name: Name,
@@ -233,7 +233,7 @@ impl NodeDef {
 
 /// What a node runs: a registered task by name, or `command`, with its
 /// configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskSpec {
     /// A registered task's name, or [`TASK_COMMAND`].
     pub task: Name,

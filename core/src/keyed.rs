@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::schedule::{Debounce, ScheduleSettings};
 
 /// Where an inventory's keys come from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InventorySource {
     /// A file with one key per line (blank lines and `#` comments skipped).
@@ -16,7 +16,7 @@ pub enum InventorySource {
 }
 
 /// A keyed graph's inventory and schedule.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyedSpec {
     /// Where the keys come from.
     pub inventory: InventorySource,

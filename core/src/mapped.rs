@@ -58,7 +58,7 @@ fn max_active_default() -> u32 {
 }
 
 /// Where a mapped node's items come from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MapSource {
     /// The output of this upstream, a JSON array.
@@ -68,7 +68,7 @@ pub enum MapSource {
 }
 
 /// A node's mapping.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MapSpec {
     /// Where the items come from.
     pub over: MapSource,
@@ -304,7 +304,9 @@ pub enum MemberStatus {
 }
 
 /// The counts of a mapped node's members.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct MemberCounts {
     /// Members in all.
     pub total: u32,

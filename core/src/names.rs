@@ -121,10 +121,42 @@ impl Name {
     }
 }
 
+/// A name travels as its text.
+impl schemars::JsonSchema for Name {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Name".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A name of a graph, node, pool or target",
+            "pattern": "^[A-Za-z0-9_.-]{1,128}$",
+        })
+    }
+}
+
 /// A key of a keyed graph or a queue job: 1 to [`KEY_BYTES_MAX`] bytes, any
 /// character but `/` and control characters.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key(String);
+
+/// A key travels as its text.
+impl schemars::JsonSchema for Key {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Key".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A key of a keyed graph or a queue job: 1 to 512 bytes of UTF-8, any character but `/` and control characters",
+            "minLength": 1,
+            "maxLength": 512,
+            "pattern": "^[^/\\u0000-\\u001f\\u007f-\\u009f]+$",
+        })
+    }
+}
 
 impl Key {
     /// Validates `value` as a key.

@@ -47,7 +47,18 @@ use crate::names::{Key, NameError};
 
 /// How a graph's runs are partitioned.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    Default,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Partitioning {
@@ -575,6 +586,20 @@ impl FromStr for Partition {
 impl Serialize for Partition {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+/// A partition travels as its text (`none`, `2026-11-29`, `key=db1`…).
+impl schemars::JsonSchema for Partition {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Partition".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A partition: `none`, a time window (`2026-11-29T13`, `2026-11-29`, `2026-W48`, `2026-11`) or a key (`key=db1`, or `key=db1@<due instant>` for a keyed run)",
+        })
     }
 }
 

@@ -30,7 +30,7 @@ pub enum AttemptOutcome {
 }
 
 /// A retry policy.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct RetryPolicy {
     /// Attempts in all, counting the first; 0 = unlimited.

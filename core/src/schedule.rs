@@ -101,7 +101,7 @@ pub struct KeySchedule {
 
 /// The interval settings of a keyed graph. A 0 means the default, as in
 /// glazed, so a definition that leaves a field out gets the default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct ScheduleSettings {
     /// ms from the end of a run to the next; 0 = [`DEFAULT_INTERVAL_MS`].
@@ -146,7 +146,7 @@ impl ScheduleSettings {
 }
 
 /// The debounce of signals. A 0 means the default, as in glazed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Debounce {
     /// ms a signal waits for further signals; 0 = [`DEFAULT_DELAY_MS`].

@@ -33,7 +33,9 @@ fn timeout_default() -> u64 {
 }
 
 /// What a sensor that is still not met at its deadline ends as.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum OnTimeout {
     /// Failed: its downstreams see a failure.
@@ -45,7 +47,7 @@ pub enum OnTimeout {
 
 /// A sensor's waiting: how often it checks, how long in all, and what a
 /// timeout ends it as. It travels in the sensor's ticket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SensorPolicy {
     /// The wait between a check that was not met and the next.
     #[serde(default = "every_default")]

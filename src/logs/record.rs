@@ -41,7 +41,7 @@ impl Default for LogLimits {
 }
 
 /// Which output a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stream {
     /// Standard output.
@@ -53,7 +53,7 @@ pub enum Stream {
 }
 
 /// One line of an attempt's log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LogLine {
     /// Its number among the attempt's lines, from 0, counting dropped
     /// lines; a `cut` line carries the number of the first dropped one.
@@ -67,7 +67,7 @@ pub struct LogLine {
 }
 
 /// Lines read from an attempt's log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LogChunk {
     /// The lines, in order.
     pub lines: Vec<LogLine>,
@@ -78,7 +78,7 @@ pub struct LogChunk {
 }
 
 /// How an attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The command exited 0 and its output was taken.
@@ -104,7 +104,7 @@ impl std::fmt::Display for Outcome {
 }
 
 /// What is known of one attempt (`<attempt>.json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AttemptRecord {
     /// The run id or job key.
     pub run_id: String,

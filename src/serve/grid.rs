@@ -21,7 +21,7 @@ pub const GRID_PAGE_DEFAULT: usize = 25;
 pub const GRID_PAGE_MAX: usize = 200;
 
 /// A node's state in one run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GridCell {
     /// pending, ready, succeeded, failed, skipped, upstream_failed, cancelled.
     pub state: String,
@@ -32,7 +32,7 @@ pub struct GridCell {
 }
 
 /// One run: a column.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GridColumn {
     /// The partition.
     pub partition: String,
@@ -48,7 +48,7 @@ pub struct GridColumn {
 }
 
 /// A page of a graph's grid.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Grid {
     /// The graph.
     pub graph: String,

@@ -16,7 +16,7 @@ use crate::Engine;
 pub const BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// What a reload did: graphs adopted, unchanged, refused.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct ReloadReport {
     /// Graphs whose definition changed: (graph, new hash).
     pub adopted: Vec<(String, String)>,

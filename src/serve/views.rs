@@ -34,7 +34,7 @@ pub fn history_key(graph: &str, adopted_at_ms: u64) -> String {
 }
 
 /// A run, briefly.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunBrief {
     /// The graph.
     pub graph: String,
@@ -51,7 +51,7 @@ pub struct RunBrief {
 }
 
 /// A graph in the list.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GraphSummary {
     /// Its name.
     pub name: String,
@@ -74,7 +74,7 @@ pub struct GraphSummary {
 }
 
 /// One adopt of a graph.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HashEntry {
     /// The definition's hash.
     pub hash: String,
@@ -83,7 +83,7 @@ pub struct HashEntry {
 }
 
 /// A graph with its definition and history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GraphDetail {
     /// The summary.
     pub summary: GraphSummary,
@@ -94,7 +94,7 @@ pub struct GraphDetail {
 }
 
 /// A page of runs, newest partition first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunPage {
     /// The runs.
     pub runs: Vec<RunBrief>,
@@ -120,7 +120,7 @@ pub struct RunQuery {
 }
 
 /// A node of a run, with its record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NodeDetail {
     /// The node.
     pub node: String,
@@ -193,7 +193,7 @@ impl NodeDetail {
 }
 
 /// A run with its nodes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunDetail {
     /// The graph.
     pub graph: String,

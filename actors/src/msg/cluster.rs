@@ -28,7 +28,7 @@ pub enum SessionEvent {
 }
 
 /// A worker's state as the engine sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerState {
     /// Joined; its pools take tickets.
@@ -51,7 +51,7 @@ impl std::fmt::Display for WorkerState {
 }
 
 /// One pool of a worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkerPoolView {
     /// The pool.
     pub pool: String,
@@ -62,7 +62,7 @@ pub struct WorkerPoolView {
 }
 
 /// A worker as `weir workers` and `/api/v1/workers` show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WorkerView {
     /// Its id (name and process token).
     pub worker_id: String,

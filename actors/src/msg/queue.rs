@@ -82,7 +82,7 @@ pub struct QueueCounts {
 }
 
 /// Status of one pool.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PoolStatus {
     /// Pending tickets.
     pub pending: usize,
@@ -97,7 +97,7 @@ pub struct PoolStatus {
 }
 
 /// Status of the queue.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueStatus {
     /// By pool.
     pub pools: BTreeMap<String, PoolStatus>,
@@ -125,7 +125,7 @@ pub struct TicketFilter {
 }
 
 /// A live ticket in a listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LiveTicket {
     /// Its key (a run id for graph nodes).
     pub key: String,
@@ -148,7 +148,7 @@ pub struct LiveTicket {
 }
 
 /// A ticket as seen from outside.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum TicketView {
     /// Live: pending or running.
     Live {
@@ -181,7 +181,7 @@ pub enum TicketView {
 pub const LAST_CHECK_SEEN_BYTES_MAX: usize = 512;
 
 /// A sensor's last check that found its condition not met.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LastCheck {
     /// When it ended.
     pub at_ms: u64,

@@ -15,7 +15,7 @@ use crate::records::done::DoneStatus;
 use crate::records::graph::RunState;
 
 /// The result of starting a run (swale's StartOutcome).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StartOutcome {
     /// The partition.
     pub partition: String,
@@ -27,7 +27,7 @@ pub struct StartOutcome {
 }
 
 /// The result of a rerun (swale's RerunOutcome).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum RerunOutcome {
     /// The task instance at the next rerun count was submitted.
     Submitted(String),
@@ -65,7 +65,9 @@ pub enum MarkResult {
 }
 
 /// Counts of a reconciler pass (swale's ReconcileReport).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ReconcileReport {
     /// Active runs visited.
     pub active_runs: usize,

@@ -9,7 +9,7 @@ use weir_core::partition::{Partition, PartitionError, PartitionRange, Partitioni
 use weir_core::schedule::Signal;
 
 /// What a trigger shows of itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TriggerStatus {
     /// The graph.
     pub graph: String,
@@ -81,7 +81,7 @@ pub enum TriggerMsg {
 impl ractor::Message for TriggerMsg {}
 
 /// A key's schedule, as the engine shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyScheduleView {
     /// The key.
     pub key: String,
@@ -119,7 +119,9 @@ pub struct InventoryChange {
 }
 
 /// Which end of the range starts first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum BackfillOrder {
     /// The oldest window first (Airflow's default).
@@ -143,7 +145,7 @@ impl std::str::FromStr for BackfillOrder {
 }
 
 /// One backfill in progress.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Backfill {
     /// Its number within the graph, from 1.
     pub id: u64,

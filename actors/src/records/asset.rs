@@ -41,7 +41,7 @@ pub struct AssetEvent {
 }
 
 /// An asset's last delivered materialization.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssetRecord {
     /// The asset.
     pub asset: String,

@@ -14,7 +14,7 @@ use super::keys::parse_run_id;
 pub use super::keys::{dead_key, done_key, DEAD_PREFIX, DONE_PREFIX};
 
 /// How a ticket ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DoneStatus {
     /// An attempt succeeded.
@@ -49,7 +49,7 @@ impl std::fmt::Display for DoneStatus {
 }
 
 /// The record of an ended ticket.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoneRecord {
     /// The ticket.
     pub id: TicketId,
@@ -78,6 +78,7 @@ pub struct DoneRecord {
     /// it is at most [`crate::store::BLOB_INLINE_BYTES_MAX`] bytes; a larger one is in
     /// `output_blob` and this is empty.
     #[serde(with = "serde_bytes", default)]
+    #[schemars(with = "Vec<u8>")]
     pub output: Vec<u8>,
     /// The output, when it is larger than [`crate::store::BLOB_INLINE_BYTES_MAX`]: a
     /// blob under `DATA/blobs` (read it with [`DoneRecord::load_output`]).
@@ -175,7 +176,7 @@ impl DeadRecord {
 }
 
 /// A dead letter as an operator sees it (served as JSON as is).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeadLetter {
     /// The ticket's key (a graph node's run id).
     pub key: String,
@@ -229,7 +230,7 @@ impl DeadLetter {
 }
 
 /// One page of dead letters, newest first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DeadLetterPage {
     /// The letters, newest (by `finished_ms`, then key) first.
     pub letters: Vec<DeadLetter>,

@@ -49,7 +49,7 @@ pub struct GraphRecord {
 }
 
 /// A graph run's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// Nodes may still run.

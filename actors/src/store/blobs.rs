@@ -62,7 +62,7 @@ pub(crate) const BLOB_OF_PREFIX: &str = "blobof/";
 pub(super) const TMP_PREFIX: &str = ".tmp-";
 
 /// A reference to a blob: its content hash and size.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BlobRef {
     /// The blake3 hash of the content, 64 lower-case hex digits.
     pub hash: String,

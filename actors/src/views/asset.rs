@@ -15,7 +15,9 @@ use crate::records::keys::{def_key, GRAPH_PREFIX};
 use crate::store::{Store, StoreError};
 
 /// A node that produces an asset.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Producer {
     /// Its graph.
     pub graph: String,
@@ -24,7 +26,7 @@ pub struct Producer {
 }
 
 /// An asset, as shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AssetView {
     /// Its name.
     pub asset: String,

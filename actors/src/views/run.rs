@@ -52,7 +52,7 @@ pub struct NodeView {
 }
 
 /// The record a rerun supersedes, shown beside the rerun until it ends.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PreviousRecord {
     /// Its rerun count.
     pub rerun: u32,
@@ -72,7 +72,7 @@ pub const MEMBER_VIEWS_MAX: usize = 1_000;
 pub const MEMBER_ITEM_BYTES_SHOWN: usize = 200;
 
 /// A mapped node's members, as shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MembersView {
     /// The generation shown (the node's rerun count).
     pub rerun: u32,
@@ -96,7 +96,7 @@ pub struct MembersView {
 }
 
 /// One member, as shown.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemberView {
     /// Its index.
     pub index: usize,

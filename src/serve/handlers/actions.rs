@@ -117,7 +117,7 @@ pub struct RerunBody {
 }
 
 /// What a rerun answers: its outcome, as `Engine::rerun` gives it.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RerunAnswer {
     /// submitted, active, no_record or not_ready.
     pub outcome: String,
@@ -161,7 +161,7 @@ pub async fn rerun(
 }
 
 /// One node's answer to a clear.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClearedNode {
     /// The node.
     pub node: String,
@@ -217,7 +217,7 @@ pub async fn mark(
 }
 
 /// A cancel's answer.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cancelled {
     /// Whether this call cancelled it (false: it was not active).
     pub cancelled: bool,
@@ -245,7 +245,7 @@ pub async fn cancel(
 }
 
 /// A pause's answer.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Paused {
     /// The graph.
     pub graph: String,

@@ -2,15 +2,15 @@
 //! (a 400 names the field), calls the engine or reads the store, and
 //! answers JSON.
 
-mod actions;
+pub(crate) mod actions;
 mod extract;
 mod graphs;
 mod keys;
-mod queue;
-mod runs;
+pub(crate) mod queue;
+pub(crate) mod runs;
 pub use runs::{NodeLive, RunWithLive};
 mod stream;
-mod system;
+pub(crate) mod system;
 
 pub(crate) use system::healthz;
 

@@ -103,7 +103,7 @@ pub async fn requeue(
 }
 
 /// One answer of a requeue of all.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Requeued {
     /// The key.
     pub key: String,

@@ -58,7 +58,7 @@ fn detail(s: &AppState, graph: &str, part: &str, inline_max: usize) -> Result<Ru
 }
 
 /// A ready node's ticket, as the queue holds it now.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct NodeLive {
     /// Running now (else queued: waiting for a slot, its due instant, or a
     /// breaker).
@@ -80,7 +80,7 @@ pub struct NodeLive {
 }
 
 /// A run with its nodes, and the live tickets of its ready nodes.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct RunWithLive {
     /// The run.
     #[serde(flatten)]
@@ -184,7 +184,7 @@ async fn members_live(
 }
 
 /// A node of a run with its whole output and its attempts.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct NodeWithAttempts {
     /// The node and its record.
     #[serde(flatten)]

@@ -38,7 +38,7 @@ pub async fn openapi() -> impl IntoResponse {
 }
 
 /// What the engine is.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineFacts {
     /// weir's version.
     pub version: String,
