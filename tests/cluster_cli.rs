@@ -555,4 +555,17 @@ fn silent_cut(cut_s: u64) {
     );
     c.served
         .wait_run_within("flow", "none", "complete", RUN_WAIT);
+    // After the rejoin the worker's credit is its free slots, exactly: no
+    // grant bounced off a full pool, and none passed for a breaker's
+    // deferral (these nodes have no breaker) (faults #2).
+    let log = c.served.stderr();
+    let bounced: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("had no free slot") || l.contains("deferred by its breaker"))
+        .collect();
+    assert!(
+        bounced.is_empty(),
+        "grants bounced after the rejoin:\n{}",
+        bounced.join("\n")
+    );
 }

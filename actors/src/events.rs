@@ -49,7 +49,9 @@ pub enum EngineEvent {
         /// Why it failed.
         error: String,
     },
-    /// The target's breaker held the ticket back; no attempt was spent.
+    /// A pool gave the ticket back without running it: the target's
+    /// breaker held it back, or the pool had no free slot (`cause`); no
+    /// attempt was spent.
     Deferred {
         /// The ticket's key.
         key: Arc<str>,
@@ -57,6 +59,9 @@ pub enum EngineEvent {
         id: TicketId,
         /// When it may run.
         until_ms: u64,
+        /// Why.
+        #[serde(default)]
+        cause: crate::msg::work::DeferCause,
     },
     /// A sensor's check found its condition not met: the ticket waits
     /// for its next check without a slot, no attempt spent.

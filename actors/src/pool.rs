@@ -38,7 +38,7 @@ use crate::names::Names;
 pub use crate::msg::pool::PoolMsg;
 use crate::msg::queue::QueueMsg;
 use crate::msg::supervisor::SupervisorMsg;
-use crate::msg::work::{Grant, Report};
+use crate::msg::work::{DeferCause, Grant, Report};
 pub use crate::msg::work::{PoolUp, PoolView};
 use crate::store::{BlobRef, Store};
 use crate::task::{TaskContext, TaskError, TaskRegistry};
@@ -104,6 +104,8 @@ enum Unacked {
     Defer {
         /// When it may run.
         until_ms: u64,
+        /// Why.
+        cause: DeferCause,
     },
 }
 
@@ -291,11 +293,13 @@ impl PoolState {
                         id,
                         attempt,
                         until_ms,
+                        cause,
                     } => QueueMsg::Defer {
                         worker_id,
                         id,
                         attempt,
                         until_ms,
+                        cause,
                     },
                     PoolUp::Holding { held } => QueueMsg::Holding { worker_id, held },
                     PoolUp::Started { id, attempt } => QueueMsg::Started { id, attempt },
@@ -344,10 +348,11 @@ impl PoolState {
         for ((id, attempt), u) in resend {
             match u {
                 Unacked::Report(r) => self.send_up(PoolUp::Report(r)),
-                Unacked::Defer { until_ms } => self.send_up(PoolUp::Defer {
+                Unacked::Defer { until_ms, cause } => self.send_up(PoolUp::Defer {
                     id,
                     attempt,
                     until_ms,
+                    cause,
                 }),
             }
         }
@@ -419,13 +424,14 @@ impl PoolState {
         }
     }
 
-    fn defer(&mut self, id: TicketId, attempt: u32, until_ms: u64) {
+    fn defer(&mut self, id: TicketId, attempt: u32, until_ms: u64, cause: DeferCause) {
         self.unacked
-            .insert((id, attempt), Unacked::Defer { until_ms });
+            .insert((id, attempt), Unacked::Defer { until_ms, cause });
         self.send_up(PoolUp::Defer {
             id,
             attempt,
             until_ms,
+            cause,
         });
     }
 
@@ -442,7 +448,8 @@ impl PoolState {
             // Shrunk since the credit was granted: give the ticket back
             // without spending an attempt.
             let now = self.clock.now_ms();
-            self.defer(id, attempt, now);
+            tracing::info!(id, attempt, worker = %self.worker_id, "a grant with no free slot given back");
+            self.defer(id, attempt, now, DeferCause::NoSlot);
             return;
         }
         self.peak_in_use = self.peak_in_use.max(self.units.in_use());
@@ -450,7 +457,7 @@ impl PoolState {
             let now = self.clock.now_ms();
             if let Some(until_ms) = breakers.admit(target, id, now).await {
                 let _ = self.units.release(1);
-                self.defer(id, attempt, until_ms);
+                self.defer(id, attempt, until_ms, DeferCause::Breaker);
                 return;
             }
         }

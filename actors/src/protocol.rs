@@ -32,7 +32,7 @@ use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use serde::{Deserialize, Serialize};
 use weir_core::queue::TicketId;
 
-use crate::msg::work::{Grant, Report};
+use crate::msg::work::{DeferCause, Grant, Report};
 
 /// The version of this protocol; a worker must speak the engine's.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -210,6 +210,9 @@ pub enum ToEngine {
         attempt: u32,
         /// When it may run.
         until_ms: u64,
+        /// Why it was given back (absent from an older worker: a breaker).
+        #[serde(default)]
+        cause: DeferCause,
     },
     /// An attempt's task has been running a while (a crash now costs it).
     Started {

@@ -547,7 +547,10 @@ impl Counters {
             EngineEvent::Completed { status, .. } if *status == crate::DoneStatus::Failed => {
                 self.failures += 1
             }
-            EngineEvent::Deferred { .. } => self.deferred += 1,
+            EngineEvent::Deferred {
+                cause: weir_actors::msg::work::DeferCause::Breaker,
+                ..
+            } => self.deferred += 1,
             EngineEvent::Breaker { target, state } => {
                 if state == "open" {
                     self.breaker_opened += 1;

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use weir_actors::msg::work::DeferCause;
 use weir_actors::scheduler::records::{parse_node_key, run_key, GraphRunRecord};
 use weir_core::partition::Partition;
 
@@ -125,6 +126,10 @@ fn describe() {
     describe_counter!(
         "weir_deferrals_total",
         "hand-outs a breaker held back (no attempt spent)"
+    );
+    describe_counter!(
+        "weir_slot_bounces_total",
+        "hand-outs a worker gave back for want of a free slot (no attempt spent)"
     );
     describe_counter!("weir_dead_letters_total", "tickets whose tries are spent");
     describe_counter!(
@@ -301,11 +306,17 @@ impl EventMetrics {
                 metrics::counter!("weir_asset_materializations_total", "asset" => asset.clone())
                     .increment(1);
             }
-            EngineEvent::Deferred { key, id, .. } => {
+            EngineEvent::Deferred { key, id, cause, .. } => {
                 let (g, n) = labels(key);
                 // A deferred hand-out ran nothing: forget its start.
                 self.starts_ms.remove(id);
-                metrics::counter!("weir_deferrals_total", "graph" => g, "node" => n).increment(1);
+                // A breaker's deferral and a grant a worker had no slot for
+                // are counted apart: the second is no breaker's doing.
+                let name = match cause {
+                    DeferCause::Breaker => "weir_deferrals_total",
+                    DeferCause::NoSlot => "weir_slot_bounces_total",
+                };
+                metrics::counter!(name, "graph" => g, "node" => n).increment(1);
             }
             EngineEvent::Completed {
                 key, id, status, ..

@@ -691,6 +691,7 @@ impl GatewayState {
                 id,
                 attempt,
                 until_ms,
+                cause,
                 ..
             } => (
                 pool,
@@ -698,6 +699,7 @@ impl GatewayState {
                     id,
                     attempt,
                     until_ms,
+                    cause,
                 },
             ),
             ToEngine::Holding { pool, held, .. } => (pool, PoolUp::Holding { held }),

@@ -696,12 +696,14 @@ impl LinkState {
                 id,
                 attempt,
                 until_ms,
+                cause,
             } => ToEngine::Defer {
                 worker_id,
                 pool,
                 id,
                 attempt,
                 until_ms,
+                cause,
             },
             PoolUp::Holding { held } => ToEngine::Holding {
                 worker_id,

@@ -37,7 +37,7 @@ use crate::msg::cluster::{FromWorker, LinkMsg};
 use crate::msg::pool::PoolMsg;
 use crate::msg::queue::QueueMsg;
 use crate::msg::supervisor::SupervisorMsg;
-use crate::msg::work::{Grant, PoolUp, PoolView, Report};
+use crate::msg::work::{DeferCause, Grant, PoolUp, PoolView, Report};
 use crate::names::Names;
 use crate::protocol::ToWorker;
 use crate::store::{BlobRef, Store, BLOB_INLINE_BYTES_MAX};
@@ -72,7 +72,7 @@ pub struct ProxyArgs {
 #[derive(Clone)]
 enum Unacked {
     Report(Report),
-    Defer { until_ms: u64 },
+    Defer { until_ms: u64, cause: DeferCause },
 }
 
 /// A proxy's state.
@@ -238,14 +238,15 @@ impl ProxyState {
         });
     }
 
-    fn defer(&mut self, id: TicketId, attempt: u32, until_ms: u64) {
+    fn defer(&mut self, id: TicketId, attempt: u32, until_ms: u64, cause: DeferCause) {
         self.unacked
-            .insert((id, attempt), Unacked::Defer { until_ms });
+            .insert((id, attempt), Unacked::Defer { until_ms, cause });
         self.to_queue(QueueMsg::Defer {
             worker_id: self.queue_worker_id.clone(),
             id,
             attempt,
             until_ms,
+            cause,
         });
     }
 
@@ -270,7 +271,7 @@ impl ProxyState {
             let now = self.clock.now_ms();
             if let Some(until_ms) = self.breakers.admit(&target, id, now).await {
                 // The worker's slot was never used: its credit stands.
-                self.defer(id, attempt, until_ms);
+                self.defer(id, attempt, until_ms, DeferCause::Breaker);
                 self.credit(1);
                 return;
             }
@@ -338,9 +339,10 @@ impl ProxyState {
                 id,
                 attempt,
                 until_ms,
+                cause,
             }) => {
                 self.running.remove(&id);
-                self.defer(id, attempt, until_ms);
+                self.defer(id, attempt, until_ms, cause);
             }
             FromWorker::Up(PoolUp::Report(report)) => {
                 // The slot the worker grants back with it is credit the
@@ -416,11 +418,12 @@ impl ProxyState {
         for ((id, attempt), u) in resend {
             match u {
                 Unacked::Report(r) => self.to_queue(QueueMsg::Report(r)),
-                Unacked::Defer { until_ms } => self.to_queue(QueueMsg::Defer {
+                Unacked::Defer { until_ms, cause } => self.to_queue(QueueMsg::Defer {
                     worker_id: self.queue_worker_id.clone(),
                     id,
                     attempt,
                     until_ms,
+                    cause,
                 }),
             }
         }

@@ -260,8 +260,10 @@ pub enum QueueMsg {
         id: TicketId,
         /// The attempt it was granted as.
         attempt: u32,
-        /// When the breaker may admit it.
+        /// When it may run (the breaker admits it; now for a bounce).
         until_ms: u64,
+        /// Why it came back.
+        cause: crate::msg::work::DeferCause,
     },
     /// After a queue restart, the tickets a live worker runs or has
     /// unacknowledged reports for: a ticket the queue has running there

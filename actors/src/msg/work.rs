@@ -34,6 +34,20 @@ pub struct Grant {
     pub task_attempt: u32,
 }
 
+/// Why a pool gave a ticket back without running it. Neither spends an
+/// attempt; they are logged and counted apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferCause {
+    /// The target's breaker held it back (open, or its half-open probes
+    /// taken).
+    #[default]
+    Breaker,
+    /// The pool had no free slot for it: the grant outran the pool's
+    /// credit (a shrink since the credit was granted).
+    NoSlot,
+}
+
 /// A worker's report of an attempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -113,6 +127,9 @@ pub enum PoolUp {
         attempt: u32,
         /// When it may run.
         until_ms: u64,
+        /// Why it was given back.
+        #[serde(default)]
+        cause: DeferCause,
     },
     /// An attempt's task has been running a while.
     Started {

@@ -298,7 +298,8 @@ impl Actor for QueueActor {
                 id,
                 attempt,
                 until_ms,
-            } => state.defer(worker_id, id, attempt, until_ms),
+                cause,
+            } => state.defer(worker_id, id, attempt, until_ms, cause),
             QueueMsg::WorkerGone { worker_id } => state.worker_gone(&worker_id),
             QueueMsg::Holding { worker_id, held } => state.holding(&worker_id, held),
             QueueMsg::Started { id, attempt } => {

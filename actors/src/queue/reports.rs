@@ -9,7 +9,7 @@ use weir_core::queue::{Op, Place, Terminal, TicketId};
 use weir_core::retry::{Plan, Stop};
 
 use crate::events::EngineEvent;
-use crate::msg::work::Report;
+use crate::msg::work::{DeferCause, Report};
 use crate::records::asset::{asset_event_key, AssetEvent};
 use crate::records::done::{DoneRecord, DoneStatus};
 use crate::records::keys::done_key;
@@ -195,11 +195,18 @@ impl QueueActorState {
         }
     }
 
-    pub(super) fn defer(&mut self, worker_id: Arc<str>, id: TicketId, attempt: u32, until_ms: u64) {
+    pub(super) fn defer(
+        &mut self,
+        worker_id: Arc<str>,
+        id: TicketId,
+        attempt: u32,
+        until_ms: u64,
+        cause: DeferCause,
+    ) {
         self.awaiting_reports = self.awaiting_reports.saturating_sub(1);
         self.open
             .effects
-            .push(Effect::Ack(worker_id, vec![(id, attempt)]));
+            .push(Effect::Ack(worker_id.clone(), vec![(id, attempt)]));
         let Some(t) = self.q.ticket(id) else { return };
         if t.attempt != attempt || !matches!(t.place, Place::Running { .. }) {
             return;
@@ -213,9 +220,19 @@ impl QueueActorState {
             due_ms: until_ms,
         });
         self.started.remove(&id);
-        tracing::info!(key = %key, id, until_ms, "ticket deferred by its breaker");
-        self.open
-            .effects
-            .push(Effect::Event(EngineEvent::Deferred { key, id, until_ms }));
+        match cause {
+            DeferCause::Breaker => {
+                tracing::info!(key = %key, id, until_ms, "ticket deferred by its breaker")
+            }
+            DeferCause::NoSlot => {
+                tracing::info!(key = %key, id, worker = %worker_id, "ticket given back: the worker had no free slot")
+            }
+        }
+        self.open.effects.push(Effect::Event(EngineEvent::Deferred {
+            key,
+            id,
+            until_ms,
+            cause,
+        }));
     }
 }
