@@ -102,10 +102,16 @@ pub const ENV_DISK_RESERVE_PERCENT: &str = "WEIR_DISK_RESERVE_PERCENT";
 /// See [`ENV_DISK_RESERVE_BYTES`]: overrides `reserve_file_bytes`.
 pub const ENV_RESERVE_FILE_BYTES: &str = "WEIR_RESERVE_FILE_BYTES";
 
+/// Overrides `cache_bytes`, sled's page cache (256 MiB by default; sled's
+/// own default is 1 GiB): the largest part of an engine's resident memory
+/// under load.
+pub const ENV_CACHE_BYTES: &str = "WEIR_CACHE_BYTES";
+
 impl StoreSettings {
     /// These settings with the disk settings the environment overrides
     /// ([`ENV_DISK_RESERVE_BYTES`], [`ENV_DISK_RESERVE_PERCENT`],
-    /// [`ENV_RESERVE_FILE_BYTES`]; whole numbers). An unparsable value is an
+    /// [`ENV_RESERVE_FILE_BYTES`]) and the cache size ([`ENV_CACHE_BYTES`];
+    /// whole numbers). An unparsable value is an
     /// error naming the variable.
     pub fn with_env_overrides(mut self) -> Result<Self, String> {
         fn read(name: &str) -> Result<Option<u64>, String> {
@@ -129,6 +135,9 @@ impl StoreSettings {
         }
         if let Some(v) = read(ENV_RESERVE_FILE_BYTES)? {
             self.reserve_file_bytes = v;
+        }
+        if let Some(v) = read(ENV_CACHE_BYTES)? {
+            self.cache_bytes = v;
         }
         if let Ok(spec) = std::env::var(ENV_FAULT_INJECT) {
             let faults = FaultInjector::parse(&spec)
