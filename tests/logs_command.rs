@@ -356,7 +356,14 @@ async fn expiry_removes_the_logs_of_runs_and_jobs() {
     .await;
     let chunk = logs::read(&paths, "job-1", 1, 0, 10).unwrap();
     assert_eq!(chunk.lines[0].text, "from a job");
-    assert!(run_dir.join("n/0/1.log").exists());
+    // A short log is kept in its attempt's record, in the run's folder.
+    let chunk = logs::read(&paths, "g/2026-11-29/n/0", 1, 0, 10).unwrap();
+    assert_eq!(chunk.lines[0].text, "from a node");
+    assert!(paths
+        .records_file("g/2026-11-29/n/0")
+        .unwrap()
+        .starts_with(&run_dir));
+    assert!(paths.records_file("g/2026-11-29/n/0").unwrap().exists());
 
     // Logs go just before their records, in the same expiry pass.
     let p: Partition = "2026-11-29".parse().unwrap();

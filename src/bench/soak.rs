@@ -20,6 +20,8 @@
 //!
 //! `WEIR_BENCH_SOAK_END_S` sets the length in seconds (for a look at a
 //! shorter run; the 5-minute sample is skipped when it is shorter).
+//! `WEIR_BENCH_SOAK_PRINT=1` makes each node print a line (`echo`), for
+//! the attempt logs' figures of commands that print.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -159,7 +161,13 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
     let defs = root.path().join("defs");
     let data = root.path().join("data");
     std::fs::create_dir_all(&defs).map_err(failed)?;
-    std::fs::write(defs.join("soak.toml"), GRAPH).map_err(failed)?;
+    let print = std::env::var_os("WEIR_BENCH_SOAK_PRINT").is_some_and(|v| v == "1");
+    let graph = if print {
+        GRAPH.replace(r#"command = ["true"]"#, r#"command = ["echo", "done"]"#)
+    } else {
+        GRAPH.to_string()
+    };
+    std::fs::write(defs.join("soak.toml"), graph).map_err(failed)?;
     let keys: String = (0..KEYS).map(|k| format!("key-{k:03}\n")).collect();
     std::fs::write(defs.join("keys.txt"), keys).map_err(failed)?;
     let addr = free_addr()?;
@@ -197,7 +205,8 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     println!(
-        "soak: {KEYS} keys every 3 s, two `true` nodes, pool 16, retention 2m; {end_s} s; a sample every {SAMPLE_S} s"
+        "soak: {KEYS} keys every 3 s, two `{}` nodes, pool 16, retention 2m; {end_s} s; a sample every {SAMPLE_S} s",
+        if print { "echo done" } else { "true" }
     );
     let started = Instant::now();
     let mut rss_5m = None;

@@ -216,8 +216,11 @@ pub fn read(
     let ended = ended(paths, run_id, attempt)?;
     let mut cursor = Cursor::default();
     let (lines, more) = match read_lines(&path, &mut cursor, from_line, lines_max) {
-        // A recorded attempt without a log file printed nothing (yet).
-        Err(LogError::NotFound { .. }) if ended.is_some() => (Vec::new(), false),
+        // A recorded attempt without a log file printed nothing (yet), or
+        // kept its few lines in its record.
+        Err(LogError::NotFound { .. }) if ended.is_some() => {
+            inline_lines(paths, run_id, attempt, from_line, lines_max)?
+        }
         other => other?,
     };
     let ended = ended.unwrap_or(false);
@@ -229,6 +232,48 @@ pub fn read(
         next_line,
         finished: ended && !more,
     })
+}
+
+/// The lines of an attempt's log kept in its record
+/// ([`AttemptRecord::log_inline`]) from `from_line` on, at most
+/// `lines_max`, and whether more follow; none when its record holds none.
+fn inline_lines(
+    paths: &LogPaths,
+    run_id: &str,
+    attempt: u32,
+    from_line: u64,
+    lines_max: usize,
+) -> Result<(Vec<LogLine>, bool), LogError> {
+    let records = attempts(paths, run_id)?;
+    let Some(text) = records
+        .into_iter()
+        .find(|r| r.attempt == attempt)
+        .and_then(|r| r.log_inline)
+    else {
+        return Ok((Vec::new(), false));
+    };
+    let mut lines = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        let number = i as u64;
+        if number < from_line {
+            continue;
+        }
+        if lines.len() == lines_max {
+            return Ok((lines, true));
+        }
+        let (ts_ms, stream, text) = parse_line(l).map_err(|why| LogError::Malformed {
+            path: paths.records_file(run_id).unwrap_or_default(),
+            line: number + 1,
+            why: format!("attempt {attempt}'s inline log: {why}"),
+        })?;
+        lines.push(LogLine {
+            line: number,
+            ts_ms,
+            stream,
+            text: text.to_string(),
+        });
+    }
+    Ok((lines, false))
 }
 
 /// The number after `line` (after the lines a cut line stands for).
@@ -272,8 +317,12 @@ fn look(
     };
     let path = paths.log_file(run_id, attempt)?;
     let (lines, more) = match read_lines(&path, &mut cursor, from_line, FOLLOW_LINES_MAX) {
-        // The log file is made at the first line: a recorded attempt
-        // without one has printed nothing so far (or at all, once ended).
+        // The log file is made when lines outgrow the record: a recorded
+        // attempt without one has printed nothing so far, or, once ended,
+        // nothing or the few lines its record holds.
+        Err(LogError::NotFound { .. }) if ended => {
+            inline_lines(paths, run_id, attempt, from_line, FOLLOW_LINES_MAX)?
+        }
         Err(LogError::NotFound { .. }) => (Vec::new(), false),
         other => other?,
     };

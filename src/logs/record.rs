@@ -25,6 +25,14 @@ pub struct LogLimits {
     /// Chunks of output queued for the writer before the pipe readers wait
     /// (each at most 8 KiB).
     pub queue_chunks_max: usize,
+    /// The largest log kept in its attempt's record instead of a file of
+    /// its own (its lines as the file would hold them); 0 keeps every log
+    /// in a file. Most attempts print a few lines: a file each would cost
+    /// an inode and a directory entry apiece.
+    pub inline_bytes_max: usize,
+    /// How long an attempt's first lines wait in memory to be kept inline:
+    /// past it they go to a file, which followers read as it grows.
+    pub inline_hold_ms: u64,
 }
 
 impl Default for LogLimits {
@@ -36,6 +44,8 @@ impl Default for LogLimits {
             stderr_tail_lines_max: 20,
             stderr_tail_bytes_max: 4 << 10,
             queue_chunks_max: 256,
+            inline_bytes_max: 4 << 10,
+            inline_hold_ms: 1_000,
         }
     }
 }
@@ -145,6 +155,12 @@ pub struct AttemptRecord {
     /// Writing the log failed (the error was traced); the log stops there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_error: Option<String>,
+    /// The whole log, in the log file's line format, when it was small and
+    /// the attempt short (see [`LogLimits::inline_bytes_max`]): such an
+    /// attempt has no log file. Read it with the log readers, which take
+    /// it as they take a file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_inline: Option<String>,
 }
 
 /// Why logs could not be read or written.

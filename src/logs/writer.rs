@@ -396,6 +396,13 @@ struct Writer {
     pending: [Vec<u8>; 2],
     stderr_tail: VecDeque<String>,
     stderr_tail_bytes: usize,
+    /// Lines held in memory, formatted as the file would hold them, while
+    /// the log may still be kept in the record (`holding`).
+    held: Vec<u8>,
+    /// The log may still end up in the record: it is within
+    /// `inline_bytes_max` and the attempt within `inline_hold_ms` of its
+    /// start. Once false, lines go to the file.
+    holding: bool,
 }
 
 impl Writer {
@@ -406,6 +413,7 @@ impl Writer {
         attempt: u32,
         limits: LogLimits,
     ) -> Writer {
+        let holding = limits.inline_bytes_max > 0;
         Writer {
             log_path: dir.join(format!("{attempt}.log")),
             records_path,
@@ -426,7 +434,10 @@ impl Writer {
                 bytes_cut: 0,
                 lines_cut: 0,
                 log_error: None,
+                log_inline: None,
             },
+            held: Vec::new(),
+            holding,
             file: None,
             log_failed: false,
             file_len: 0,
@@ -450,7 +461,12 @@ impl Writer {
                 Err(mpsc::error::TryRecvError::Empty) => {
                     // Idle: what is written becomes visible to followers.
                     self.flush();
-                    match rx.blocking_recv() {
+                    let next = if self.holding && !self.held.is_empty() {
+                        self.wait_holding(&mut rx)
+                    } else {
+                        rx.blocking_recv()
+                    };
+                    match next {
                         Some(m) => m,
                         None => break,
                     }
@@ -488,6 +504,10 @@ impl Writer {
         self.record.signal = end.signal;
         self.record.error = end.error;
         self.record.stderr_tail = self.stderr_tail.iter().cloned().collect();
+        if self.holding && !self.held.is_empty() {
+            // Small and short: the log lives in the record, no file.
+            self.record.log_inline = Some(String::from_utf8_lossy(&self.held).into_owned());
+        }
         self.write_record();
         tracing::debug!(
             run_id = %self.record.run_id,
@@ -498,6 +518,59 @@ impl Writer {
             "attempt log closed"
         );
         self.record
+    }
+
+    /// Waits for the next message while lines are held: past the hold the
+    /// held lines go to the file (so followers see them while the attempt
+    /// runs), and the wait goes on without a deadline.
+    fn wait_holding(&mut self, rx: &mut mpsc::Receiver<Msg>) -> Option<Msg> {
+        /// How often a held log looks for more output, or its deadline.
+        const HOLD_POLL_MS: u64 = 5;
+        let until = self
+            .record
+            .started_ms
+            .saturating_add(self.limits.inline_hold_ms);
+        loop {
+            match rx.try_recv() {
+                Ok(m) => return Some(m),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) => {}
+            }
+            if now_ms() >= until {
+                self.spill();
+                self.flush();
+                return rx.blocking_recv();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(HOLD_POLL_MS));
+        }
+    }
+
+    /// Stops holding: the log file is made and the held lines written to
+    /// it, in order, before any later line.
+    fn spill(&mut self) {
+        if !self.holding {
+            return;
+        }
+        self.holding = false;
+        let held = std::mem::take(&mut self.held);
+        if held.is_empty() || self.log_failed {
+            return;
+        }
+        self.create_log();
+        // Line by line, as they would have been written: the head ends
+        // where it would have.
+        for line in held.split_inclusive(|&b| b == b'\n') {
+            let len = line.len() as u64;
+            if self.head_end.is_none() && self.file_len + len > self.limits.head_bytes_max {
+                self.head_end = Some(self.file_len);
+            }
+            let Some(f) = &mut self.file else { return };
+            if let Err(e) = f.write_all(line) {
+                self.failed("write", &e);
+                return;
+            }
+            self.file_len += len;
+        }
     }
 
     /// Records the attempt's start. The log file waits for the first line.
@@ -629,14 +702,27 @@ impl Writer {
         if stream == Stream::Err {
             self.keep_stderr(&text);
         }
+        let line = format_line(at_ms, stream, &text);
+        let len = line.len() as u64;
+        if self.holding {
+            let fits = self.held.len() + line.len() <= self.limits.inline_bytes_max;
+            let early = now_ms()
+                < self
+                    .record
+                    .started_ms
+                    .saturating_add(self.limits.inline_hold_ms);
+            if fits && early {
+                self.held.extend_from_slice(line.as_bytes());
+                return;
+            }
+            self.spill();
+        }
         if self.file.is_none() && !self.log_failed {
             self.create_log();
         }
         if self.file.is_none() {
             return;
         }
-        let line = format_line(at_ms, stream, &text);
-        let len = line.len() as u64;
         if self.head_end.is_none() && self.file_len + len > self.limits.head_bytes_max {
             self.head_end = Some(self.file_len);
         }
@@ -751,12 +837,15 @@ mod tests {
     use crate::logs::reader::{attempts, read};
     use crate::logs::LogError;
     use futures::StreamExt as _;
+    use std::time::Duration;
 
+    /// Limits whose logs all go to files (these tests read the files).
     fn limits(head: u64, tail: u64, line: usize) -> LogLimits {
         LogLimits {
             head_bytes_max: head,
             tail_bytes_max: tail,
             line_bytes_max: line,
+            inline_bytes_max: 0,
             ..LogLimits::default()
         }
     }
@@ -848,11 +937,112 @@ mod tests {
         assert_eq!(record.outcome, Some(Outcome::Failed));
         assert_eq!(record.exit_code, Some(3));
         assert!(record.finished_ms.unwrap() >= record.started_ms);
-        let cat = std::fs::read_to_string(paths.log_file("g/none/n/0", 1).unwrap()).unwrap();
+        // Six short lines of a short attempt: kept in its record, no file
+        // (faults #24), in the file's format.
+        assert!(!paths.log_file("g/none/n/0", 1).unwrap().exists());
+        assert!(!paths.run_dir("g/none/n/0").unwrap().exists());
+        let cat = record.log_inline.as_deref().expect("the log in the record");
         assert!(
             cat.lines().nth(2).unwrap().ends_with("Z out second"),
             "{cat}"
         );
+    }
+
+    async fn printing_attempt(
+        paths: &LogPaths,
+        run_id: &str,
+        limits: &LogLimits,
+        chunks: &[&[u8]],
+        pause_ms: u64,
+    ) -> AttemptRecord {
+        let log = AttemptLog::start(Some(paths), run_id, 1, limits, CancellationToken::new());
+        let mut out = log.sink(Stream::Out);
+        for c in chunks {
+            out.write(c).await;
+            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        }
+        out.close().await;
+        log.finish(AttemptEnd {
+            outcome: Outcome::Succeeded,
+            exit_code: Some(0),
+            signal: None,
+            error: None,
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A log goes to a file of its own once it outgrows the record's share
+    /// or the attempt runs past the hold (so followers see it grow), with
+    /// every line, in order, and none in the record (faults #24).
+    #[tokio::test]
+    async fn a_log_outgrowing_the_record_or_the_hold_goes_to_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = LogPaths::new(dir.path());
+        let l = LogLimits {
+            inline_bytes_max: 200,
+            inline_hold_ms: 300,
+            ..LogLimits::default()
+        };
+        let lines = |run: &str| -> Vec<String> {
+            read(&paths, run, 1, 0, usize::MAX)
+                .unwrap()
+                .lines
+                .into_iter()
+                .map(|l| l.text)
+                .collect()
+        };
+        // Small and quick: in the record.
+        let r = printing_attempt(&paths, "g/none/small/0", &l, &[b"a\nb\n"], 0).await;
+        assert!(r.log_inline.is_some());
+        assert!(!paths.log_file("g/none/small/0", 1).unwrap().exists());
+        assert_eq!(lines("g/none/small/0"), ["a", "b"]);
+        // Past 200 bytes: a file, the first lines in it too.
+        let long = [b"x".repeat(150), b"\n".to_vec()].concat();
+        let r = printing_attempt(&paths, "g/none/big/0", &l, &[b"first\n", &long, &long], 0).await;
+        assert_eq!(r.log_inline, None);
+        assert!(paths.log_file("g/none/big/0", 1).unwrap().exists());
+        assert_eq!(
+            lines("g/none/big/0"),
+            ["first".to_string(), "x".repeat(150), "x".repeat(150)]
+        );
+        // Quiet past the hold: its first line reaches the file while the
+        // attempt runs.
+        let log = AttemptLog::start(
+            Some(&paths),
+            "g/none/slow/0",
+            1,
+            &l,
+            CancellationToken::new(),
+        );
+        let mut out = log.sink(Stream::Out);
+        out.write(b"early\n").await;
+        let file = paths.log_file("g/none/slow/0", 1).unwrap();
+        let t0 = std::time::Instant::now();
+        while !file.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the held line never reached a file"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            read(&paths, "g/none/slow/0", 1, 0, 10).unwrap().lines.len(),
+            1
+        );
+        out.write(b"late\n").await;
+        out.close().await;
+        let r = log
+            .finish(AttemptEnd {
+                outcome: Outcome::Succeeded,
+                exit_code: Some(0),
+                signal: None,
+                error: None,
+            })
+            .await
+            .unwrap();
+        assert_eq!(r.log_inline, None);
+        assert_eq!(lines("g/none/slow/0"), ["early", "late"]);
     }
 
     async fn silent_attempt(paths: &LogPaths, run_id: &str, attempt: u32) -> AttemptRecord {

@@ -207,7 +207,12 @@ pub async fn node(
             .find(|n| n.node == node)
             .ok_or_else(|| ApiError::not_found(format!("graph {graph:?} has no node {node:?}")))?;
         let paths = crate::logs::LogPaths::new(&st.data_dir);
-        let attempt_log = crate::logs::attempts(&paths, &n.run_id).unwrap_or_default();
+        let mut attempt_log = crate::logs::attempts(&paths, &n.run_id).unwrap_or_default();
+        // A log kept in its record is read through the logs route, as
+        // any log: not repeated here.
+        for a in &mut attempt_log {
+            a.log_inline = None;
+        }
         Ok(Json(NodeWithAttempts {
             node: n,
             attempt_log,
