@@ -13,15 +13,18 @@
 //!   `rss_max_after_5m_bytes`, the highest sample after 5 minutes (the
 //!   allocator returns memory in waves: one sample can sit on a crest);
 //! - `data_bytes_end`: the data directory at the end;
-//! - `log_files_per_1k_runs` and `log_bytes_per_1k_runs`: the attempt
-//!   logs' files and bytes per 1,000 settled runs, taken at 1 minute, before
-//!   anything has expired;
+//! - `log_files_per_1k_runs`, `log_dirs_per_1k_runs`,
+//!   `log_bytes_per_1k_runs` and `log_disk_bytes_per_1k_runs`: the attempt
+//!   logs' files, folders, bytes and the blocks they take on the disk per
+//!   1,000 settled runs, taken at 1 minute, before anything has expired;
 //! - `runs_per_s`: settled runs per second over the whole run.
 //!
 //! `WEIR_BENCH_SOAK_END_S` sets the length in seconds (for a look at a
 //! shorter run; the 5-minute sample is skipped when it is shorter).
 //! `WEIR_BENCH_SOAK_PRINT=1` makes each node print a line (`echo`), for
 //! the attempt logs' figures of commands that print.
+//! `WEIR_BENCH_SOAK_WEIR=PATH` serves with another build of weir (the
+//! figures of an earlier commit beside this one's).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -85,10 +88,10 @@ fn rss_bytes(pid: u32) -> Result<u64, BenchError> {
     Ok(kib * 1024)
 }
 
-/// Files and bytes under a directory (0 when it does not exist yet).
-fn tree_size(dir: &Path) -> (u64, u64) {
-    let mut files = 0;
-    let mut bytes = 0;
+/// What is under a directory (nothing when it does not exist yet).
+fn tree_size(dir: &Path) -> Tree {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut t = Tree::default();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -96,15 +99,28 @@ fn tree_size(dir: &Path) -> (u64, u64) {
         };
         for e in entries.flatten() {
             let Ok(meta) = e.metadata() else { continue };
+            t.disk_bytes += meta.blocks() * 512;
             if meta.is_dir() {
+                t.dirs += 1;
                 stack.push(e.path());
             } else {
-                files += 1;
-                bytes += meta.len();
+                t.files += 1;
+                t.bytes += meta.len();
             }
         }
     }
-    (files, bytes)
+    t
+}
+
+/// What a folder holds, below it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tree {
+    files: u64,
+    dirs: u64,
+    /// The files' lengths.
+    bytes: u64,
+    /// The blocks files and folders take on the disk.
+    disk_bytes: u64,
 }
 
 /// The sum of a counter's series (every label set) in a Prometheus text
@@ -171,7 +187,10 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
     let keys: String = (0..KEYS).map(|k| format!("key-{k:03}\n")).collect();
     std::fs::write(defs.join("keys.txt"), keys).map_err(failed)?;
     let addr = free_addr()?;
-    let exe = std::env::current_exe().map_err(failed)?;
+    let exe = match std::env::var_os("WEIR_BENCH_SOAK_WEIR") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => std::env::current_exe().map_err(failed)?,
+    };
     let child = Command::new(exe)
         .arg("serve")
         .arg(&defs)
@@ -219,7 +238,7 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
         let at = started + Duration::from_secs(t);
         tokio::time::sleep_until(at.into()).await;
         rss = rss_bytes(pid)?;
-        data_bytes = tree_size(&data).1;
+        data_bytes = tree_size(&data).bytes;
         settled = runs_settled(&client, &base, &token).await?;
         println!(
             "  {:>5} s: rss {:>7.1} MB, data {:>7.1} MB, {:>8.0} runs settled",
@@ -235,18 +254,25 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
             rss_max_after = rss_max_after.max(rss);
         }
         if t == LOGS_AT_S && settled > 0.0 {
-            let (files, bytes) = tree_size(&data.join("logs"));
-            let per_1k = (
-                files as f64 * 1_000.0 / settled,
-                bytes as f64 * 1_000.0 / settled,
-            );
+            let logs = tree_size(&data.join("logs"));
+            let per_1k = |n: u64| n as f64 * 1_000.0 / settled;
             println!(
-                "  attempt logs at {t} s: {files} files, {:.1} MB for {settled:.0} runs = {:.0} files and {:.0} bytes per 1,000 runs",
-                bytes as f64 / 1e6,
-                per_1k.0,
-                per_1k.1
+                "  attempt logs at {t} s: {} files in {} folders, {:.1} MB ({:.1} MB on disk) for {settled:.0} runs = {:.0} files, {:.0} folders, {:.0} bytes and {:.0} bytes on disk per 1,000 runs",
+                logs.files,
+                logs.dirs,
+                logs.bytes as f64 / 1e6,
+                logs.disk_bytes as f64 / 1e6,
+                per_1k(logs.files),
+                per_1k(logs.dirs),
+                per_1k(logs.bytes),
+                per_1k(logs.disk_bytes)
             );
-            logs_per_1k = Some(per_1k);
+            logs_per_1k = Some([
+                per_1k(logs.files),
+                per_1k(logs.dirs),
+                per_1k(logs.bytes),
+                per_1k(logs.disk_bytes),
+            ]);
         }
     }
     let elapsed_s = started.elapsed().as_secs_f64();
@@ -268,9 +294,11 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
         pairs.push(("rss_end_bytes", rss.to_string()));
     }
     pairs.push(("data_bytes_end", data_bytes.to_string()));
-    if let Some((files, bytes)) = logs_per_1k {
+    if let Some([files, dirs, bytes, disk]) = logs_per_1k {
         pairs.push(("log_files_per_1k_runs", format!("{files:.0}")));
+        pairs.push(("log_dirs_per_1k_runs", format!("{dirs:.0}")));
         pairs.push(("log_bytes_per_1k_runs", format!("{bytes:.0}")));
+        pairs.push(("log_disk_bytes_per_1k_runs", format!("{disk:.0}")));
     }
     pairs.push(("runs_per_s", format!("{:.1}", settled / elapsed_s)));
     pairs.push(("end_s", end_s.to_string()));
