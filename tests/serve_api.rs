@@ -70,7 +70,7 @@ fn concrete(path: &str) -> String {
 fn openapi_components_are_the_body_types_schemas() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/serve/openapi.json");
     let mut doc: Value = serde_json::from_str(weir::serve::openapi::DOCUMENT).unwrap();
-    let mut want = weir::serve::openapi::components();
+    let mut want = weir::serve::schemas::components();
     let have = doc["components"]["schemas"].as_object().unwrap().clone();
     want.insert("Error".into(), have["Error"].clone());
     if std::env::var_os("WEIR_WRITE_OPENAPI").is_some() {

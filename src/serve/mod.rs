@@ -22,6 +22,7 @@ pub use handlers::{NodeLive, RunWithLive};
 pub mod metrics;
 pub mod openapi;
 mod routes;
+pub mod schemas;
 pub(crate) mod state;
 pub mod views;
 
