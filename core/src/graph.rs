@@ -130,6 +130,11 @@ pub struct GraphDef {
     /// when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trigger_assets: Vec<Name>,
+    /// A run still active this long after it started (its instant, for a
+    /// run prepared ahead) fails: its live attempts are cancelled and its
+    /// record names the timeout. Absent from the encoding when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_timeout_ms: Option<u64>,
 }
 
 impl GraphDef {
@@ -151,6 +156,7 @@ impl GraphDef {
             on_failure: None,
             on_success: None,
             trigger_assets: Vec::new(),
+            run_timeout_ms: None,
         }
     }
 
@@ -366,6 +372,12 @@ pub enum GraphError {
         /// The pool.
         pool: Name,
     },
+    /// `run_timeout` is zero: every run would fail as it starts.
+    #[error("graph {graph:?}: run_timeout: must be above 0")]
+    ZeroRunTimeout {
+        /// The graph.
+        graph: Name,
+    },
     /// `max_active_runs` is zero: no run could ever start.
     #[error("graph {graph:?}: max_active_runs: must be above 0")]
     ZeroMaxActiveRuns {
@@ -445,6 +457,9 @@ impl Graph {
         }
         if def.max_active_runs == 0 {
             return Err(GraphError::ZeroMaxActiveRuns { graph: graph() });
+        }
+        if def.run_timeout_ms == Some(0) {
+            return Err(GraphError::ZeroRunTimeout { graph: graph() });
         }
         let bad = |field: &'static str, what: String| GraphError::BadSetting {
             graph: def.name.clone(),
@@ -952,6 +967,8 @@ struct CanonicalDef<'a> {
     pools: &'a BTreeMap<Name, u32>,
     retention_ms: &'a u64,
     #[serde(skip_serializing_if = "Option::is_none")]
+    run_timeout_ms: &'a Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     start_ms: &'a Option<u64>,
     targets: &'a BTreeMap<Name, crate::breaker::BreakerSettings>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -1019,6 +1036,7 @@ impl<'a> CanonicalDef<'a> {
             on_failure,
             on_success,
             trigger_assets,
+            run_timeout_ms,
         } = def;
         let mut order: Vec<&NodeDef> = nodes.iter().collect();
         order.sort_by(|a, b| a.name.cmp(&b.name));
@@ -1035,6 +1053,7 @@ impl<'a> CanonicalDef<'a> {
             partitioning,
             pools,
             retention_ms,
+            run_timeout_ms,
             start_ms,
             targets,
             trigger_assets,

@@ -26,6 +26,7 @@ pub mod canonical;
 pub mod codec;
 pub mod cold;
 pub mod cron;
+pub mod duration;
 pub mod grant;
 pub mod graph;
 pub mod http;

@@ -288,6 +288,9 @@ fn print_run(with_live: &RunWithLive) {
         table::time(Some(run.requested_at_ms)),
         table::time(run.settled_at_ms)
     ));
+    if let Some(f) = &run.failure {
+        out(&format!("failed: {f}"));
+    }
     if !run.params.is_empty() {
         let shown: Vec<String> = run
             .params

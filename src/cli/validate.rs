@@ -36,8 +36,12 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
         if d.keyed.is_some() {
             line.push_str(", keyed");
         }
+        let timeout = d
+            .run_timeout_ms
+            .map(|ms| format!(", run_timeout {}", weir_core::duration::human_ms(ms)))
+            .unwrap_or_default();
         out(&format!(
-            "{line}, max_active_runs {}, retention {} ms",
+            "{line}, max_active_runs {}, retention {} ms{timeout}",
             d.max_active_runs, d.retention_ms
         ));
         if !d.trigger_assets.is_empty() {

@@ -186,6 +186,9 @@ impl GraphFile {
         if let Some(v) = &self.retention {
             put("retention", v.span());
         }
+        if let Some(v) = &self.run_timeout {
+            put("run_timeout", v.span());
+        }
         if let Some(v) = &self.max_active_runs {
             put("max_active_runs", v.span());
         }
@@ -269,6 +272,15 @@ impl GraphFile {
             match dur("retention", &Some(r.get_ref().clone())) {
                 Ok(Some(v)) => def.retention_ms = v,
                 Ok(None) => {}
+                Err(e) => faults.push(g(line(r.span()), e)),
+            }
+        }
+        if let Some(r) = &self.run_timeout {
+            match dur("run_timeout", &Some(r.get_ref().clone())) {
+                Ok(Some(0)) => {
+                    faults.push(g(line(r.span()), "run_timeout: must be above 0".into()))
+                }
+                Ok(v) => def.run_timeout_ms = v,
                 Err(e) => faults.push(g(line(r.span()), e)),
             }
         }

@@ -29,6 +29,9 @@ pub struct GraphFile {
     /// How long settled runs are kept.
     #[serde(default)]
     pub retention: Option<Spanned<String>>,
+    /// How long a run may stay active before it fails.
+    #[serde(default)]
+    pub run_timeout: Option<Spanned<String>>,
     /// The most active runs.
     #[serde(default)]
     pub max_active_runs: Option<Spanned<u32>>,

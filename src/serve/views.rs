@@ -211,6 +211,9 @@ pub struct RunDetail {
     /// the start's values over them).
     #[serde(default)]
     pub params: std::collections::BTreeMap<String, String>,
+    /// Why it failed, when no node's failure says it (its run_timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     /// Nodes in topological order.
     pub nodes: Vec<NodeDetail>,
 }
@@ -545,6 +548,7 @@ pub fn run_detail(
         requested_at_ms: v.requested_at_ms,
         settled_at_ms: v.settled_at_ms,
         params: v.params,
+        failure: v.failure,
         nodes,
     }))
 }

@@ -164,6 +164,8 @@ pub enum SchedulerMsg {
     /// the scheduler to itself, so a burst of member ends costs one
     /// enqueue.
     MapTopUp(String, usize),
+    /// Fail the active runs past their `run_timeout` (timer).
+    RunTimeouts,
 }
 
 impl ractor::Message for SchedulerMsg {}

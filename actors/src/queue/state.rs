@@ -211,20 +211,7 @@ impl QueueActorState {
 }
 
 /// A wait in words: `6h`, `90s`, `250ms`.
-pub(super) fn human_ms(ms: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (86_400_000, "d"),
-        (3_600_000, "h"),
-        (60_000, "m"),
-        (1_000, "s"),
-    ];
-    for (unit, name) in UNITS {
-        if ms >= unit && ms.is_multiple_of(unit) {
-            return format!("{}{name}", ms / unit);
-        }
-    }
-    format!("{ms}ms")
-}
+pub(super) use weir_core::duration::human_ms;
 
 /// A read of the tickets kept in the store failed: the queue cannot know
 /// what it holds, so it stops; its restart reads the store again (and an

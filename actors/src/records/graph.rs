@@ -130,6 +130,10 @@ pub struct GraphRunRecord {
     /// to run at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before_ms: Option<u64>,
+    /// Why the run failed, when no node's failure says it: its
+    /// `run_timeout` passed. Absent from the encoding when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 impl GraphRunRecord {

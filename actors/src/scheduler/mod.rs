@@ -29,6 +29,7 @@ mod settle;
 mod start;
 mod state;
 mod successors;
+mod timeout;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -98,6 +99,7 @@ impl Actor for SchedulerActor {
             presubmits: HashMap::new(),
             unsynced_settles: Vec::new(),
             myself: None,
+            timeout_armed: None,
         };
         state.adopted = state
             .store
@@ -149,6 +151,9 @@ impl Actor for SchedulerActor {
         // Reconcile at once: a crash may have cut an advance short.
         let report = state.reconcile(None).await?;
         state.emit_report(report);
+        // Runs that outlived their run_timeout while the engine was down
+        // fail now; the others at their deadline.
+        state.run_timeouts().await?;
         let interval = Duration::from_millis(state.settings.reconcile_interval_ms.max(1));
         myself.send_interval(interval, || SchedulerMsg::Reconcile(None));
         Ok(())
@@ -239,6 +244,7 @@ impl Actor for SchedulerActor {
             SchedulerMsg::DropNotices(n) => state.drop_notices = n,
             SchedulerMsg::SyncSettled => state.sync_settled().await?,
             SchedulerMsg::MapTopUp(p, idx) => state.map_top_up(&p, idx).await?,
+            SchedulerMsg::RunTimeouts => state.run_timeouts().await?,
         }
         Ok(())
     }

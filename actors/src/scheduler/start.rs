@@ -56,6 +56,7 @@ impl SchedulerState {
                 retention_ms: graph.def().retention_ms,
                 params: params.clone(),
                 not_before_ms: not_before_ms.filter(|at| *at > now),
+                failure: None,
             };
             writes.push((run_key(self.graph.as_str(), partition), record));
         }
@@ -114,6 +115,7 @@ impl SchedulerState {
             );
             groups.push((p, ready));
         }
+        self.arm_run_timeouts();
         let mut submitted = self.submit_many(groups).await?.into_iter();
         let mut out = Vec::with_capacity(partitions.len());
         for (partition, created) in partitions.iter().zip(created) {

@@ -81,6 +81,9 @@ pub struct SchedulerState {
     pub(super) unsynced_settles: Vec<EngineEvent>,
     /// Itself, to schedule [`SchedulerMsg::SyncSettled`].
     pub(super) myself: Option<ActorRef<SchedulerMsg>>,
+    /// The instant of the earliest [`SchedulerMsg::RunTimeouts`] timer
+    /// armed and not yet fired: one timer at a time covers every run.
+    pub(super) timeout_armed: Option<u64>,
 }
 
 pub(super) type Res<T> = Result<T, ActorProcessingErr>;

@@ -130,6 +130,9 @@ pub struct GraphRunView {
     /// Its params, as it started with them.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// Why it failed, when no node's failure says it (its run_timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     /// Nodes in topological order.
     pub nodes: Vec<NodeView>,
 }
@@ -396,6 +399,7 @@ pub fn graph_run(
         requested_at_ms: record.requested_at_ms,
         settled_at_ms: record.settled_at_ms,
         params: record.params,
+        failure: record.failure,
         nodes,
     }))
 }
