@@ -54,6 +54,7 @@ export async function render(root, [graph, partition, selectedNode]) {
     replace(head, facts([
       ["Graph", h("a", { href: route("graph", graph) }, graph)],
       ["State", badge(run.state)],
+      run.failure ? ["Failure", h("span", { class: "error", id: "run-failure" }, run.failure)] : null,
       ["Requested", fmtTime(run.requested_at_ms)],
       ["Settled", fmtTime(run.settled_at_ms)],
       ["Took", run.settled_at_ms ? fmtDur(run.settled_at_ms - run.requested_at_ms) : "—"],
