@@ -38,6 +38,28 @@ fn backfill_then_rerun_a_middle_node_through_the_cli() {
         let runs = runs_by_partition(&s, "g");
         (runs.len() == 3 && runs.values().all(|st| st == "complete")).then_some(())
     });
+    // Paging: the hint's cursor is printable and pasteable (it held a
+    // control character), and it gives the next page.
+    let page = s.ok(&["runs", "--graph", "g", "--limit", "1"]);
+    let cursor = page
+        .split("--cursor '")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .unwrap_or_else(|| panic!("a paging hint in:\n{page}"))
+        .to_string();
+    assert!(
+        !cursor.is_empty()
+            && cursor
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+        "an opaque, pasteable cursor: {cursor:?}"
+    );
+    assert!(page.contains("2026-11-03"), "{page}");
+    let next = s.ok(&["runs", "--graph", "g", "--limit", "1", "--cursor", &cursor]);
+    assert!(
+        next.contains("2026-11-02") && !next.contains("2026-11-03"),
+        "{next}"
+    );
     // Newest first, and the human table says the same.
     let page = s.json(&["runs"]);
     let parts: Vec<&str> = page["runs"]

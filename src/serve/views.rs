@@ -385,16 +385,12 @@ pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
         }
         None => graph_names(store)?,
     };
-    // The cursor is the last run shown: `<partition>\u{1f}<graph>`.
     let cursor: Option<(String, String)> = match &q.cursor {
         None => None,
-        Some(c) => {
-            let (p, g) = c
-                .split_once('\u{1f}')
-                .or_else(|| c.split_once('|'))
-                .ok_or_else(|| QueryError::Bad(format!("cursor {c:?} is not one this API made")))?;
-            Some((p.to_string(), g.to_string()))
-        }
+        Some(c) => Some(
+            decode_cursor(c)
+                .ok_or_else(|| QueryError::Bad(format!("cursor {c:?} is not one this API made")))?,
+        ),
     };
     let mut candidates: Vec<RunBrief> = Vec::new();
     let mut more_any = false;
@@ -437,7 +433,7 @@ pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
     let next_cursor = if more && candidates.len() == limit {
         candidates
             .last()
-            .map(|r| format!("{}\u{1f}{}", r.partition, r.graph))
+            .map(|r| encode_cursor(&r.partition, &r.graph))
     } else {
         None
     };
@@ -445,6 +441,27 @@ pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
         runs: candidates,
         next_cursor,
     })
+}
+
+/// A runs page's cursor: the last run shown, `<partition>\u{1f}<graph>`,
+/// as unpadded base64url, so that it is opaque and pasteable (the
+/// separator is a control character no name holds).
+fn encode_cursor(partition: &str, graph: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{partition}\u{1f}{graph}"))
+}
+
+/// The (partition, graph) of a cursor [`encode_cursor`] made, or of the
+/// raw form earlier versions gave out (`<partition>\u{1f}<graph>`).
+fn decode_cursor(c: &str) -> Option<(String, String)> {
+    use base64::Engine as _;
+    let text = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(c)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .unwrap_or_else(|| c.to_string());
+    let (p, g) = text.split_once('\u{1f}').or_else(|| text.split_once('|'))?;
+    Some((p.to_string(), g.to_string()))
 }
 
 /// A node's output fields; an output in a blob is read back (and checked
