@@ -185,6 +185,20 @@ command = ["sleep", "3"]
     // With no engine running, read-only commands read the store; mutating ones say how to start one.
     let status = child.json(&["status", "r", "2026-11-01"]);
     assert_eq!(status["state"], "complete");
+    // A graph that is not adopted is an error, not an empty table.
+    for args in [
+        &["status", "nosuch"][..],
+        &["status", "nosuch", "2026-11-01"],
+        &["runs", "--graph", "nosuch"],
+    ] {
+        let o = child.cli(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("graph \"nosuch\" is not adopted") && err.contains("adopted: r"),
+            "{args:?}: {err}"
+        );
+    }
     let o = child.cli(&["start", "r", "2026-11-02"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);

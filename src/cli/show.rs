@@ -194,6 +194,7 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
     client::block_on(async move {
         match (&a.graph, &a.partition) {
             (Some(g), Some(p)) => {
+                known_graph(&reader, g).await?;
                 let Some(run) = reader.run(g, p).await? else {
                     return Err(Failure::input(format!(
                         "graph {g:?} has no run for partition {p}"
@@ -206,6 +207,7 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
                 Ok(0)
             }
             (Some(g), None) => {
+                known_graph(&reader, g).await?;
                 let page = reader
                     .runs(&RunQuery {
                         graph: Some(g.clone()),
@@ -263,6 +265,46 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
             }
         }
     })?
+}
+
+/// An error (exit 2) when no graph `g` is adopted, naming the nearest one
+/// and the adopted ones: a mistyped name is not an empty table.
+async fn known_graph(reader: &Reader, g: &str) -> Result<(), Failure> {
+    let graphs = reader.graphs().await?;
+    if graphs.iter().any(|x| x.name == g) {
+        return Ok(());
+    }
+    Err(Failure::input(unknown_graph(
+        g,
+        graphs.iter().map(|x| x.name.as_str()),
+    )))
+}
+
+/// The message for an unknown graph `g` among `adopted`.
+fn unknown_graph<'a>(g: &str, adopted: impl Iterator<Item = &'a str>) -> String {
+    let adopted: Vec<&str> = adopted.collect();
+    if adopted.is_empty() {
+        return format!("graph {g:?} is not adopted: no graph is");
+    }
+    // Close enough to be a typo: most of the name in common.
+    let nearest = adopted
+        .iter()
+        .map(|a| (strsim::normalized_damerau_levenshtein(g, a), *a))
+        .filter(|(score, _)| *score >= 0.6)
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .map(|(_, a)| format!(" (did you mean {a:?}?)"))
+        .unwrap_or_default();
+    const LISTED_MAX: usize = 10;
+    let mut list = adopted
+        .iter()
+        .take(LISTED_MAX)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if adopted.len() > LISTED_MAX {
+        list.push_str(&format!(" and {} more", adopted.len() - LISTED_MAX));
+    }
+    format!("graph {g:?} is not adopted{nearest}; adopted: {list}")
 }
 
 /// Members a status lists one by one: all of a small node, else those
@@ -502,6 +544,9 @@ pub fn runs(a: RunsArgs) -> Result<u8, Failure> {
         cursor: a.cursor,
     };
     client::block_on(async move {
+        if let Some(g) = &q.graph {
+            known_graph(&reader, g).await?;
+        }
         let page = reader.runs(&q).await?;
         if a.conn.json {
             return print_json(&page);
@@ -795,6 +840,22 @@ mod tests {
             pokes: 0,
             last_check: None,
         }
+    }
+
+    #[test]
+    fn an_unknown_graph_names_the_nearest_and_the_adopted() {
+        assert_eq!(
+            unknown_graph("etll", ["etl", "fanout"].into_iter()),
+            "graph \"etll\" is not adopted (did you mean \"etl\"?); adopted: etl, fanout"
+        );
+        assert_eq!(
+            unknown_graph("zzz", ["etl", "fanout"].into_iter()),
+            "graph \"zzz\" is not adopted; adopted: etl, fanout"
+        );
+        assert_eq!(
+            unknown_graph("x", std::iter::empty()),
+            "graph \"x\" is not adopted: no graph is"
+        );
     }
 
     #[test]
