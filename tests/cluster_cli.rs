@@ -40,9 +40,15 @@ fn a_fan_out_runs_on_two_workers_with_no_local_slots() {
     let width = 200;
     write_def(&defs, "g", &fan_def("g", width, "0", 4));
     let c = cluster_support::start(dir.path(), &defs, free_port(), 5_000, &[]);
-    let _w1 = c.worker("w1", &["default=6"]);
+    let w1 = c.worker("w1", &["default=6"]);
     let _w2 = c.worker("w2", &["default=6"]);
     c.wait_joined(&["w1", "w2"]);
+    // A first join is no queue restart, and its log does not say so.
+    let first = w1.stderr();
+    assert!(
+        first.contains("registering with the queue") && !first.contains("queue restarted"),
+        "{first}"
+    );
     let events = collect_events(&c.served);
     c.served.ok(&["start", "g", "none"]);
     c.served.wait_run_within("g", "none", "complete", RUN_WAIT);

@@ -244,7 +244,8 @@ command = ["sh", "-c", "echo \"$WEIR_PARTITION\" >> checks.log"]
     // An unknown key is refused unless --add.
     let o = s.cli(&["signal", "h", "db-9", "--immediate"]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("db-9"), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("db-9") && err.contains("with --add"), "{o:?}");
     let out = s.ok(&["signal", "h", "db-9", "--immediate", "--add"]);
     assert!(out.contains("h key db-9: due"), "{out}");
     wait_for("db-9 to be checked", Duration::from_secs(20), || {

@@ -344,7 +344,9 @@ impl PoolState {
         });
         let resend: Vec<((TicketId, u32), Unacked)> =
             self.unacked.iter().map(|(k, u)| (*k, u.clone())).collect();
-        tracing::info!(worker = %self.worker_id, resent = resend.len(), "queue restarted; re-registering");
+        // Every join (a worker's first too) and every queue restart lands
+        // here: the message says what happens, not why.
+        tracing::info!(worker = %self.worker_id, resent = resend.len(), "registering with the queue: what this pool holds, its free slots, unacknowledged reports");
         for ((id, attempt), u) in resend {
             match u {
                 Unacked::Report(r) => self.send_up(PoolUp::Report(r)),

@@ -278,7 +278,7 @@ impl Actor for TriggerActor {
                     state.signal(&key, &signal).await?
                 } else {
                     Err(format!(
-                        "graph {}: key {key:?} is not in the graph's inventory (signal it with add to schedule it anyway)",
+                        "graph {}: key {key:?} is not in the graph's inventory (signal it with --add, or \"add\": true in the API, to schedule it anyway)",
                         state.graph
                     ))
                 };
