@@ -66,6 +66,8 @@ pub const LOG_BACKLOG_BYTES_MAX: usize = 16 << 20;
 /// How long a leaving worker waits for the engine to confirm its leave
 /// before it exits anyway (and the engine, missing the leave, has it lost).
 pub const FAREWELL_WAIT_MS: u64 = 3_000;
+/// The lease assumed before the engine's welcome says its own.
+pub const LEASE_MS_UNKNOWN: u64 = 5_000;
 
 /// What the link needs.
 pub struct LinkArgs {
@@ -403,6 +405,7 @@ impl LinkState {
         if !matches!(*self.end.borrow(), LinkEnd::Running) {
             return;
         }
+        let lease = self.lease_ms();
         match &mut self.conn {
             Conn::Down {
                 next_ms,
@@ -459,7 +462,6 @@ impl LinkState {
                 if !*ready {
                     // A session that never gets ready (a peer that is no
                     // engine, a stalled handshake) is dropped and retried.
-                    let lease = self.welcome.as_ref().map_or(5_000, |w| w.lease_ms);
                     if now.saturating_sub(*since_ms) > lease.max(2 * JOIN_RETRY_MS) {
                         self.connector.close_sessions();
                         self.down("the session did not get ready");
@@ -477,7 +479,6 @@ impl LinkState {
                 // for minutes): drop the session and reconnect with backoff.
                 // The engine has declared this worker lost by now and closed
                 // its side; the new session rejoins.
-                let lease = self.welcome.as_ref().map_or(5_000, |w| w.lease_ms);
                 let silent = now.saturating_sub(self.last_heard_ms);
                 if silent > lease {
                     tracing::warn!(worker = %self.args_worker_id, silent_ms = silent, lease_ms = lease, "the engine has been silent past the lease; dropping the session");
@@ -645,6 +646,14 @@ impl LinkState {
         }
     }
 
+    /// The engine's lease, from its welcome ([`LEASE_MS_UNKNOWN`] before
+    /// the first).
+    fn lease_ms(&self) -> u64 {
+        self.welcome
+            .as_ref()
+            .map_or(LEASE_MS_UNKNOWN, |w| w.lease_ms)
+    }
+
     /// Whether a grant is refused as stale (see [`grant_fate`]): its
     /// ticket is, or soon will be, another worker's, so running it would
     /// run the attempt twice. The engine requeued it when it declared this
@@ -652,7 +661,7 @@ impl LinkState {
     /// session is requeued when its lease ends.
     fn refuses(&mut self, pool: &str, grant: &Grant, silent_ms: u64) -> bool {
         let joined = matches!(self.conn, Conn::Joined { .. });
-        let lease_ms = self.welcome.as_ref().map_or(5_000, |w| w.lease_ms);
+        let lease_ms = self.lease_ms();
         match grant_fate(joined, silent_ms, lease_ms) {
             GrantFate::Run => false,
             GrantFate::Refuse(why) => {
