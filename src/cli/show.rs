@@ -194,8 +194,8 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
     client::block_on(async move {
         match (&a.graph, &a.partition) {
             (Some(g), Some(p)) => {
-                known_graph(&reader, g).await?;
                 let Some(run) = reader.run(g, p).await? else {
+                    known_graph(&reader, g).await?;
                     return Err(Failure::input(format!(
                         "graph {g:?} has no run for partition {p}"
                     )));
@@ -207,7 +207,6 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
                 Ok(0)
             }
             (Some(g), None) => {
-                known_graph(&reader, g).await?;
                 let page = reader
                     .runs(&RunQuery {
                         graph: Some(g.clone()),
@@ -215,6 +214,9 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
                         ..RunQuery::default()
                     })
                     .await?;
+                if page.runs.is_empty() {
+                    known_graph(&reader, g).await?;
+                }
                 if a.conn.json {
                     return print_json(&page);
                 }
@@ -268,7 +270,9 @@ pub fn status(a: StatusArgs) -> Result<u8, Failure> {
 }
 
 /// An error (exit 2) when no graph `g` is adopted, naming the nearest one
-/// and the adopted ones: a mistyped name is not an empty table.
+/// and the adopted ones: a mistyped name is not an empty table. Asked only
+/// when `g` showed nothing (a graph with runs is adopted), so a status
+/// costs no second request.
 async fn known_graph(reader: &Reader, g: &str) -> Result<(), Failure> {
     let graphs = reader.graphs().await?;
     if graphs.iter().any(|x| x.name == g) {
@@ -544,10 +548,10 @@ pub fn runs(a: RunsArgs) -> Result<u8, Failure> {
         cursor: a.cursor,
     };
     client::block_on(async move {
-        if let Some(g) = &q.graph {
+        let page = reader.runs(&q).await?;
+        if let (Some(g), true) = (&q.graph, page.runs.is_empty()) {
             known_graph(&reader, g).await?;
         }
-        let page = reader.runs(&q).await?;
         if a.conn.json {
             return print_json(&page);
         }
