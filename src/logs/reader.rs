@@ -109,19 +109,30 @@ fn read_record(path: &Path) -> Result<Option<AttemptRecord>, LogError> {
         })
 }
 
-/// Whether the attempt will write no more: its record says it ended, or a
-/// later attempt started (the process running it died before its end).
-/// `None` when neither its record nor its log exists.
-fn ended(paths: &LogPaths, run_id: &str, attempt: u32) -> Result<Option<bool>, LogError> {
+/// What the records say of an attempt, for reading its log.
+struct Standing {
+    /// It will write no more: its record says it ended, or a later attempt
+    /// started (the process running it died before its end).
+    ended: bool,
+    /// Its lines, when its record keeps them ([`AttemptRecord::log_inline`]).
+    inline: Option<String>,
+}
+
+/// The attempt's [`Standing`]; `None` when neither its record nor its log
+/// exists.
+fn standing(paths: &LogPaths, run_id: &str, attempt: u32) -> Result<Option<Standing>, LogError> {
     let records = attempts(paths, run_id)?;
-    let record = records.iter().find(|r| r.attempt == attempt);
+    let superseded = records.iter().any(|r| r.attempt > attempt);
+    let record = records.into_iter().find(|r| r.attempt == attempt);
     let log_path = paths.log_file(run_id, attempt)?;
     if record.is_none() && !log_path.exists() {
         return Ok(None);
     }
-    let finished = record.is_some_and(|r| r.finished_ms.is_some());
-    let superseded = records.iter().any(|r| r.attempt > attempt);
-    Ok(Some(finished || superseded))
+    let finished = record.as_ref().is_some_and(|r| r.finished_ms.is_some());
+    Ok(Some(Standing {
+        ended: finished || superseded,
+        inline: record.and_then(|r| r.log_inline),
+    }))
 }
 
 /// Where a reader is in a log file.
@@ -213,17 +224,25 @@ pub fn read(
 ) -> Result<LogChunk, LogError> {
     let path = paths.log_file(run_id, attempt)?;
     // Before the lines: an attempt seen ended has all its lines written.
-    let ended = ended(paths, run_id, attempt)?;
+    let standing = standing(paths, run_id, attempt)?;
     let mut cursor = Cursor::default();
-    let (lines, more) = match read_lines(&path, &mut cursor, from_line, lines_max) {
+    let (lines, more) = match (
+        read_lines(&path, &mut cursor, from_line, lines_max),
+        &standing,
+    ) {
         // A recorded attempt without a log file printed nothing (yet), or
         // kept its few lines in its record.
-        Err(LogError::NotFound { .. }) if ended.is_some() => {
-            inline_lines(paths, run_id, attempt, from_line, lines_max)?
-        }
-        other => other?,
+        (Err(LogError::NotFound { .. }), Some(s)) => inline_lines(
+            paths,
+            run_id,
+            attempt,
+            s.inline.as_deref(),
+            from_line,
+            lines_max,
+        )?,
+        (other, _) => other?,
     };
-    let ended = ended.unwrap_or(false);
+    let ended = standing.is_some_and(|s| s.ended);
     let next_line = lines
         .last()
         .map_or(from_line, |l| next_after(l).max(from_line));
@@ -234,22 +253,18 @@ pub fn read(
     })
 }
 
-/// The lines of an attempt's log kept in its record
-/// ([`AttemptRecord::log_inline`]) from `from_line` on, at most
+/// The lines of an attempt's log kept in its record (`text`, its
+/// [`AttemptRecord::log_inline`]) from `from_line` on, at most
 /// `lines_max`, and whether more follow; none when its record holds none.
 fn inline_lines(
     paths: &LogPaths,
     run_id: &str,
     attempt: u32,
+    text: Option<&str>,
     from_line: u64,
     lines_max: usize,
 ) -> Result<(Vec<LogLine>, bool), LogError> {
-    let records = attempts(paths, run_id)?;
-    let Some(text) = records
-        .into_iter()
-        .find(|r| r.attempt == attempt)
-        .and_then(|r| r.log_inline)
-    else {
+    let Some(text) = text else {
         return Ok((Vec::new(), false));
     };
     let mut lines = Vec::new();
@@ -310,7 +325,7 @@ fn look(
     mut cursor: Cursor,
     from_line: u64,
 ) -> Result<Look, LogError> {
-    let Some(ended) = ended(paths, run_id, attempt)? else {
+    let Some(Standing { ended, inline }) = standing(paths, run_id, attempt)? else {
         return Err(LogError::NotFound {
             path: paths.log_file(run_id, attempt)?,
         });
@@ -320,10 +335,14 @@ fn look(
         // The log file is made when lines outgrow the record: a recorded
         // attempt without one has printed nothing so far, or, once ended,
         // nothing or the few lines its record holds.
-        Err(LogError::NotFound { .. }) if ended => {
-            inline_lines(paths, run_id, attempt, from_line, FOLLOW_LINES_MAX)?
-        }
-        Err(LogError::NotFound { .. }) => (Vec::new(), false),
+        Err(LogError::NotFound { .. }) => inline_lines(
+            paths,
+            run_id,
+            attempt,
+            inline.as_deref(),
+            from_line,
+            FOLLOW_LINES_MAX,
+        )?,
         other => other?,
     };
     Ok(Look {
