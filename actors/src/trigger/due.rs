@@ -389,6 +389,27 @@ impl TriggerState {
         }
     }
 
+    /// Takes back every run prepared ahead whose instant is still ahead:
+    /// the keys' (written before it goes on), then the next cron firing's
+    /// windows. The first withdrawal the scheduler refuses is the error;
+    /// what was withdrawn before it stays withdrawn.
+    pub(super) async fn withdraw_prepared(&mut self) -> Res<Result<(), String>> {
+        if let Err(e) = self.withdraw_keys(None).await? {
+            return Ok(Err(e));
+        }
+        self.flush().await?;
+        let now = self.clock.now_ms();
+        if let Some((at, windows)) = self.cron_prepared.clone() {
+            if at > now {
+                if let Err(e) = self.withdraw(windows).await? {
+                    return Ok(Err(e));
+                }
+            }
+            self.cron_prepared = None;
+        }
+        Ok(Ok(()))
+    }
+
     /// Withdraws the prepared runs of `keys` (those of `None`: every key)
     /// that still wait for their instants: a withdrawn key's record is as
     /// before its claim; one found begun keeps its claim as an ordinary one.

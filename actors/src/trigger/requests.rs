@@ -75,18 +75,8 @@ impl TriggerState {
             // Runs prepared for instants still ahead are taken back: a
             // paused graph starts nothing by itself. Their keys are due as
             // before and are prepared again once unpaused.
-            if let Err(e) = self.withdraw_keys(None).await? {
+            if let Err(e) = self.withdraw_prepared().await? {
                 return Ok(Err(e));
-            }
-            self.flush().await?;
-            let now = self.clock.now_ms();
-            if let Some((at, windows)) = self.cron_prepared.clone() {
-                if at > now {
-                    if let Err(e) = self.withdraw(windows).await? {
-                        return Ok(Err(e));
-                    }
-                }
-                self.cron_prepared = None;
             }
         }
         let record = crate::records::pause::PauseRecord {

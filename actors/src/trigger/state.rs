@@ -195,7 +195,20 @@ impl TriggerState {
         let replaced = self.def.as_deref().is_some_and(|old| *old != def);
         self.def = Some(Arc::new(def));
         if replaced {
-            self.withdraw_prepared(now).await?;
+            // Runs prepared ahead under the old definition are taken back
+            // and prepared again under the new one, at the instants it
+            // gives (a cron moved from 02:00 to 03:00 starts its window at
+            // 03:00, under the new hash). One the scheduler refuses goes
+            // ahead under the definition it was prepared with, as a run
+            // that started before the change does.
+            match self.withdraw_prepared().await? {
+                Ok(()) => {
+                    tracing::info!(graph = %self.graph, "runs prepared under the replaced definition withdrawn")
+                }
+                Err(e) => {
+                    tracing::warn!(graph = %self.graph, error = %e, "runs prepared under the replaced definition not all withdrawn")
+                }
+            }
         }
         if let Some(range) = catch_up {
             match self
@@ -212,39 +225,6 @@ impl TriggerState {
             if let Some(c) = &self.cron {
                 let record = c.record.clone();
                 self.put(&cron_key(self.graph.as_str()), &record).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// After a definition replaced another: takes back the runs prepared
-    /// ahead under the old one (a cron window, keyed runs), whose instants
-    /// are still ahead. They are prepared again under the new definition,
-    /// at the instants it gives (a cron changed from 02:00 to 03:00 starts
-    /// its window at 03:00, under the new hash). A withdrawal the scheduler
-    /// refuses is logged: that run goes ahead under the definition it was
-    /// prepared with, as a run that started before the change does.
-    async fn withdraw_prepared(&mut self, now: u64) -> Res<()> {
-        if let Some((at, windows)) = self.cron_prepared.take() {
-            if at > now {
-                match self.withdraw(windows).await? {
-                    Ok(w) => {
-                        tracing::info!(graph = %self.graph, firing_ms = at, withdrawn = w.iter().filter(|x| **x).count(), "cron windows prepared under the replaced definition withdrawn")
-                    }
-                    Err(e) => {
-                        tracing::warn!(graph = %self.graph, firing_ms = at, error = %e, "cron windows prepared under the replaced definition not withdrawn")
-                    }
-                }
-            }
-        }
-        match self.withdraw_keys(None).await? {
-            Ok(0) => {}
-            Ok(n) => {
-                tracing::info!(graph = %self.graph, withdrawn = n, "key runs prepared under the replaced definition withdrawn");
-                self.flush().await?;
-            }
-            Err(e) => {
-                tracing::warn!(graph = %self.graph, error = %e, "key runs prepared under the replaced definition not withdrawn")
             }
         }
         Ok(())
