@@ -948,28 +948,38 @@ mod tests {
         );
     }
 
-    async fn printing_attempt(
-        paths: &LogPaths,
-        run_id: &str,
-        limits: &LogLimits,
-        chunks: &[&[u8]],
-        pause_ms: u64,
-    ) -> AttemptRecord {
-        let log = AttemptLog::start(Some(paths), run_id, 1, limits, CancellationToken::new());
-        let mut out = log.sink(Stream::Out);
-        for c in chunks {
-            out.write(c).await;
-            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
-        }
-        out.close().await;
-        log.finish(AttemptEnd {
+    /// An exit 0.
+    fn succeeded() -> AttemptEnd {
+        AttemptEnd {
             outcome: Outcome::Succeeded,
             exit_code: Some(0),
             signal: None,
             error: None,
-        })
-        .await
-        .unwrap()
+        }
+    }
+
+    /// Attempt `attempt` of `run_id`, printing `chunks` on stdout and
+    /// exiting 0; its record.
+    async fn printing_attempt(
+        paths: &LogPaths,
+        run_id: &str,
+        attempt: u32,
+        limits: &LogLimits,
+        chunks: &[&[u8]],
+    ) -> AttemptRecord {
+        let log = AttemptLog::start(
+            Some(paths),
+            run_id,
+            attempt,
+            limits,
+            CancellationToken::new(),
+        );
+        let mut out = log.sink(Stream::Out);
+        for c in chunks {
+            out.write(c).await;
+        }
+        out.close().await;
+        log.finish(succeeded()).await.unwrap()
     }
 
     /// A log goes to a file of its own once it outgrows the record's share
@@ -993,13 +1003,13 @@ mod tests {
                 .collect()
         };
         // Small and quick: in the record.
-        let r = printing_attempt(&paths, "g/none/small/0", &l, &[b"a\nb\n"], 0).await;
+        let r = printing_attempt(&paths, "g/none/small/0", 1, &l, &[b"a\nb\n"]).await;
         assert!(r.log_inline.is_some());
         assert!(!paths.log_file("g/none/small/0", 1).unwrap().exists());
         assert_eq!(lines("g/none/small/0"), ["a", "b"]);
         // Past 200 bytes: a file, the first lines in it too.
         let long = [b"x".repeat(150), b"\n".to_vec()].concat();
-        let r = printing_attempt(&paths, "g/none/big/0", &l, &[b"first\n", &long, &long], 0).await;
+        let r = printing_attempt(&paths, "g/none/big/0", 1, &l, &[b"first\n", &long, &long]).await;
         assert_eq!(r.log_inline, None);
         assert!(paths.log_file("g/none/big/0", 1).unwrap().exists());
         assert_eq!(
@@ -1032,35 +1042,13 @@ mod tests {
         );
         out.write(b"late\n").await;
         out.close().await;
-        let r = log
-            .finish(AttemptEnd {
-                outcome: Outcome::Succeeded,
-                exit_code: Some(0),
-                signal: None,
-                error: None,
-            })
-            .await
-            .unwrap();
+        let r = log.finish(succeeded()).await.unwrap();
         assert_eq!(r.log_inline, None);
         assert_eq!(lines("g/none/slow/0"), ["early", "late"]);
     }
 
     async fn silent_attempt(paths: &LogPaths, run_id: &str, attempt: u32) -> AttemptRecord {
-        let log = AttemptLog::start(
-            Some(paths),
-            run_id,
-            attempt,
-            &LogLimits::default(),
-            CancellationToken::new(),
-        );
-        log.finish(AttemptEnd {
-            outcome: Outcome::Succeeded,
-            exit_code: Some(0),
-            signal: None,
-            error: None,
-        })
-        .await
-        .unwrap()
+        printing_attempt(paths, run_id, attempt, &LogLimits::default(), &[]).await
     }
 
     /// A run whose commands print nothing costs one folder and one file:
