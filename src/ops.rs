@@ -280,10 +280,11 @@ impl Engine {
             .as_deref()
             .map(Schedule::parse)
             .transpose()
-            .map_err(|e| EngineError::BadGraph(format!("graph {graph:?}: cron: {e}")))?;
+            .map_err(|e| EngineError::BadGraph(format!("graph {graph:?}: cron: {e}")))?
+            .map(|s| s.in_zone(def.zone()));
         let now = self.now_ms();
-        let partition =
-            window_due_now(def.partitioning, schedule.as_ref(), now).ok_or_else(|| {
+        let partition = window_due_now(def.partitioning, schedule.as_ref(), now, def.zone())
+            .ok_or_else(|| {
                 EngineError::Graph(format!(
                     "graph {graph:?}: no {:?} window has closed before now",
                     def.partitioning

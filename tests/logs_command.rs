@@ -333,6 +333,7 @@ async fn expiry_removes_the_logs_of_runs_and_jobs() {
         upstreams: Default::default(),
         params: Default::default(),
         member: None,
+        zone: None,
     };
     let mut job = Job::new("job-1", COMMAND_TASK, "default");
     job.payload = weir::core::codec::encode(&input).unwrap();

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use triggers_support::*;
 use weir::actors::supervisor::Role;
+use weir::core::zone::Zone;
 use weir::{BackfillOrder, Partition, PartitionRange, Partitioning, RunState};
 
 fn daily(name: &str, max_active_runs: u32) -> weir::GraphDef {
@@ -34,7 +35,8 @@ fn range(n: usize) -> PartitionRange {
     let to: Partition = "2026-11-28".parse().unwrap();
     let from = Partition::of_time(
         Partitioning::Daily,
-        to.start_ms().unwrap() - (n as u64 - 1) * DAY,
+        to.start_ms(Zone::UTC).unwrap() - (n as u64 - 1) * DAY,
+        Zone::UTC,
     )
     .unwrap();
     PartitionRange { from, to }
@@ -75,7 +77,7 @@ async fn backfill_runs_every_window_with_at_most_4_active() {
         .unwrap();
     assert_eq!(b.windows, n as u64);
     wait_backfills_done(&engine, "bf").await;
-    let all = range(n).windows(Partitioning::Daily, n).unwrap();
+    let all = range(n).windows(Partitioning::Daily, n, Zone::UTC).unwrap();
     let states = engine
         .wait_settled("bf", &all, Duration::from_secs(600))
         .await
@@ -193,7 +195,7 @@ async fn killed_trigger_resumes_the_backfill_without_repeats() {
         advance(100).await;
     }
     assert!(kills >= 5, "killed {kills} times");
-    let all = range(n).windows(Partitioning::Daily, n).unwrap();
+    let all = range(n).windows(Partitioning::Daily, n, Zone::UTC).unwrap();
     let states = engine
         .wait_settled("k", &all, Duration::from_secs(600))
         .await

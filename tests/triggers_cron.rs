@@ -58,7 +58,7 @@ async fn hourly_cron_over_a_day_starts_24_windows() {
         .collect();
     for r in &runs {
         let p: weir::Partition = r.partition.parse().unwrap();
-        let firing = p.end_ms().unwrap();
+        let firing = p.end_ms(weir::core::zone::Zone::UTC).unwrap();
         assert_eq!(r.record.not_before_ms, Some(firing), "{}", r.partition);
         assert!(
             r.record.requested_at_ms + ahead >= firing && r.record.requested_at_ms < firing,
@@ -189,9 +189,13 @@ async fn downtime_with_and_without_catchup() {
         // Firings after the reopen go on from the expression: the next
         // firing (the hour after the reopen) closes the window before it.
         let next_hour = (T0 + case.reopen_ms) / H * H + H;
-        let want_next = weir::Partition::of_time(Partitioning::Hourly, next_hour - H)
-            .unwrap()
-            .to_string();
+        let want_next = weir::Partition::of_time(
+            Partitioning::Hourly,
+            next_hour - H,
+            weir::core::zone::Zone::UTC,
+        )
+        .unwrap()
+        .to_string();
         advance(next_hour - (T0 + case.reopen_ms) - MIN + 10 * S).await;
         assert!(
             windows(&engine, "h").contains(&want_next),

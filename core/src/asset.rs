@@ -22,6 +22,7 @@
 //! nothing either: rerun the consumer for new data.
 
 use crate::partition::{Partition, Partitioning};
+use crate::zone::Zone;
 
 /// The most consumer runs one materialization starts (a month of a
 /// monthly producer in an hourly consumer is 744).
@@ -60,11 +61,15 @@ pub enum MappingError {
     },
 }
 
-/// The partitions of a consumer partitioned by `consumer` that the
-/// materialization of `producer` starts, oldest first.
+/// The partitions of a consumer partitioned by `consumer` in
+/// `consumer_zone` that the materialization of `producer` (a partition of a
+/// graph in `producer_zone`) starts, oldest first: the consumer's windows
+/// that overlap the producer's, compared as instants.
 pub fn consumer_partitions(
     producer: &Partition,
+    producer_zone: Zone,
     consumer: Partitioning,
+    consumer_zone: Zone,
 ) -> Result<Vec<Partition>, MappingError> {
     let no_instant = || MappingError::NoInstant {
         partition: producer.to_string(),
@@ -79,17 +84,22 @@ pub fn consumer_partitions(
             }),
         },
         time => {
-            let (start, end) = match (producer.start_ms(), producer.end_ms(), producer.at_ms()) {
+            let z = consumer_zone;
+            let (start, end) = match (
+                producer.start_ms(producer_zone),
+                producer.end_ms(producer_zone),
+                producer.at_ms(),
+            ) {
                 (Some(s), Some(e), _) => (s, e),
                 (_, _, Some(at)) => (at, at.saturating_add(1)),
                 _ => return Err(no_instant()),
             };
-            let first = Partition::of_time(time, start).ok_or_else(no_instant)?;
+            let first = Partition::of_time(time, start, z).ok_or_else(no_instant)?;
             let mut out = vec![first];
             loop {
                 let last = out.last().expect("one window at least");
-                let Some(next) = last.next() else { break };
-                match next.start_ms() {
+                let Some(next) = last.next(z) else { break };
+                match next.start_ms(z) {
                     Some(s) if s < end => {}
                     _ => break,
                 }
@@ -97,9 +107,9 @@ pub fn consumer_partitions(
                     // Count what a full walk would give, for the message.
                     let mut count = out.len();
                     let mut w = next;
-                    while w.start_ms().is_some_and(|s| s < end) {
+                    while w.start_ms(z).is_some_and(|s| s < end) {
                         count += 1;
-                        match w.next() {
+                        match w.next(z) {
                             Some(n) => w = n,
                             None => break,
                         }
@@ -163,7 +173,7 @@ mod tests {
             ("2026-11-29", Keyed, Err("has no key")),
         ];
         for (i, (from, to, want)) in cases.iter().enumerate() {
-            let got = consumer_partitions(&p(from), *to)
+            let got = consumer_partitions(&p(from), Zone::UTC, *to, Zone::UTC)
                 .map(|v| v.iter().map(ToString::to_string).collect::<Vec<_>>())
                 .map_err(|e| e.to_string());
             match want {
@@ -181,11 +191,15 @@ mod tests {
         // A day covers 24 hours; a month of hours is within the limit, a
         // longer span is not possible from one window.
         assert_eq!(
-            consumer_partitions(&p("2026-11-29"), Hourly).unwrap().len(),
+            consumer_partitions(&p("2026-11-29"), Zone::UTC, Hourly, Zone::UTC)
+                .unwrap()
+                .len(),
             24
         );
         assert_eq!(
-            consumer_partitions(&p("2026-12"), Hourly).unwrap().len(),
+            consumer_partitions(&p("2026-12"), Zone::UTC, Hourly, Zone::UTC)
+                .unwrap()
+                .len(),
             744
         );
     }

@@ -1,4 +1,4 @@
-//! Cron schedules in UTC: when a cron trigger fires.
+//! Cron schedules: when a cron trigger fires, in UTC or a graph's zone.
 //!
 //! [`Schedule`] wraps croner 2.2 and fixes the dialect weir speaks:
 //!
@@ -33,6 +33,7 @@ use croner::Cron;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::partition::{Partition, Partitioning};
+use crate::zone::Zone;
 
 /// Field names in croner's order, seconds first.
 const FIELDS: [&str; 6] = [
@@ -123,11 +124,13 @@ pub enum CronError {
     },
 }
 
-/// A parsed cron expression, evaluated in UTC.
+/// A parsed cron expression, evaluated in UTC or in the zone given by
+/// [`Schedule::in_zone`].
 #[derive(Clone)]
 pub struct Schedule {
     source: String,
     cron: Cron,
+    zone: Zone,
 }
 
 impl Schedule {
@@ -183,6 +186,7 @@ impl Schedule {
         let schedule = Schedule {
             source: owned(),
             cron,
+            zone: Zone::UTC,
         };
         // croner searches up to year 5000, past a whole 400-year Gregorian
         // cycle, so finding nothing after 1970 means it never fires.
@@ -197,9 +201,31 @@ impl Schedule {
         &self.source
     }
 
+    /// This schedule, its fields read as wall-clock times in `zone`.
+    ///
+    /// The expression matches wall-clock times; each match fires at the
+    /// instant [`Zone::at_wall`] gives it. So at a spring-forward gap every
+    /// match inside the gap fires once, together, at the first instant
+    /// after it (`30 2 * * *` fires at 03:00+02:00 in Berlin on
+    /// 2026-03-29), and at a fall-back repeat a match fires once, at its
+    /// first occurrence (`30 2 * * *` at 02:30+02:00 on 2026-10-25, not
+    /// again at 02:30+01:00).
+    pub fn in_zone(mut self, zone: Zone) -> Schedule {
+        self.zone = zone;
+        self
+    }
+
+    /// The zone the fields are read in.
+    pub fn zone(&self) -> Zone {
+        self.zone
+    }
+
     /// The first firing strictly after `ms`, in ms since the epoch; `None`
     /// when croner finds none (it stops searching at year 5000).
     pub fn next_after(&self, ms: u64) -> Option<u64> {
+        if !self.zone.is_utc() {
+            return self.next_after_zoned(ms);
+        }
         // Firings are whole seconds: search from the second that holds `ms`,
         // exclusive. croner keeps sub-second parts it was given, so they are
         // cut here.
@@ -210,9 +236,36 @@ impl Schedule {
         Some(next_ms)
     }
 
+    /// Matches are wall-clock times and map to instants monotonically, so
+    /// the next firing after `ms` is the first match after the latest wall
+    /// time the clock showed by `ms` (later than the wall time at `ms` just
+    /// after a fall-back), at the instant it stands for.
+    fn next_after_zoned(&self, ms: u64) -> Option<u64> {
+        let floor_ms = ms - ms % 1000;
+        let shown = self.zone.wall_max_until(floor_ms)?;
+        let next = self
+            .cron
+            .find_next_occurrence(&shown.and_utc(), false)
+            .ok()?
+            .naive_utc();
+        let at = self.zone.at_wall(next)?;
+        debug_assert!(at > ms, "{self} in {}: next after {ms} is {at}", self.zone);
+        (at > ms).then_some(at)
+    }
+
     /// The last firing strictly before `ms`, in ms since the epoch; `None`
     /// when there is none since the epoch.
     pub fn prev_before(&self, ms: u64) -> Option<u64> {
+        if !self.zone.is_utc() {
+            // The last match at or before the latest wall time shown by the
+            // last whole second before `ms` (see `next_after_zoned`).
+            let limit_s = ms.div_ceil(1000).checked_sub(1)?;
+            let shown = self.zone.wall_max_until(limit_s * 1000)?;
+            let found = self.latest_at_or_before(shown)?;
+            let at = self.zone.at_wall(found)?;
+            debug_assert!(at < ms, "{self} in {}: prev before {ms} is {at}", self.zone);
+            return (at < ms).then_some(at);
+        }
         // The latest whole second s with s * 1000 < ms.
         let limit_s = ms.div_ceil(1000).checked_sub(1)?;
         let limit = DateTime::<Utc>::from_timestamp(i64::try_from(limit_s).ok()?, 0)?.naive_utc();
@@ -249,7 +302,28 @@ impl Schedule {
         partitioning: Partitioning,
         firing_ms: u64,
     ) -> Option<Partition> {
-        Partition::of_time(partitioning, self.prev_before(firing_ms)?)
+        Partition::of_time(partitioning, self.prev_before(firing_ms)?, self.zone)
+    }
+
+    /// Every window the firing at `firing_ms` starts: the one
+    /// [`Schedule::window_closed_by`] names, and after it any window with
+    /// the same wall-clock name that has ended by the firing. That is the
+    /// second 02:00 hour of a fall-back, which no firing of `0 * * * *`
+    /// falls in (a match fires at its first occurrence only) and which
+    /// would otherwise never run.
+    pub fn windows_closed_by(&self, partitioning: Partitioning, firing_ms: u64) -> Vec<Partition> {
+        let Some(first) = self.window_closed_by(partitioning, firing_ms) else {
+            return Vec::new();
+        };
+        let mut out = vec![first];
+        while let Some(next) = out.last().and_then(|w| w.next(self.zone)) {
+            let ended = next.end_ms(self.zone).is_some_and(|e| e <= firing_ms);
+            if !ended || next.wall_start_ms() != out[0].wall_start_ms() {
+                break;
+            }
+            out.push(next);
+        }
+        out
     }
 
     fn latest_at_or_before(&self, limit: NaiveDateTime) -> Option<NaiveDateTime> {
@@ -405,12 +479,13 @@ pub fn window_due_now(
     partitioning: Partitioning,
     schedule: Option<&Schedule>,
     now_ms: u64,
+    zone: Zone,
 ) -> Option<Partition> {
     match (partitioning, schedule) {
         (Partitioning::None, _) => Some(Partition::NONE),
         (Partitioning::Keyed, _) => None,
         (_, Some(s)) => s.window_closed_by(partitioning, s.prev_before(now_ms.saturating_add(1))?),
-        (_, None) => Partition::of_time(partitioning, now_ms)?.prev(),
+        (_, None) => Partition::of_time(partitioning, now_ms, zone)?.prev(zone),
     }
 }
 
@@ -732,7 +807,7 @@ mod tests {
             (Partitioning::Keyed, None, None),
         ];
         for (i, (partitioning, cron, want)) in cases.iter().enumerate() {
-            let got = window_due_now(*partitioning, *cron, now).map(|p| p.to_string());
+            let got = window_due_now(*partitioning, *cron, now, Zone::UTC).map(|p| p.to_string());
             assert_eq!(
                 got.as_deref(),
                 *want,

@@ -135,9 +135,30 @@ pub struct GraphDef {
     /// record names the timeout. Absent from the encoding when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_timeout_ms: Option<u64>,
+    /// The zone of its windows and cron expression; `None` is UTC. Absent
+    /// from the encoding when unset, so definitions without one keep their
+    /// hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<crate::zone::Zone>,
 }
 
 impl GraphDef {
+    /// The zone of its windows and cron expression (UTC by default).
+    pub fn zone(&self) -> crate::zone::Zone {
+        self.timezone.unwrap_or_default()
+    }
+
+    /// Its cron expression, parsed and read in its zone; `None` without one
+    /// (or with one that does not parse, which validation refuses).
+    pub fn schedule(&self) -> Option<crate::cron::Schedule> {
+        let expr = self.cron.as_deref()?;
+        Some(
+            crate::cron::Schedule::parse(expr)
+                .ok()?
+                .in_zone(self.zone()),
+        )
+    }
+
     /// A definition of `nodes` with every setting at its default.
     pub fn new(name: Name, nodes: Vec<NodeDef>) -> Self {
         GraphDef {
@@ -157,6 +178,7 @@ impl GraphDef {
             on_success: None,
             trigger_assets: Vec::new(),
             run_timeout_ms: None,
+            timezone: None,
         }
     }
 
@@ -971,6 +993,8 @@ struct CanonicalDef<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     start_ms: &'a Option<u64>,
     targets: &'a BTreeMap<Name, crate::breaker::BreakerSettings>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timezone: &'a Option<crate::zone::Zone>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     trigger_assets: &'a Vec<Name>,
 }
@@ -1037,6 +1061,7 @@ impl<'a> CanonicalDef<'a> {
             on_success,
             trigger_assets,
             run_timeout_ms,
+            timezone,
         } = def;
         let mut order: Vec<&NodeDef> = nodes.iter().collect();
         order.sort_by(|a, b| a.name.cmp(&b.name));
@@ -1056,6 +1081,7 @@ impl<'a> CanonicalDef<'a> {
             run_timeout_ms,
             start_ms,
             targets,
+            timezone,
             trigger_assets,
         }
     }

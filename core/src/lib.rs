@@ -44,3 +44,4 @@ pub mod schedule;
 pub mod sensor;
 pub mod template;
 pub mod trigger;
+pub mod zone;

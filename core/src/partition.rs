@@ -44,6 +44,7 @@ use chrono::{DateTime, Datelike, NaiveDate, Timelike, Weekday};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::names::{Key, NameError};
+use crate::zone::{offset_text, Zone};
 
 /// How a graph's runs are partitioned.
 #[derive(
@@ -150,6 +151,25 @@ pub enum PartitionError {
         /// The instant, in ms since the epoch.
         at_ms: u64,
     },
+    /// An hour a fall-back shows twice, named without its offset.
+    #[error("partition {partition} is shown twice in {zone}; name one: {}", choices.join(" or "))]
+    AmbiguousHour {
+        /// The partition.
+        partition: Partition,
+        /// The graph's zone.
+        zone: &'static str,
+        /// The names of both hours.
+        choices: Vec<String>,
+    },
+    /// A window that the graph's zone does not have: an hour in a
+    /// spring-forward gap, or an offset the zone does not use then.
+    #[error("partition {partition} is not a window in {zone} (an hour its clocks skip, or another offset)")]
+    NotInZone {
+        /// The partition.
+        partition: Partition,
+        /// The graph's zone.
+        zone: &'static str,
+    },
     /// A range is not `FROM..TO`.
     #[error("partition range {input:?}: expected FROM..TO, e.g. 2026-11-01..2026-11-30")]
     RangeMalformed {
@@ -208,9 +228,13 @@ pub struct Partition(Repr);
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Repr {
     None,
+    /// `start_ms` is the window's wall-clock start read as UTC (its instant
+    /// in UTC); a local hour (`offset_s` set) holds its instant instead, so
+    /// the two hours a fall-back repeats sort in the order they happen.
     Time {
         partitioning: Partitioning,
         start_ms: u64,
+        offset_s: Option<i32>,
     },
     Key(Key),
     KeyAt {
@@ -249,33 +273,56 @@ impl Partition {
         Ok(Partition(Repr::KeyAt { key, at_ms }))
     }
 
-    /// The window of `partitioning` that contains the instant `ms`:
-    /// [`Partition::NONE`] for an unpartitioned graph; `None` for a keyed
-    /// one (a key is not a function of time), and for an instant outside
-    /// the range of windows (at or after year 10000, or in the first days of
-    /// 1970 for weeks).
-    pub fn of_time(partitioning: Partitioning, ms: u64) -> Option<Partition> {
+    /// The window of `partitioning` in `zone` that contains the instant
+    /// `ms`: [`Partition::NONE`] for an unpartitioned graph; `None` for a
+    /// keyed one (a key is not a function of time), and for an instant
+    /// outside the range of windows (at or after year 10000, or in a window
+    /// that starts before the epoch).
+    pub fn of_time(partitioning: Partitioning, ms: u64, zone: Zone) -> Option<Partition> {
+        if ms >= INSTANT_MS_END {
+            return match partitioning {
+                Partitioning::None => Some(Partition::NONE),
+                _ => None,
+            };
+        }
+        if partitioning == Partitioning::Hourly && !zone.is_utc() {
+            // A local hour is named by its wall time and offset, which tells
+            // the two 02:00 hours of a fall-back apart.
+            let start_ms = zone.hour_start(ms)?;
+            return Some(Partition(Repr::Time {
+                partitioning,
+                start_ms,
+                offset_s: Some(zone.offset_s(start_ms)),
+            }));
+        }
+        // Every other window is named by its wall-clock start: in UTC that
+        // is its instant, elsewhere the local date it begins.
+        let wall = ms_of_wall(zone.wall(ms)?)?;
         let start_ms = match partitioning {
             Partitioning::None => return Some(Partition::NONE),
             Partitioning::Keyed => return None,
-            _ if ms >= INSTANT_MS_END => return None,
-            Partitioning::Hourly => ms - ms % HOUR_MS,
-            Partitioning::Daily => ms - ms % DAY_MS,
+            Partitioning::Hourly => wall - wall % HOUR_MS,
+            Partitioning::Daily => wall - wall % DAY_MS,
             Partitioning::Weekly => {
                 // Day 0 (1970-01-01) is a Thursday, 3 days after a Monday.
-                let day = ms / DAY_MS;
+                let day = wall / DAY_MS;
                 let since_monday = (day + 3) % 7;
                 day.checked_sub(since_monday)? * DAY_MS
             }
             Partitioning::Monthly => {
-                let date = date_of(ms)?;
+                let date = date_of(wall)?;
                 ms_of_date(NaiveDate::from_ymd_opt(date.year(), date.month(), 1)?)?
             }
         };
-        Some(Partition(Repr::Time {
+        let window = Partition(Repr::Time {
             partitioning,
             start_ms,
-        }))
+            offset_s: None,
+        });
+        // A window that starts before the epoch (1970-01-01 east of UTC)
+        // has no start instant: it does not exist.
+        window.start_ms(zone)?;
+        Some(window)
     }
 
     /// How this partition partitions: the kind of window, key or none.
@@ -292,28 +339,40 @@ impl Partition {
         matches!(self.0, Repr::None)
     }
 
-    /// The first instant of a time window, in ms since the epoch.
-    pub fn start_ms(&self) -> Option<u64> {
+    /// The first instant of a time window in `zone`, in ms since the epoch.
+    /// A local hour (`2026-10-25T02:00+01:00`) names its instant itself; a
+    /// day, week or month starts at the first instant of its first local
+    /// day (after the gap, where a zone skips midnight).
+    pub fn start_ms(&self, zone: Zone) -> Option<u64> {
         match self.0 {
-            Repr::Time { start_ms, .. } => Some(start_ms),
+            Repr::Time {
+                start_ms,
+                offset_s: Some(_),
+                ..
+            } => Some(start_ms),
+            Repr::Time { start_ms, .. } if zone.is_utc() => Some(start_ms),
+            Repr::Time { start_ms, .. } => zone.at_wall(wall_of_ms(start_ms)?),
             _ => None,
         }
     }
 
-    /// The first instant after a time window, in ms since the epoch: windows
-    /// are `[start_ms, end_ms)`.
-    pub fn end_ms(&self) -> Option<u64> {
+    /// The first instant after a time window in `zone`, in ms since the
+    /// epoch: windows are `[start_ms, end_ms)`. A local day is 23 hours
+    /// long on the day of a spring-forward and 25 on a fall-back.
+    pub fn end_ms(&self, zone: Zone) -> Option<u64> {
         let Repr::Time {
             partitioning,
             start_ms,
+            offset_s,
         } = self.0
         else {
             return None;
         };
-        match partitioning {
-            Partitioning::Hourly => Some(start_ms + HOUR_MS),
-            Partitioning::Daily => Some(start_ms + DAY_MS),
-            Partitioning::Weekly => Some(start_ms + WEEK_MS),
+        let wall_end = match partitioning {
+            Partitioning::Hourly if offset_s.is_some() => return Some(zone.hour_end(start_ms)),
+            Partitioning::Hourly => start_ms + HOUR_MS,
+            Partitioning::Daily => start_ms + DAY_MS,
+            Partitioning::Weekly => start_ms + WEEK_MS,
             Partitioning::Monthly => {
                 let date = date_of(start_ms)?;
                 let (year, month) = if date.month() == 12 {
@@ -321,17 +380,76 @@ impl Partition {
                 } else {
                     (date.year(), date.month() + 1)
                 };
-                ms_of_date(NaiveDate::from_ymd_opt(year, month, 1)?)
+                ms_of_date(NaiveDate::from_ymd_opt(year, month, 1)?)?
             }
-            Partitioning::None | Partitioning::Keyed => None,
+            Partitioning::None | Partitioning::Keyed => return None,
+        };
+        if zone.is_utc() {
+            return Some(wall_end);
+        }
+        zone.at_wall(wall_of_ms(wall_end)?)
+    }
+
+    /// Whether the instant `ms` lies in this time window in `zone`.
+    pub fn contains(&self, ms: u64, zone: Zone) -> bool {
+        match (self.start_ms(zone), self.end_ms(zone)) {
+            (Some(start), Some(end)) => start <= ms && ms < end,
+            _ => false,
         }
     }
 
-    /// Whether the instant `ms` lies in this time window.
-    pub fn contains(&self, ms: u64) -> bool {
-        match (self.start_ms(), self.end_ms()) {
-            (Some(start), Some(end)) => start <= ms && ms < end,
-            _ => false,
+    /// This partition as a graph in `zone` names it, or why it names no
+    /// window there. A local hour needs its offset where the zone is not
+    /// UTC: `2026-10-25T01` becomes `2026-10-25T01:00+02:00`, and
+    /// `2026-10-25T02` (shown twice in Berlin) is refused with both names.
+    /// A named offset must be the zone's at that hour. Other partitions
+    /// pass unchanged.
+    pub fn in_zone(&self, zone: Zone) -> Result<Partition, PartitionError> {
+        let Repr::Time {
+            partitioning: Partitioning::Hourly,
+            start_ms,
+            offset_s,
+        } = self.0
+        else {
+            return Ok(self.clone());
+        };
+        let not_in_zone = || PartitionError::NotInZone {
+            partition: self.clone(),
+            zone: zone.name(),
+        };
+        match offset_s {
+            None if zone.is_utc() => Ok(self.clone()),
+            Some(0) if zone.is_utc() => Ok(Partition(Repr::Time {
+                partitioning: Partitioning::Hourly,
+                start_ms,
+                offset_s: None,
+            })),
+            Some(_) if zone.is_utc() => Err(not_in_zone()),
+            Some(offset) => {
+                let at = Partition::of_time(Partitioning::Hourly, start_ms, zone);
+                if zone.offset_s(start_ms) != offset || at.as_ref() != Some(self) {
+                    return Err(not_in_zone());
+                }
+                Ok(self.clone())
+            }
+            None => {
+                let wall = wall_of_ms(start_ms).ok_or_else(not_in_zone)?;
+                let named: Vec<Partition> = zone
+                    .instants(wall)
+                    .into_iter()
+                    .filter_map(|t| Partition::of_time(Partitioning::Hourly, t, zone))
+                    .filter(|p| p.start_ms(zone).is_some_and(|s| zone.wall(s) == Some(wall)))
+                    .collect();
+                match named.as_slice() {
+                    [one] => Ok(one.clone()),
+                    [] => Err(not_in_zone()),
+                    several => Err(PartitionError::AmbiguousHour {
+                        partition: self.clone(),
+                        zone: zone.name(),
+                        choices: several.iter().map(|p| p.to_string()).collect(),
+                    }),
+                }
+            }
         }
     }
 
@@ -353,26 +471,34 @@ impl Partition {
 
     /// The time window right after this one; `None` for other partitions and
     /// after the last window.
-    pub fn next(&self) -> Option<Partition> {
-        Partition::of_time(self.time_partitioning()?, self.end_ms()?)
+    pub fn next(&self, zone: Zone) -> Option<Partition> {
+        Partition::of_time(self.time_partitioning()?, self.end_ms(zone)?, zone)
     }
 
     /// The time window right before this one; `None` for other partitions
     /// and before the first window.
-    pub fn prev(&self) -> Option<Partition> {
-        Partition::of_time(self.time_partitioning()?, self.start_ms()?.checked_sub(1)?)
+    pub fn prev(&self, zone: Zone) -> Option<Partition> {
+        Partition::of_time(
+            self.time_partitioning()?,
+            self.start_ms(zone)?.checked_sub(1)?,
+            zone,
+        )
     }
 
-    /// Every window of `partitioning` from `from` to `to`, both included,
-    /// oldest first, for a backfill. Refuses ends that are not windows of
-    /// `partitioning`, a range that runs backwards, and one of more than
-    /// `count_max` windows (counted before anything is built).
+    /// Every window of `partitioning` in `zone` from `from` to `to`, both
+    /// included, oldest first, for a backfill. Refuses ends that are not
+    /// windows of `partitioning` in `zone`, a range that runs backwards, and
+    /// one of more than `count_max` windows (counted before anything is
+    /// built).
     pub fn windows(
         partitioning: Partitioning,
         from: &Partition,
         to: &Partition,
         count_max: usize,
+        zone: Zone,
     ) -> Result<Vec<Partition>, PartitionError> {
+        let from = &from.in_zone(zone)?;
+        let to = &to.in_zone(zone)?;
         for end in [from, to] {
             let got = end
                 .time_partitioning()
@@ -387,20 +513,29 @@ impl Partition {
                 });
             }
         }
-        let (Some(from_ms), Some(to_ms)) = (from.start_ms(), to.start_ms()) else {
-            unreachable!("time windows have a start");
+        let start = |p: &Partition| {
+            p.start_ms(zone).ok_or_else(|| PartitionError::NotInZone {
+                partition: p.clone(),
+                zone: zone.name(),
+            })
         };
+        let (from_ms, to_ms) = (start(from)?, start(to)?);
         if to_ms < from_ms {
             return Err(PartitionError::Backwards {
                 from: from.clone(),
                 to: to.clone(),
             });
         }
+        // Counted on wall-clock starts (local days and months are whole
+        // numbers of them); local hours counted by instants, with a margin
+        // for the hour a fall-back repeats and the one a spring-forward
+        // skips, checked exactly once built.
+        let (from_wall, to_wall) = (from.wall_start_ms(), to.wall_start_ms());
         let count = match partitioning {
             Partitioning::Hourly => (to_ms - from_ms) / HOUR_MS + 1,
-            Partitioning::Daily => (to_ms - from_ms) / DAY_MS + 1,
-            Partitioning::Weekly => (to_ms - from_ms) / WEEK_MS + 1,
-            _ => month_index(to_ms) - month_index(from_ms) + 1,
+            Partitioning::Daily => (to_wall - from_wall) / DAY_MS + 1,
+            Partitioning::Weekly => (to_wall - from_wall) / WEEK_MS + 1,
+            _ => month_index(to_wall) - month_index(from_wall) + 1,
         };
         if count > count_max as u64 {
             return Err(PartitionError::TooMany {
@@ -418,12 +553,40 @@ impl Partition {
             if last {
                 break;
             }
+            if out.len() >= count_max {
+                return Err(PartitionError::TooMany {
+                    from: from.clone(),
+                    to: to.clone(),
+                    count: out.len() as u64 + 1,
+                    count_max,
+                });
+            }
             window = window
-                .next()
-                .expect("a window before `to` has a next window");
+                .next(zone)
+                .filter(|w| w.start_ms(zone).is_some_and(|s| s <= to_ms))
+                .ok_or_else(|| PartitionError::NotInZone {
+                    partition: to.clone(),
+                    zone: zone.name(),
+                })?;
         }
-        debug_assert_eq!(out.len() as u64, count, "window count of {from}..{to}");
+        debug_assert!(
+            partitioning == Partitioning::Hourly || out.len() as u64 == count,
+            "window count of {from}..{to}"
+        );
         Ok(out)
+    }
+
+    /// The wall-clock start of a time window, as if it were UTC.
+    pub(crate) fn wall_start_ms(&self) -> u64 {
+        match self.0 {
+            Repr::Time {
+                start_ms,
+                offset_s: Some(off),
+                ..
+            } => start_ms.saturating_add_signed(i64::from(off) * 1000),
+            Repr::Time { start_ms, .. } => start_ms,
+            _ => 0,
+        }
     }
 
     fn time_partitioning(&self) -> Option<Partitioning> {
@@ -450,8 +613,9 @@ impl PartitionRange {
         &self,
         partitioning: Partitioning,
         count_max: usize,
+        zone: Zone,
     ) -> Result<Vec<Partition>, PartitionError> {
-        Partition::windows(partitioning, &self.from, &self.to, count_max)
+        Partition::windows(partitioning, &self.from, &self.to, count_max, zone)
     }
 }
 
@@ -504,8 +668,29 @@ impl fmt::Display for Partition {
                 write_instant(f, *at_ms)
             }
             Repr::Time {
+                partitioning: Partitioning::Hourly,
+                start_ms,
+                offset_s: Some(offset),
+            } => {
+                let wall = start_ms.saturating_add_signed(i64::from(*offset) * 1000);
+                let Some(start) = DateTime::from_timestamp_millis(wall as i64) else {
+                    unreachable!("a window starts before year 10000");
+                };
+                write!(
+                    f,
+                    "{:04}-{:02}-{:02}T{:02}:{:02}{}",
+                    start.year(),
+                    start.month(),
+                    start.day(),
+                    start.hour(),
+                    start.minute(),
+                    offset_text(*offset)
+                )
+            }
+            Repr::Time {
                 partitioning,
                 start_ms,
+                ..
             } => {
                 let Some(start) = DateTime::from_timestamp_millis(*start_ms as i64) else {
                     unreachable!("a window starts before year 10000");
@@ -549,6 +734,9 @@ impl FromStr for Partition {
         }
         let b = s.as_bytes();
         let field = |range: std::ops::Range<usize>| digits(&s[range]).ok_or_else(malformed);
+        if (b.len() == 22 || b.len() == 25) && b.len() > 16 && matches!(b[16], b'+' | b'-') {
+            return parse_local_hour(s);
+        }
         // Every time shape starts with `YYYY-`; checking the separators by
         // byte first keeps the slicing below on character boundaries.
         if b.len() < 7 || b[4] != b'-' {
@@ -579,8 +767,56 @@ impl FromStr for Partition {
         Ok(Partition(Repr::Time {
             partitioning,
             start_ms,
+            offset_s: None,
         }))
     }
+}
+
+/// `2026-10-25T02:00+01:00`: a local hour, its wall time and offset (an
+/// offset may carry seconds, `+00:19:32`, as a few zones' did before 1972).
+fn parse_local_hour(s: &str) -> Result<Partition, PartitionError> {
+    let malformed = || PartitionError::Malformed {
+        input: s.to_string(),
+    };
+    let b = s.as_bytes();
+    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd";
+    let shaped = SHAPE.iter().zip(b).all(|(want, got)| {
+        if *want == b'd' {
+            got.is_ascii_digit()
+        } else {
+            want == got
+        }
+    });
+    let offset_shaped = b[19] == b':' && (b.len() == 22 || b[22] == b':');
+    if !shaped || !offset_shaped {
+        return Err(malformed());
+    }
+    let n = |r: std::ops::Range<usize>| digits(&s[r]).ok_or_else(malformed);
+    let day = checked_date(s, (n(0..4)?, n(5..7)?, n(8..10)?))?;
+    let (hour, minute) = (n(11..13)?, n(14..16)?);
+    in_range(s, "hour", hour, 0, 23)?;
+    in_range(s, "minute", minute, 0, 59)?;
+    let (oh, om) = (n(17..19)?, n(20..22)?);
+    let os = if b.len() == 25 { n(23..25)? } else { 0 };
+    in_range(s, "offset hour", oh, 0, 23)?;
+    in_range(s, "offset minute", om, 0, 59)?;
+    in_range(s, "offset second", os, 0, 59)?;
+    let magnitude = (oh * 3600 + om * 60 + os) as i32;
+    let offset_s = if b[16] == b'-' { -magnitude } else { magnitude };
+    let wall = ms_of_date(day).expect("a checked date is after the epoch")
+        + u64::from(hour) * HOUR_MS
+        + u64::from(minute) * 60_000;
+    let start_ms = wall
+        .checked_add_signed(-i64::from(offset_s) * 1000)
+        .ok_or_else(|| PartitionError::BeforeEpoch {
+            input: s.to_string(),
+            starts: s[..16].to_string(),
+        })?;
+    Ok(Partition(Repr::Time {
+        partitioning: Partitioning::Hourly,
+        start_ms,
+        offset_s: Some(offset_s),
+    }))
 }
 
 impl Serialize for Partition {
@@ -740,6 +976,7 @@ fn week_start(input: &str, year: u32, week: u32) -> Result<Partition, PartitionE
     Ok(Partition(Repr::Time {
         partitioning: Partitioning::Weekly,
         start_ms,
+        offset_s: None,
     }))
 }
 
@@ -756,6 +993,16 @@ fn kind_name(partitioning: Partitioning) -> &'static str {
 
 fn date_of(ms: u64) -> Option<NaiveDate> {
     Some(DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)?.date_naive())
+}
+
+/// A wall-clock time read as UTC, in ms; `None` before the epoch.
+fn ms_of_wall(wall: chrono::NaiveDateTime) -> Option<u64> {
+    u64::try_from(wall.and_utc().timestamp_millis()).ok()
+}
+
+/// The wall-clock time that `ms` (a wall-clock start read as UTC) stands for.
+fn wall_of_ms(ms: u64) -> Option<chrono::NaiveDateTime> {
+    Some(DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)?.naive_utc())
 }
 
 /// Midnight UTC of `date` in ms, or `None` before the epoch.
@@ -887,7 +1134,7 @@ mod tests {
             let got = p(text);
             assert_eq!(got.to_string(), *text, "#{i}: {text:?} displays as {got}");
             assert_eq!(got.partitioning(), *want_kind, "#{i}: {text:?}");
-            let bounds = got.start_ms().zip(got.end_ms());
+            let bounds = got.start_ms(Zone::UTC).zip(got.end_ms(Zone::UTC));
             assert_eq!(
                 bounds, *want_bounds,
                 "#{i}: {text:?}: got {bounds:?}, want {want_bounds:?}"
@@ -1032,7 +1279,7 @@ mod tests {
             (Monthly, 0, Some("1970-01")),
         ];
         for (i, (kind, ms, want)) in cases.iter().enumerate() {
-            let got = Partition::of_time(*kind, *ms).map(|p| p.to_string());
+            let got = Partition::of_time(*kind, *ms, Zone::UTC).map(|p| p.to_string());
             assert_eq!(
                 got.as_deref(),
                 *want,
@@ -1067,8 +1314,8 @@ mod tests {
         for (i, (text, next, prev)) in cases.iter().enumerate() {
             let part = p(text);
             let got = (
-                part.next().map(|p| p.to_string()),
-                part.prev().map(|p| p.to_string()),
+                part.next(Zone::UTC).map(|p| p.to_string()),
+                part.prev(Zone::UTC).map(|p| p.to_string()),
             );
             let want = (next.map(String::from), prev.map(String::from));
             assert_eq!(
@@ -1147,7 +1394,7 @@ mod tests {
         for (i, (kind, range, count_max, want)) in cases.iter().enumerate() {
             let got = range
                 .parse::<PartitionRange>()
-                .and_then(|r| r.windows(*kind, *count_max))
+                .and_then(|r| r.windows(*kind, *count_max, Zone::UTC))
                 .map(|ws| ws.iter().map(|w| w.to_string()).collect::<Vec<_>>())
                 .map_err(|e| e.to_string());
             match (want, &got) {
@@ -1189,10 +1436,11 @@ mod tests {
     #[test]
     fn windows_refuse_other_partitions() {
         let day = p("2026-11-29");
-        let e = Partition::windows(Partitioning::Daily, &Partition::NONE, &day, 10).unwrap_err();
+        let e = Partition::windows(Partitioning::Daily, &Partition::NONE, &day, 10, Zone::UTC)
+            .unwrap_err();
         assert!(e.to_string().contains("none is not a time window"), "{e}");
         let key = p("key=db1");
-        let e = Partition::windows(Partitioning::Keyed, &key, &key, 10).unwrap_err();
+        let e = Partition::windows(Partitioning::Keyed, &key, &key, 10, Zone::UTC).unwrap_err();
         assert!(matches!(e, PartitionError::NotTimeWindow { .. }), "{e}");
     }
 
@@ -1215,8 +1463,9 @@ mod tests {
     fn any_partition() -> impl Strategy<Value = Partition> {
         prop_oneof![
             Just(Partition::NONE),
-            (time_kind(), 0..INSTANT_MS_END)
-                .prop_filter_map("before 1970-W02", |(k, ms)| Partition::of_time(k, ms)),
+            (time_kind(), 0..INSTANT_MS_END).prop_filter_map("before 1970-W02", |(k, ms)| {
+                Partition::of_time(k, ms, Zone::UTC)
+            }),
             "[^/\\p{Cc}]{1,40}".prop_filter_map("key ends in an instant", |k| Partition::keyed(
                 Key::new(k).ok()?
             )
@@ -1258,13 +1507,13 @@ mod tests {
 
         #[test]
         fn window_contains_its_instants(kind in time_kind(), ms in 0..INSTANT_MS_END) {
-            if let Some(w) = Partition::of_time(kind, ms) {
-                let (start, end) = (w.start_ms().unwrap(), w.end_ms().unwrap());
+            if let Some(w) = Partition::of_time(kind, ms, Zone::UTC) {
+                let (start, end) = (w.start_ms(Zone::UTC).unwrap(), w.end_ms(Zone::UTC).unwrap());
                 prop_assert!(start <= ms && ms < end, "{} = [{}, {}) lacks {}", w, start, end, ms);
-                prop_assert_eq!(Partition::of_time(kind, start), Some(w.clone()));
-                if let Some(next) = w.next() {
-                    prop_assert_eq!(next.start_ms(), Some(end));
-                    prop_assert_eq!(next.prev(), Some(w.clone()));
+                prop_assert_eq!(Partition::of_time(kind, start, Zone::UTC), Some(w.clone()));
+                if let Some(next) = w.next(Zone::UTC) {
+                    prop_assert_eq!(next.start_ms(Zone::UTC), Some(end));
+                    prop_assert_eq!(next.prev(Zone::UTC), Some(w.clone()));
                 }
             }
         }

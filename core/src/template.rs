@@ -50,6 +50,7 @@ use std::fmt;
 use std::rc::Rc;
 
 use crate::partition::{Partition, Partitioning};
+use crate::zone::Zone;
 
 /// The most steps of one JSON path.
 pub const PATH_STEPS_MAX: usize = 32;
@@ -114,6 +115,10 @@ pub enum Ref {
     PartitionStart,
     /// `{partition.end}`: the first instant after a time window, RFC 3339.
     PartitionEnd,
+    /// `{partition.start_utc}`: `{partition.start}` in UTC (`…Z`).
+    PartitionStartUtc,
+    /// `{partition.end_utc}`: `{partition.end}` in UTC (`…Z`).
+    PartitionEndUtc,
     /// `{partition.key}`: a keyed run's key.
     PartitionKey,
     /// `{node}`.
@@ -240,6 +245,9 @@ pub struct Scope<'a> {
     pub env: Option<&'a EnvLookup>,
     /// A mapped node's member's item; `None` for any other attempt.
     pub item: Option<&'a serde_json::Value>,
+    /// The graph's zone, which `{partition.start}` and `{partition.end}`
+    /// are shown in.
+    pub zone: Zone,
     /// Upstream outputs parsed as JSON, once per scope.
     json: RefCell<BTreeMap<String, Rc<Result<serde_json::Value, String>>>>,
 }
@@ -264,6 +272,7 @@ impl<'a> Scope<'a> {
             params,
             env: None,
             item: None,
+            zone: Zone::UTC,
             json: RefCell::new(BTreeMap::new()),
         }
     }
@@ -488,11 +497,21 @@ impl Template {
             let time = !matches!(ctx.partitioning, Partitioning::None | Partitioning::Keyed);
             match r {
                 Ref::Graph | Ref::Partition | Ref::Env(_) => {}
-                Ref::PartitionStart | Ref::PartitionEnd if !time => fault(format!(
-                    "the graph's partitioning is {}, which has no time windows",
-                    partitioning_word(ctx.partitioning)
-                )),
-                Ref::PartitionStart | Ref::PartitionEnd => {}
+                Ref::PartitionStart
+                | Ref::PartitionEnd
+                | Ref::PartitionStartUtc
+                | Ref::PartitionEndUtc
+                    if !time =>
+                {
+                    fault(format!(
+                        "the graph's partitioning is {}, which has no time windows",
+                        partitioning_word(ctx.partitioning)
+                    ))
+                }
+                Ref::PartitionStart
+                | Ref::PartitionEnd
+                | Ref::PartitionStartUtc
+                | Ref::PartitionEndUtc => {}
                 Ref::PartitionKey if ctx.partitioning != Partitioning::Keyed => fault(format!(
                     "the graph's partitioning is {}, not keyed",
                     partitioning_word(ctx.partitioning)
@@ -641,10 +660,12 @@ fn parse_ref(c: &mut Cursor<'_>) -> Result<Ref, String> {
                 match c.take(is_root_char) {
                     "start" => Ref::PartitionStart,
                     "end" => Ref::PartitionEnd,
+                    "start_utc" => Ref::PartitionStartUtc,
+                    "end_utc" => Ref::PartitionEndUtc,
                     "key" => Ref::PartitionKey,
                     other => {
                         return Err(format!(
-                            "{{partition.{other}}}: a partition has start, end and key"
+                            "{{partition.{other}}}: a partition has start, end, start_utc, end_utc and key"
                         ))
                     }
                 }
@@ -730,27 +751,30 @@ fn parse_path(c: &mut Cursor<'_>) -> Result<Vec<Step>, String> {
     }
 }
 
-fn rfc3339(ms: u64) -> Option<String> {
-    let dt = chrono::DateTime::from_timestamp_millis(i64::try_from(ms).ok()?)?;
-    Some(dt.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-}
-
 /// The value of one reference in `scope`.
 fn value_of(r: &Ref, scope: &Scope<'_>) -> Result<String, String> {
-    let window = |end: bool| -> Result<String, String> {
+    // In the graph's zone, with its offset (`Z` in UTC); `utc` always `Z`.
+    let window = |end: bool, utc: bool| -> Result<String, String> {
         let p: Partition = scope
             .partition
             .parse()
             .map_err(|e| format!("the partition does not parse: {e}"))?;
-        let ms = if end { p.end_ms() } else { p.start_ms() };
-        ms.and_then(rfc3339)
+        let ms = if end {
+            p.end_ms(scope.zone)
+        } else {
+            p.start_ms(scope.zone)
+        };
+        let shown_in = if utc { Zone::UTC } else { scope.zone };
+        ms.map(|ms| shown_in.rfc3339(ms))
             .ok_or_else(|| format!("partition {} is not a time window", scope.partition))
     };
     Ok(match r {
         Ref::Graph => scope.graph.to_string(),
         Ref::Partition => scope.partition.to_string(),
-        Ref::PartitionStart => window(false)?,
-        Ref::PartitionEnd => window(true)?,
+        Ref::PartitionStart => window(false, false)?,
+        Ref::PartitionEnd => window(true, false)?,
+        Ref::PartitionStartUtc => window(false, true)?,
+        Ref::PartitionEndUtc => window(true, true)?,
         Ref::PartitionKey => {
             let p: Partition = scope
                 .partition
@@ -996,6 +1020,45 @@ mod tests {
         }
     }
 
+    /// `{partition.start}` and `{partition.end}` carry the graph zone's
+    /// offset at each end; the `_utc` forms are the same instants in UTC.
+    #[test]
+    fn window_references_carry_the_zone_s_offset() {
+        let p = params();
+        let t = "{partition.start} {partition.end} {partition.start_utc} {partition.end_utc}";
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "Europe/Berlin",
+                "2026-03-29",
+                "2026-03-29T00:00:00+01:00 2026-03-30T00:00:00+02:00 2026-03-28T23:00:00Z 2026-03-29T22:00:00Z",
+            ),
+            (
+                "Europe/Berlin",
+                "2026-10-25T02:00+01:00",
+                "2026-10-25T02:00:00+01:00 2026-10-25T03:00:00+01:00 2026-10-25T01:00:00Z 2026-10-25T02:00:00Z",
+            ),
+            (
+                "Asia/Kathmandu",
+                "2026-11",
+                "2026-11-01T00:00:00+05:45 2026-12-01T00:00:00+05:45 2026-10-31T18:15:00Z 2026-11-30T18:15:00Z",
+            ),
+            (
+                "UTC",
+                "2026-11-29",
+                "2026-11-29T00:00:00Z 2026-11-30T00:00:00Z 2026-11-29T00:00:00Z 2026-11-30T00:00:00Z",
+            ),
+        ];
+        for (zone, partition, want) in cases {
+            let mut s = Scope::new("etl", partition, "load", 1, "r", &p);
+            s.zone = Zone::parse(zone).unwrap();
+            let got = Template::parse(t, Place::Command)
+                .unwrap()
+                .render(&s, Escape::None, ARG_BYTES_MAX)
+                .unwrap();
+            assert_eq!(got, *want, "{zone} {partition}");
+        }
+    }
+
     /// What fails at an attempt: permanent, naming the template and the
     /// path.
     #[test]
@@ -1041,7 +1104,11 @@ mod tests {
             ("{upstream}", 0, "write {upstream.NODE.output}"),
             ("{params}", 0, "write {params.NAME}"),
             ("{params.}", 0, "the name is missing"),
-            ("{partition.day}", 0, "a partition has start, end and key"),
+            (
+                "{partition.day}",
+                0,
+                "a partition has start, end, start_utc, end_utc and key",
+            ),
             ("{upstream.x.output.a[}", 0, "an index"),
             ("{upstream.x.output.a[1}", 0, "not closed with ]"),
             ("{upstream.x.output.}", 0, "a . of the path needs a key"),

@@ -101,8 +101,12 @@ fn graph_def() -> Result<GraphDef, BenchError> {
 
 /// The partition of run `i`.
 fn partition(i: usize) -> Result<Partition, BenchError> {
-    Partition::of_time(Partitioning::Hourly, FIRST_WINDOW_MS + i as u64 * HOUR_MS)
-        .ok_or_else(|| BenchError::Failed(format!("no hourly partition for run {i}")))
+    Partition::of_time(
+        Partitioning::Hourly,
+        FIRST_WINDOW_MS + i as u64 * HOUR_MS,
+        weir_core::zone::Zone::UTC,
+    )
+    .ok_or_else(|| BenchError::Failed(format!("no hourly partition for run {i}")))
 }
 
 async fn open_engine(dir: &std::path::Path) -> Result<Engine, BenchError> {

@@ -137,6 +137,9 @@ fn requested_partitions(
                 .parse()
                 .map_err(|e| Failure::input(format!("--partition {p:?}: {e}")))?;
             if part.partitioning() == d.partitioning {
+                let part = part.in_zone(d.zone()).map_err(|e| {
+                    Failure::input(format!("--partition {p:?} of graph {}: {e}", d.name))
+                })?;
                 ps.push(part);
             }
         }
@@ -146,7 +149,11 @@ fn requested_partitions(
                 .map_err(|e| Failure::input(format!("--backfill {range:?}: {e}")))?;
             if r.from.partitioning() == d.partitioning {
                 let windows = r
-                    .windows(d.partitioning, weir_core::partition::WINDOWS_MAX_DEFAULT)
+                    .windows(
+                        d.partitioning,
+                        weir_core::partition::WINDOWS_MAX_DEFAULT,
+                        d.zone(),
+                    )
                     .map_err(|e| Failure::input(format!("--backfill {range:?}: {e}")))?;
                 backfill = Some((r, windows));
             }
@@ -452,8 +459,8 @@ async fn idle_reasons(
         }
         let d = loaded.graph.def();
         let cron = d.cron.as_deref().map(|expr| {
-            let next = weir_core::cron::Schedule::parse(expr)
-                .ok()
+            let next = d
+                .schedule()
                 .and_then(|s| s.next_after(now_ms).map(|at| (s, at)));
             match next {
                 Some((s, at)) => {
@@ -461,8 +468,8 @@ async fn idle_reasons(
                         .window_closed_by(d.partitioning, at)
                         .map_or_else(String::new, |w| format!(", for the window {w}"));
                     format!(
-                        "its cron {expr:?} fires next at {} UTC{window}",
-                        super::table::fmt_time(at)
+                        "its cron {expr:?} fires next at {}{window}",
+                        d.zone().rfc3339(at)
                     )
                 }
                 None => format!("its cron {expr:?} fires no more"),

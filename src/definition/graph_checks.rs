@@ -72,14 +72,18 @@ pub(super) fn notify_spec(
     })
 }
 
-/// A `start` as ms since the epoch: a date (`2026-11-01`, midnight UTC) or
-/// an RFC 3339 instant.
-pub(super) fn start_ms(text: &str) -> Result<u64, String> {
+/// A `start` as ms since the epoch: a date (`2026-11-01`, the first instant
+/// of that day in the graph's zone) or an RFC 3339 instant.
+pub(super) fn start_ms(text: &str, zone: weir_core::zone::Zone) -> Result<u64, String> {
     let t = text.trim();
     let ms = if let Ok(d) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d") {
-        d.and_hms_opt(0, 0, 0)
-            .map(|dt| dt.and_utc().timestamp_millis())
-            .ok_or_else(|| format!("field start: {t:?} is not a date"))?
+        let midnight = d
+            .and_hms_opt(0, 0, 0)
+            .ok_or_else(|| format!("field start: {t:?} is not a date"))?;
+        let at = zone
+            .at_wall(midnight)
+            .ok_or_else(|| format!("field start: {t:?} is before 1970 in {zone}"))?;
+        i64::try_from(at).map_err(|_| format!("field start: {t:?} is out of range"))?
     } else {
         chrono::DateTime::parse_from_rfc3339(t)
             .map_err(|_| {
@@ -186,6 +190,9 @@ impl GraphFile {
         if let Some(v) = &self.retention {
             put("retention", v.span());
         }
+        if let Some(v) = &self.timezone {
+            put("timezone", v.span());
+        }
         if let Some(v) = &self.run_timeout {
             put("run_timeout", v.span());
         }
@@ -249,6 +256,15 @@ impl GraphFile {
                 }
             };
         }
+        if let Some(tz) = &self.timezone {
+            match weir_core::zone::Zone::parse(tz.get_ref()) {
+                // UTC spelled out is the default: the same definition hash
+                // as no timezone at all.
+                Ok(z) if z == weir_core::zone::Zone::UTC => def.timezone = None,
+                Ok(z) => def.timezone = Some(z),
+                Err(e) => faults.push(g(line(tz.span()), format!("field {e}"))),
+            }
+        }
         if let Some(c) = &self.cron {
             if let Err(e) = weir_core::cron::Schedule::parse(c.get_ref()) {
                 faults.push(g(line(c.span()), format!("cron: {e}")));
@@ -257,7 +273,7 @@ impl GraphFile {
         }
         def.catchup = self.catchup;
         if let Some(st) = &self.start {
-            match start_ms(st.get_ref()) {
+            match start_ms(st.get_ref(), def.zone()) {
                 Ok(ms) => def.start_ms = Some(ms),
                 Err(e) => faults.push(g(line(st.span()), e)),
             }

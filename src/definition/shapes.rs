@@ -26,6 +26,9 @@ pub struct GraphFile {
     /// The first window the cron starts (a date or an RFC 3339 instant).
     #[serde(default)]
     pub start: Option<Spanned<String>>,
+    /// The IANA zone of its windows and cron expression (UTC by default).
+    #[serde(default)]
+    pub timezone: Option<Spanned<String>>,
     /// How long settled runs are kept.
     #[serde(default)]
     pub retention: Option<Spanned<String>>,

@@ -322,6 +322,17 @@ pub enum QueryError {
     Store(#[from] StoreError),
 }
 
+/// The zone of `graph`'s adopted definition (UTC when it has none).
+pub fn graph_zone(store: &Store, graph: &str) -> Result<weir_core::zone::Zone, StoreError> {
+    let Some(rec) = store.get::<GraphRecord>(&graph_key(graph))? else {
+        return Ok(weir_core::zone::Zone::UTC);
+    };
+    Ok(store
+        .get::<GraphDef>(&def_key(&rec.definition))?
+        .map(|d| d.zone())
+        .unwrap_or_default())
+}
+
 /// A partition as people write it: a partition (`2026-11-01`,
 /// `key=web-2@2026-12-01T04:08:47.486Z`), or a bare key (`web-2`), which
 /// names that key's newest run. `Ok(None)`: a key with no run.
@@ -331,7 +342,16 @@ pub fn resolve_partition(
     text: &str,
 ) -> Result<Option<Partition>, QueryError> {
     if let Ok(p) = text.parse::<Partition>() {
-        return Ok(Some(p));
+        if p.partitioning() != weir_core::partition::Partitioning::Hourly {
+            return Ok(Some(p));
+        }
+        // An hour is named with its offset outside UTC: `2026-10-25T01`
+        // in Berlin is the run `2026-10-25T01:00+02:00`.
+        let zone = graph_zone(store, graph)?;
+        return p
+            .in_zone(zone)
+            .map(Some)
+            .map_err(|e| QueryError::Bad(e.to_string()));
     }
     let key = weir_core::names::Key::new(text).map_err(|e| {
         QueryError::Bad(format!(

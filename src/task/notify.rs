@@ -87,7 +87,8 @@ async fn run(ctx: &TaskContext) -> TaskResult {
         _ => "on_failure",
     };
     let argv = {
-        let scope = Scope::new(&report.graph, &report.partition, "", 0, "", &report.params);
+        let mut scope = Scope::new(&report.graph, &report.partition, "", 0, "", &report.params);
+        scope.zone = report.zone.unwrap_or_default();
         render_args(
             &format!("graph {}", report.graph),
             field,

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use weir_core::graph::GraphDef;
 use weir_core::partition::{Partition, Partitioning};
+use weir_core::zone::Zone;
 
 use crate::events::EngineEvent;
 use crate::names::Names;
@@ -95,6 +96,9 @@ pub struct AssetsState {
     held: bool,
     /// Definitions read, by hash.
     defs: HashMap<String, Arc<GraphDef>>,
+    /// Each adopted graph's zone, as of the last scan of consumers: a
+    /// producer's partition is a window in its own zone.
+    zones: HashMap<String, Zone>,
     myself: Option<ActorRef<AssetsMsg>>,
 }
 
@@ -113,6 +117,7 @@ impl Actor for AssetsActor {
             store: args.store,
             events: args.events,
             settings: args.settings,
+            zones: HashMap::new(),
             held: false,
             defs: HashMap::new(),
             myself: None,
@@ -161,6 +166,7 @@ type Res<T> = Result<T, ActorProcessingErr>;
 struct Consumer {
     graph: String,
     partitioning: Partitioning,
+    zone: Zone,
 }
 
 impl AssetsState {
@@ -180,10 +186,12 @@ impl AssetsState {
                     d
                 }
             };
+            self.zones.insert(graph.clone(), def.zone());
             for a in &def.trigger_assets {
                 out.entry(a.to_string()).or_default().push(Consumer {
                     graph: graph.clone(),
                     partitioning: def.partitioning,
+                    zone: def.zone(),
                 });
             }
         }
@@ -255,8 +263,13 @@ impl AssetsState {
                 tracing::info!(asset = %event.asset, graph = %c.graph, partition = %partition, "consumer paused: the materialization starts no run of it");
                 continue;
             }
-            let partitions = match weir_core::asset::consumer_partitions(&partition, c.partitioning)
-            {
+            let producer_zone = self.zones.get(&id.graph).copied().unwrap_or_default();
+            let partitions = match weir_core::asset::consumer_partitions(
+                &partition,
+                producer_zone,
+                c.partitioning,
+                c.zone,
+            ) {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(asset = %event.asset, graph = %c.graph, error = %e, "materialization starts no run of its consumer");

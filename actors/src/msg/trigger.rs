@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use weir_core::names::Key;
 use weir_core::partition::{Partition, PartitionError, PartitionRange, Partitioning};
 use weir_core::schedule::Signal;
+use weir_core::zone::Zone;
 
 /// What a trigger shows of itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -181,8 +182,9 @@ impl Backfill {
         &self,
         partitioning: Partitioning,
         windows_max: usize,
+        zone: Zone,
     ) -> Result<Vec<Partition>, PartitionError> {
-        let mut w = self.range().windows(partitioning, windows_max)?;
+        let mut w = self.range().windows(partitioning, windows_max, zone)?;
         if self.order == BackfillOrder::Newest {
             w.reverse();
         }
@@ -213,7 +215,7 @@ mod tests {
             requested_at_ms: 0,
         };
         let w: Vec<String> = b
-            .ordered_windows(Partitioning::Daily, 10)
+            .ordered_windows(Partitioning::Daily, 10, Zone::UTC)
             .unwrap()
             .iter()
             .map(|p| p.to_string())

@@ -213,6 +213,10 @@ pub struct TaskInput {
     /// templates). Absent from the encoding for any other attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub member: Option<MemberInput>,
+    /// The graph's zone, which `{partition.start}` is shown in; absent for
+    /// UTC (and from payloads written before zones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<weir_core::zone::Zone>,
 }
 
 /// What a member of a mapped node carries in its payload.
@@ -240,6 +244,7 @@ impl TaskInput {
             &self.params,
         );
         scope.item = self.member.as_ref().map(|m| &m.item);
+        scope.zone = self.zone.unwrap_or_default();
         for (name, up) in &self.upstreams {
             scope.upstreams.insert(
                 name.as_str(),

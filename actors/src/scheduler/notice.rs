@@ -99,6 +99,9 @@ pub struct RunReport {
     pub nodes: Vec<NodeReport>,
     /// Nodes left out of `nodes` for its bound (succeeded ones).
     pub nodes_omitted: usize,
+    /// The graph's zone; absent for UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<weir_core::zone::Zone>,
 }
 
 /// The payload of a notification ticket.
@@ -172,6 +175,7 @@ impl SchedulerState {
             RunState::Complete => run.graph.def().on_success.as_ref(),
             RunState::Active | RunState::Cancelled | RunState::Withdrawn => None,
         };
+        let zone = run.graph.def().timezone;
         let Some(spec) = spec.cloned() else {
             return Ok(());
         };
@@ -250,6 +254,7 @@ impl SchedulerState {
                 counts,
                 nodes,
                 nodes_omitted,
+                zone,
             },
         };
         let payload =

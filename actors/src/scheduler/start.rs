@@ -39,6 +39,16 @@ impl SchedulerState {
         // definition does not declare starts nothing.
         let params = weir_core::params::resolve(self.graph.as_str(), &graph.def().params, given)
             .map_err(|e| e.to_string())?;
+        // Each window as the graph's zone names it (`2026-10-25T01` in
+        // Berlin is `2026-10-25T01:00+02:00`): one run per window, whatever
+        // way it was asked for. A window the zone does not have starts
+        // nothing.
+        let zone = graph.def().zone();
+        let asked = asked
+            .into_iter()
+            .map(|(p, at)| p.in_zone(zone).map(|p| (p, at)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("graph {}: {e}", self.graph))?;
         // Every run record is created (at most once per partition) in one
         // blocking pass and made durable by one sync, then the ready nodes
         // of every new run go to the queue together: a burst of starts (a
@@ -326,6 +336,7 @@ impl SchedulerState {
             upstreams,
             params: params.clone(),
             member,
+            zone: run.graph.def().timezone,
         })
     }
 }

@@ -93,8 +93,8 @@ pub fn windows_closed(
 ) -> Vec<Partition> {
     let mut out: Vec<Partition> = Vec::with_capacity(firings.len());
     for &f in firings {
-        if let Some(p) = schedule.window_closed_by(partitioning, f) {
-            if out.last() != Some(&p) {
+        for p in schedule.windows_closed_by(partitioning, f) {
+            if !out.contains(&p) {
                 out.push(p);
             }
         }

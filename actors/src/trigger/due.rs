@@ -198,8 +198,12 @@ impl TriggerState {
                 Some(w) => w.clone(),
                 None => {
                     let w = Arc::new(
-                        b.ordered_windows(def.partitioning, self.settings.backfill_windows_max)
-                            .map_err(|e| format!("graph {}: backfill {}: {e}", self.graph, b.id))?,
+                        b.ordered_windows(
+                            def.partitioning,
+                            self.settings.backfill_windows_max,
+                            def.zone(),
+                        )
+                        .map_err(|e| format!("graph {}: backfill {}: {e}", self.graph, b.id))?,
                     );
                     self.windows.insert(b.id, w.clone());
                     w

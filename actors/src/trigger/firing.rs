@@ -32,7 +32,7 @@ impl TriggerState {
         if let Some(start) = def.start_ms {
             // No window before the start date, ever.
             windows.retain(|w| {
-                w.start_ms()
+                w.start_ms(def.zone())
                     .is_some_and(|ms| ms >= start_window_ms(&def, start))
             });
         }
@@ -91,7 +91,7 @@ impl TriggerState {
         let mut windows = super::cron::windows_closed(&c.schedule, def.partitioning, &[next]);
         if let Some(start) = def.start_ms {
             windows.retain(|w| {
-                w.start_ms()
+                w.start_ms(def.zone())
                     .is_some_and(|ms| ms >= start_window_ms(&def, start))
             });
         }

@@ -113,11 +113,12 @@ impl TriggerState {
         // `weir run --backfill` restarted after a crash asks again every
         // time; each ask must not leak a backfill.
         let covers = |b: &Backfill| {
+            let z = def.zone();
             let (Some(bf), Some(bt), Some(rf), Some(rt)) = (
-                b.from.start_ms(),
-                b.to.start_ms(),
-                range.from.start_ms(),
-                range.to.start_ms(),
+                b.from.start_ms(z),
+                b.to.start_ms(z),
+                range.from.start_ms(z),
+                range.to.start_ms(z),
             ) else {
                 return b.from == range.from && b.to == range.to;
             };
@@ -133,7 +134,20 @@ impl TriggerState {
                 self.graph, self.settings.backfills_max
             )));
         }
-        let windows = match range.windows(def.partitioning, self.settings.backfill_windows_max) {
+        // Ends named as the graph's zone names them (`2026-10-25T01` in
+        // Berlin is `2026-10-25T01:00+02:00`), so a backfill is identified
+        // by one text whatever way it was asked for.
+        let range = match (range.from.in_zone(def.zone()), range.to.in_zone(def.zone())) {
+            (Ok(from), Ok(to)) => PartitionRange { from, to },
+            (Err(e), _) | (_, Err(e)) => {
+                return Ok(Err(format!("graph {}: backfill {range}: {e}", self.graph)))
+            }
+        };
+        let windows = match range.windows(
+            def.partitioning,
+            self.settings.backfill_windows_max,
+            def.zone(),
+        ) {
             Ok(w) => w.len() as u64,
             Err(e) => return Ok(Err(format!("graph {}: backfill {range}: {e}", self.graph))),
         };

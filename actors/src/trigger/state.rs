@@ -128,7 +128,8 @@ impl TriggerState {
             None => None,
             Some(expr) => {
                 let schedule = Schedule::parse(expr)
-                    .map_err(|e| format!("graph {}: cron: {e}", self.graph))?;
+                    .map_err(|e| format!("graph {}: cron: {e}", self.graph))?
+                    .in_zone(def.zone());
                 let key = cron_key(self.graph.as_str());
                 let stored: Option<CronRecord> = self.store.get(&key)?;
                 let fresh = stored.is_none();
@@ -249,8 +250,8 @@ impl TriggerState {
 /// The start of the window that holds `start` (a start date in the
 /// middle of a window starts with that window).
 pub(super) fn start_window_ms(def: &GraphDef, start: u64) -> u64 {
-    Partition::of_time(def.partitioning, start)
-        .and_then(|p| p.start_ms())
+    Partition::of_time(def.partitioning, start, def.zone())
+        .and_then(|p| p.start_ms(def.zone()))
         .unwrap_or(start)
 }
 
@@ -262,9 +263,10 @@ pub(super) fn start_catch_up(def: &GraphDef, now: u64) -> Option<PartitionRange>
     if !def.catchup {
         return None;
     }
-    let from = Partition::of_time(def.partitioning, start)?;
-    let to = Partition::of_time(def.partitioning, now)?.prev()?;
-    (to.start_ms()? >= from.start_ms()?).then_some(PartitionRange { from, to })
+    let z = def.zone();
+    let from = Partition::of_time(def.partitioning, start, z)?;
+    let to = Partition::of_time(def.partitioning, now, z)?.prev(z)?;
+    (to.start_ms(z)? >= from.start_ms(z)?).then_some(PartitionRange { from, to })
 }
 
 pub(super) fn started(out: &[StartOutcome]) -> usize {
