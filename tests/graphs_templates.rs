@@ -158,3 +158,84 @@ retry = { attempts = 3, initial = "10ms" }
         .await
         .unwrap();
 }
+
+/// Issue #29: a daily graph in Europe/Berlin backfilled over 2026-03-28..30
+/// runs three windows of 24, 23 and 24 hours, and `{partition.start}` and
+/// `{partition.end}` carry each end's own offset (`_utc` the same instants
+/// in UTC).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_berlin_backfill_over_the_spring_forward_runs_local_days() {
+    let defs = folder();
+    let def = from_toml(
+        defs.path(),
+        r#"
+name = "berlin"
+partitioning = "daily"
+timezone = "Europe/Berlin"
+
+[[nodes]]
+name = "load"
+command = ["python3", "echo.py", "{partition.start}", "{partition.end}", "{partition.start_utc}", "{partition.end_utc}"]
+retry = { attempts = 1 }
+"#,
+    );
+    assert_eq!(def.zone().name(), "Europe/Berlin");
+    let data = tempfile::tempdir().unwrap();
+    let engine = command_engine(data.path(), 2).open().await.unwrap();
+    engine.adopt(def).await.unwrap();
+    engine
+        .backfill(
+            "berlin",
+            "2026-03-28..2026-03-30".parse().unwrap(),
+            weir::BackfillOrder::Oldest,
+        )
+        .await
+        .unwrap();
+    let mut hours = Vec::new();
+    for (day, want) in [
+        (
+            "2026-03-28",
+            [
+                "2026-03-28T00:00:00+01:00",
+                "2026-03-29T00:00:00+01:00",
+                "2026-03-27T23:00:00Z",
+                "2026-03-28T23:00:00Z",
+            ],
+        ),
+        (
+            "2026-03-29",
+            [
+                "2026-03-29T00:00:00+01:00",
+                "2026-03-30T00:00:00+02:00",
+                "2026-03-28T23:00:00Z",
+                "2026-03-29T22:00:00Z",
+            ],
+        ),
+        (
+            "2026-03-30",
+            [
+                "2026-03-30T00:00:00+02:00",
+                "2026-03-31T00:00:00+02:00",
+                "2026-03-29T22:00:00Z",
+                "2026-03-30T22:00:00Z",
+            ],
+        ),
+    ] {
+        let p: Partition = day.parse().unwrap();
+        assert_eq!(settled(&engine, "berlin", &p).await, RunState::Complete, "{day}");
+        let (_, _, _, out) = node_record(&engine, "berlin", &p, "load");
+        let got: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(got["argv"], json!(want), "{day}");
+        let ends: Vec<chrono::DateTime<chrono::FixedOffset>> = want[..2]
+            .iter()
+            .map(|t| chrono::DateTime::parse_from_rfc3339(t).unwrap())
+            .collect();
+        hours.push((ends[1] - ends[0]).num_hours());
+    }
+    assert_eq!(hours, [24, 23, 24]);
+    assert_eq!(engine.list_runs("berlin", None).unwrap().len(), 3);
+    engine
+        .shutdown(std::time::Duration::from_secs(5))
+        .await
+        .unwrap();
+}

@@ -314,3 +314,122 @@ async fn a_changed_cron_takes_back_the_window_prepared_under_the_old() {
     assert_eq!(script.ran().len(), 1);
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }
+
+/// ms since the epoch of a UTC time, for the zone tests.
+fn at_utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> u64 {
+    chrono::NaiveDate::from_ymd_opt(y, mo, d)
+        .unwrap()
+        .and_hms_opt(h, mi, 0)
+        .unwrap()
+        .and_utc()
+        .timestamp_millis() as u64
+}
+
+/// Every cron firing the engine announces for `graph`: (firing, windows).
+fn firings(engine: &weir::Engine, graph: &str) -> std::sync::Arc<std::sync::Mutex<Vec<(u64, Vec<String>)>>> {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut rx = engine.subscribe();
+    let (g, s) = (graph.to_string(), seen.clone());
+    tokio::spawn(async move {
+        while let Ok(e) = rx.recv().await {
+            if let weir::EngineEvent::CronFired {
+                graph,
+                firing_ms,
+                windows,
+                ..
+            } = e
+            {
+                if graph == g {
+                    s.lock().unwrap().push((firing_ms, windows));
+                }
+            }
+        }
+    });
+    seen
+}
+
+/// Issue #29: `30 2 * * *` in Europe/Berlin across the spring-forward of
+/// 2026-03-29 (02:00 → 03:00), on a fake clock: 02:30 does not exist that
+/// night, so the expression fires once, at 03:00+02:00 (01:00Z), for the
+/// window of the 28th; the next night at 02:30+02:00, for the 29th, which
+/// was 23 hours long.
+#[tokio::test(start_paused = true)]
+async fn a_daily_cron_in_berlin_fires_once_across_the_spring_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script::default();
+    let t0 = at_utc(2026, 3, 28, 12, 0);
+    let engine = open(dir.path(), t0, 4, 1_000, &script).await;
+    let seen = firings(&engine, "berlin");
+    let mut g = graph("berlin");
+    g.partitioning = Partitioning::Daily;
+    g.cron = Some("30 2 * * *".into());
+    g.timezone = Some(weir::core::zone::Zone::parse("Europe/Berlin").unwrap());
+    engine.adopt(g).await.unwrap();
+    // To a minute past 03:00+02:00 on the 29th.
+    advance(at_utc(2026, 3, 29, 1, 1) - t0).await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(at_utc(2026, 3, 29, 1, 0), vec!["2026-03-28".to_string()])],
+        "one firing, at 03:00+02:00, for the 28th"
+    );
+    assert_eq!(windows(&engine, "berlin"), ["2026-03-28"]);
+    // To a minute past 02:30+02:00 on the 30th.
+    advance(at_utc(2026, 3, 30, 0, 31) - at_utc(2026, 3, 29, 1, 1)).await;
+    let got = seen.lock().unwrap().clone();
+    assert_eq!(
+        got,
+        vec![
+            (at_utc(2026, 3, 29, 1, 0), vec!["2026-03-28".to_string()]),
+            (at_utc(2026, 3, 30, 0, 30), vec!["2026-03-29".to_string()]),
+        ]
+    );
+    until(10 * S, "both runs complete", || {
+        engine
+            .list_runs("berlin", Some(RunState::Complete))
+            .unwrap()
+            .len()
+            == 2
+    })
+    .await;
+    assert_eq!(script.ran().len(), 2, "each window ran once");
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+/// An hourly cron in Berlin across the fall-back of 2026-10-25 (03:00 →
+/// 02:00): `0 * * * *` fires at the first 02:00 only, and its firing at
+/// 03:00+01:00 starts both 02:00 hours, so every hour of the night runs
+/// once, named apart by its offset.
+#[tokio::test(start_paused = true)]
+async fn an_hourly_cron_in_berlin_runs_both_hours_of_the_fall_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = Script::default();
+    let t0 = at_utc(2026, 10, 24, 22, 30);
+    let engine = open(dir.path(), t0, 4, 1_000, &script).await;
+    let mut g = hourly("night", false);
+    g.timezone = Some(weir::core::zone::Zone::parse("Europe/Berlin").unwrap());
+    engine.adopt(g).await.unwrap();
+    // To a minute past 04:00+01:00 (03:00Z).
+    advance(at_utc(2026, 10, 25, 3, 1) - t0).await;
+    until(10 * S, "every run complete", || {
+        engine
+            .list_runs("night", Some(RunState::Complete))
+            .unwrap()
+            .len()
+            == 5
+    })
+    .await;
+    let mut got = windows(&engine, "night");
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "2026-10-25T00:00+02:00",
+            "2026-10-25T01:00+02:00",
+            "2026-10-25T02:00+01:00",
+            "2026-10-25T02:00+02:00",
+            "2026-10-25T03:00+01:00",
+        ]
+    );
+    assert_eq!(script.ran().len(), 5);
+    engine.shutdown(Duration::from_secs(5)).await.unwrap();
+}

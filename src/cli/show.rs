@@ -329,10 +329,19 @@ fn print_run(with_live: &RunWithLive) {
         run.state,
         run.definition.chars().take(12).collect::<String>()
     ));
+    if let Some(w) = &run.window {
+        out(&format!(
+            "window {} .. {} ({}, {})",
+            w.start,
+            w.end,
+            table::duration(Some(w.end_ms.saturating_sub(w.start_ms))),
+            run.timezone
+        ));
+    }
     out(&format!(
         "started {}  settled {}",
-        table::time(Some(run.requested_at_ms)),
-        table::time(run.settled_at_ms)
+        table::time_in(Some(run.requested_at_ms), &run.timezone),
+        table::time_in(run.settled_at_ms, &run.timezone)
     ));
     if let Some(f) = &run.failure {
         out(&format!("failed: {f}"));

@@ -13,6 +13,53 @@ use super::output::out;
 use crate::definition;
 use crate::exit::EXIT_BAD_INPUT;
 
+/// How a time-partitioned graph names its windows, in its zone: the
+/// newest closed window with its instants, and the next cron firing with
+/// the window it starts. What users type back (`weir status`, backfills).
+fn window_lines(d: &weir_core::graph::GraphDef, now_ms: u64) -> Vec<String> {
+    use weir_core::partition::{Partition, Partitioning};
+    if matches!(d.partitioning, Partitioning::None | Partitioning::Keyed) {
+        return Vec::new();
+    }
+    let z = d.zone();
+    let mut out = vec![format!(
+        "  timezone {} (tz database {})",
+        z.name(),
+        weir_core::zone::TZDB_VERSION
+    )];
+    let newest = Partition::of_time(d.partitioning, now_ms, z).and_then(|w| w.prev(z));
+    if let Some(w) = newest {
+        if let (Some(s), Some(e)) = (w.start_ms(z), w.end_ms(z)) {
+            out.push(format!(
+                "  windows are named like {w}: {} .. {}",
+                z.rfc3339(s),
+                z.rfc3339(e)
+            ));
+        }
+    }
+    if let Some(s) = d.schedule() {
+        if let Some(at) = s.next_after(now_ms) {
+            let starts: Vec<String> = s
+                .windows_closed_by(d.partitioning, at)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            out.push(format!(
+                "  cron fires next at {}, starting {}",
+                z.rfc3339(at),
+                if starts.is_empty() { "no window".to_string() } else { starts.join(", ") }
+            ));
+        }
+    }
+    out
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Runs the command.
 pub fn run(path: &Path) -> Result<u8, Failure> {
     let defs = match definition::load(path) {
@@ -41,9 +88,13 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
             .map(|ms| format!(", run_timeout {}", weir_core::duration::human_ms(ms)))
             .unwrap_or_default();
         out(&format!(
-            "{line}, max_active_runs {}, retention {} ms{timeout}",
-            d.max_active_runs, d.retention_ms
+            "{line}, max_active_runs {}, retention {}{timeout}",
+            d.max_active_runs,
+            weir_core::duration::human_ms(d.retention_ms)
         ));
+        for l in window_lines(d, now_ms()) {
+            out(&l);
+        }
         if !d.trigger_assets.is_empty() {
             let assets: Vec<&str> = d.trigger_assets.iter().map(|a| a.as_str()).collect();
             out(&format!("  starts on assets {}", assets.join(", ")));

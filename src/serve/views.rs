@@ -3,7 +3,6 @@
 //! runs and `weir status`/`weir runs` when none does, so both say the same.
 
 use serde::{Deserialize, Serialize};
-use weir_core::cron::Schedule;
 use weir_core::graph::GraphDef;
 use weir_core::partition::Partition;
 
@@ -61,6 +60,12 @@ pub struct GraphSummary {
     pub cron: Option<String>,
     /// The next cron firing after now (ms since the epoch).
     pub next_firing_ms: Option<u64>,
+    /// The next cron firing, RFC 3339 with the zone's offset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_firing: Option<String>,
+    /// The IANA zone of its windows and cron expression (`UTC` by default).
+    #[serde(default = "utc_name")]
+    pub timezone: String,
     /// Whether its triggers are paused.
     pub paused: bool,
     /// The adopted definition's content hash.
@@ -214,8 +219,47 @@ pub struct RunDetail {
     /// Why it failed, when no node's failure says it (its run_timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The IANA zone of its definition, which its window is a window of
+    /// and its instants are shown in (`UTC` by default).
+    #[serde(default = "utc_name")]
+    pub timezone: String,
+    /// Its time window, for a time-partitioned graph.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowView>,
     /// Nodes in topological order.
     pub nodes: Vec<NodeDetail>,
+}
+
+/// A time window: its ends as RFC 3339 instants with the zone's offset
+/// (`2026-03-29T00:00:00+01:00`) and in ms since the epoch. Half-open.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WindowView {
+    /// Its first instant.
+    pub start: String,
+    /// The first instant after it.
+    pub end: String,
+    /// `start` in ms since the epoch.
+    pub start_ms: u64,
+    /// `end` in ms since the epoch.
+    pub end_ms: u64,
+}
+
+impl WindowView {
+    /// The window of `partition` in `zone`; `None` for a key or `none`.
+    pub fn of(partition: &str, zone: weir_core::zone::Zone) -> Option<WindowView> {
+        let p: Partition = partition.parse().ok()?;
+        let (start_ms, end_ms) = (p.start_ms(zone)?, p.end_ms(zone)?);
+        Some(WindowView {
+            start: zone.rfc3339(start_ms),
+            end: zone.rfc3339(end_ms),
+            start_ms,
+            end_ms,
+        })
+    }
+}
+
+fn utc_name() -> String {
+    "UTC".into()
 }
 
 /// A partitioning's name, as definitions write it.
@@ -277,17 +321,15 @@ pub fn graph_summary(
     let last_run = last
         .first()
         .map(|(k, r)| brief(graph, &k[prefix.len()..], r));
-    let next_firing_ms = def
-        .cron
-        .as_deref()
-        .and_then(|c| Schedule::parse(c).ok())
-        .and_then(|s| s.next_after(now_ms));
+    let next_firing_ms = def.schedule().and_then(|s| s.next_after(now_ms));
     Ok(Some((
         GraphSummary {
             name: graph.to_string(),
             partitioning: partitioning_name(def.partitioning).to_string(),
             cron: def.cron.clone(),
             next_firing_ms,
+            next_firing: next_firing_ms.map(|ms| def.zone().rfc3339(ms)),
+            timezone: def.zone().name().to_string(),
             paused,
             definition: rec.definition,
             adopted_at_ms: rec.adopted_at_ms,
@@ -528,6 +570,9 @@ pub fn run_detail(
         return Ok(None);
     };
     let def = store.get::<GraphDef>(&def_key(&v.definition))?;
+    // The run's own definition's zone: a run keeps the window it was made
+    // with when a later definition changes the zone.
+    let zone = def.as_ref().map(|d| d.zone()).unwrap_or_default();
     let mut nodes = Vec::with_capacity(v.nodes.len());
     for n in v.nodes {
         let id = run_id(graph, partition, &n.node, n.rerun);
@@ -577,6 +622,7 @@ pub fn run_detail(
             previous: n.previous,
         });
     }
+    let window = WindowView::of(&v.partition, zone);
     Ok(Some(RunDetail {
         graph: v.graph,
         partition: v.partition,
@@ -586,6 +632,8 @@ pub fn run_detail(
         settled_at_ms: v.settled_at_ms,
         params: v.params,
         failure: v.failure,
+        window,
+        timezone: zone.name().to_string(),
         nodes,
     }))
 }
