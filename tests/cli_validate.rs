@@ -280,3 +280,80 @@ fn a_bare_file_name_runs_in_its_own_folder() {
         "the command ran elsewhere"
     );
 }
+
+/// Issue #29: a graph's timezone. `weir validate` names the zone, the tz
+/// database, how windows are named (with offsets for hours) and the next
+/// firing in local time; a zone name that is not IANA's is a fault on
+/// its line, with the right spelling when only the case is wrong; and the
+/// zone is part of the definition's hash (UTC spelled out is the default).
+#[test]
+fn a_timezone_is_shown_checked_and_hashed() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = |tz: &str, partitioning: &str| {
+        format!(
+            "name = \"tz\"\npartitioning = \"{partitioning}\"\ncron = \"30 2 * * *\"\n{tz}\n\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n"
+        )
+    };
+    let o = validate(
+        dir.path(),
+        "tz.toml",
+        &graph("timezone = \"Europe/Berlin\"", "hourly"),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", explain(&o));
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        text.contains("timezone Europe/Berlin (tz database 20"),
+        "{text}"
+    );
+    // Hours carry their offset (+01:00 or +02:00 by season).
+    let named = text
+        .lines()
+        .find(|l| l.contains("windows are named like"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        named.contains(":00+01:00 ..") || named.contains(":00+02:00 .."),
+        "{named}"
+    );
+    let firing = text
+        .lines()
+        .find(|l| l.contains("cron fires next at"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        firing.contains("T02:30:00+0") || firing.contains("T03:00:00+02:00"),
+        "{firing}"
+    );
+    let hash = |o: &Output| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("definition ").map(str::to_string))
+            .unwrap()
+    };
+    let berlin = hash(&o);
+    let none = hash(&validate(dir.path(), "tz.toml", &graph("", "hourly")));
+    let utc = hash(&validate(
+        dir.path(),
+        "tz.toml",
+        &graph("timezone = \"UTC\"", "hourly"),
+    ));
+    let ny = hash(&validate(
+        dir.path(),
+        "tz.toml",
+        &graph("timezone = \"America/New_York\"", "hourly"),
+    ));
+    assert_eq!(none, utc, "UTC spelled out is the default");
+    assert_ne!(none, berlin);
+    assert_ne!(berlin, ny);
+
+    let o = validate(
+        dir.path(),
+        "tz.toml",
+        &graph("timezone = \"europe/berlin\"", "daily"),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", explain(&o));
+    let f = faults(&o);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(
+        f[0].contains("tz.toml:4:") && f[0].contains("did you mean \"Europe/Berlin\""),
+        "{f:?}"
+    );
+}

@@ -222,7 +222,11 @@ retry = { attempts = 1 }
         ),
     ] {
         let p: Partition = day.parse().unwrap();
-        assert_eq!(settled(&engine, "berlin", &p).await, RunState::Complete, "{day}");
+        assert_eq!(
+            settled(&engine, "berlin", &p).await,
+            RunState::Complete,
+            "{day}"
+        );
         let (_, _, _, out) = node_record(&engine, "berlin", &p, "load");
         let got: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(got["argv"], json!(want), "{day}");

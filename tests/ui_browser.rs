@@ -952,3 +952,89 @@ async fn a_mapped_nodes_members_and_the_asset_lineage_show() {
     b.shot("assets-lineage").await;
     b.close().await;
 }
+
+/// Issue #29: a zoned graph's runs show local instants with their offsets,
+/// in the CLI and on the UI's pages: the 23-hour day of Berlin's
+/// spring-forward, and an hour named without its offset resolved in the
+/// graph's zone (or refused with both names across a fall-back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zoned_graph_shows_local_windows_with_offsets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    let mut day = String::from(
+        "name = \"berlin\"\npartitioning = \"daily\"\ntimezone = \"Europe/Berlin\"\ncron = \"30 2 * * *\"\n",
+    );
+    day += &sh_node("load", &[], "", "true");
+    write_def(&defs, "berlin", &day);
+    let mut hour =
+        String::from("name = \"hours\"\npartitioning = \"hourly\"\ntimezone = \"Europe/Berlin\"\n");
+    hour += &sh_node("load", &[], "", "true");
+    write_def(&defs, "hours", &hour);
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    engine.ok(&["start", "berlin", "2026-03-29"]);
+    let status = wait_for("the run to complete", Duration::from_secs(30), || {
+        let s = engine.ok(&["status", "berlin", "2026-03-29"]);
+        s.contains("state complete").then_some(s)
+    });
+    assert!(
+        status.contains(
+            "window 2026-03-29T00:00:00+01:00 .. 2026-03-30T00:00:00+02:00 (23h00m, Europe/Berlin)"
+        ),
+        "{status}"
+    );
+    assert!(status.contains("started 2026-"), "{status}");
+    let started = status
+        .lines()
+        .find(|l| l.starts_with("started "))
+        .unwrap_or_default();
+    assert!(
+        started.contains("+01:00") || started.contains("+02:00"),
+        "{started}"
+    );
+    // An hour without its offset is the zone's; a repeated one is refused.
+    engine.ok(&["start", "hours", "2026-10-25T01"]);
+    let runs = engine.ok(&["runs", "--graph", "hours"]);
+    assert!(runs.contains("2026-10-25T01:00+02:00"), "{runs}");
+    let refused = engine.cli(&["start", "hours", "2026-10-25T02"]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_ne!(refused.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("2026-10-25T02:00+02:00 or 2026-10-25T02:00+01:00"),
+        "{err}"
+    );
+
+    let Some(b) = browser("zones").await else {
+        return;
+    };
+    b.login(&engine.url, &engine.token).await;
+    b.goto(&format!(
+        "{}/{}",
+        engine.url,
+        route(&["run", "berlin", "2026-03-29"])
+    ))
+    .await;
+    let window = b
+        .wait_js(
+            "the run's window",
+            "const w = document.querySelector('#run-window'); return w && w.textContent;",
+        )
+        .await;
+    assert_eq!(
+        window,
+        json!("2026-03-29T00:00:00+01:00 .. 2026-03-30T00:00:00+02:00 (23 h 0 min, Europe/Berlin)")
+    );
+    let text = b.text().await;
+    assert!(
+        text.contains("+01:00") || text.contains("+02:00"),
+        "requested and settled are local: {text}"
+    );
+    b.shot("zones-run").await;
+    b.goto(&format!("{}/{}", engine.url, route(&["graph", "berlin"])))
+        .await;
+    b.wait_js(
+        "the graph's zone",
+        "return document.body.textContent.includes('Europe/Berlin') && document.body.textContent.includes(':30:00+0');",
+    )
+    .await;
+    b.close().await;
+}

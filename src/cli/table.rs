@@ -31,7 +31,9 @@ pub fn print(t: &Table) {
 /// zone with its offset (`2026-03-29 03:00:00+02:00`); `-` for none.
 pub fn time_in(ms: Option<u64>, zone: &str) -> String {
     match weir_core::zone::Zone::parse(zone) {
-        Ok(z) if !z.is_utc() => ms.map_or_else(|| "-".into(), |ms| z.rfc3339(ms).replacen('T', " ", 1)),
+        Ok(z) if !z.is_utc() => {
+            ms.map_or_else(|| "-".into(), |ms| z.rfc3339(ms).replacen('T', " ", 1))
+        }
         _ => time(ms),
     }
 }

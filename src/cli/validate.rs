@@ -47,7 +47,11 @@ fn window_lines(d: &weir_core::graph::GraphDef, now_ms: u64) -> Vec<String> {
             out.push(format!(
                 "  cron fires next at {}, starting {}",
                 z.rfc3339(at),
-                if starts.is_empty() { "no window".to_string() } else { starts.join(", ") }
+                if starts.is_empty() {
+                    "no window".to_string()
+                } else {
+                    starts.join(", ")
+                }
             ));
         }
     }

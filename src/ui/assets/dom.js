@@ -68,6 +68,28 @@ export function fmtTime(ms) {
     `${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}Z`;
 }
 
+// An instant in an IANA zone with its offset (`2026-03-29 03:00:00+02:00`);
+// UTC as fmtTime shows it.
+export function fmtTimeIn(ms, zone) {
+  if (!zone || zone === "UTC" || zone === "Etc/UTC") return fmtTime(ms);
+  if (ms === null || ms === undefined) return "—";
+  let parts;
+  try {
+    parts = Object.fromEntries(new Intl.DateTimeFormat("en-GB", {
+      timeZone: zone, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", second: "2-digit",
+    }).formatToParts(new Date(ms)).map((x) => [x.type, x.value]));
+  } catch (_) {
+    return fmtTime(ms);
+  }
+  const wall = Date.UTC(+parts.year, +parts.month - 1, +parts.day, +parts.hour, +parts.minute, +parts.second);
+  const off = Math.round((wall - Math.floor(ms / 1000) * 1000) / 60000);
+  const pad = (n) => String(n).padStart(2, "0");
+  const sign = off < 0 ? "-" : "+";
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second}` +
+    `${sign}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)}`;
+}
+
 export function fmtDur(ms) {
   if (ms === null || ms === undefined) return "—";
   if (ms < 1000) return `${ms} ms`;

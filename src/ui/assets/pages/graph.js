@@ -42,7 +42,8 @@ export async function render(root, [graph, selected]) {
     replace(head, facts([
       ["Partitioning", sum.partitioning],
       ["Cron", sum.cron || "—"],
-      ["Next firing", sum.next_firing_ms ? `${fmtTime(sum.next_firing_ms)} (${fmtRel(sum.next_firing_ms)})` : "—"],
+      ["Timezone", sum.timezone || "UTC"],
+      ["Next firing", sum.next_firing_ms ? `${sum.next_firing || fmtTime(sum.next_firing_ms)} (${fmtRel(sum.next_firing_ms)})` : "—"],
       ["Triggers", sum.paused ? badge("cancelled", "(paused)") : "running"],
       ["Definition", h("code", { title: sum.definition }, sum.definition.slice(0, 12))],
       ["Max active runs", String(d.definition.max_active_runs)],

@@ -7,7 +7,7 @@
 
 import { get, post, p, qs } from "../api.js";
 import {
-  h, s, replace, fmtTime, fmtDur, badge, table, route, facts, nodeState, stateInfo,
+  h, s, replace, fmtTime, fmtTimeIn, fmtDur, badge, table, route, facts, nodeState, stateInfo,
 } from "../dom.js";
 import { confirmAction, checkbox } from "../actions.js";
 
@@ -55,8 +55,10 @@ export async function render(root, [graph, partition, selectedNode]) {
       ["Graph", h("a", { href: route("graph", graph) }, graph)],
       ["State", badge(run.state)],
       run.failure ? ["Failure", h("span", { class: "error", id: "run-failure" }, run.failure)] : null,
-      ["Requested", fmtTime(run.requested_at_ms)],
-      ["Settled", fmtTime(run.settled_at_ms)],
+      run.window ? ["Window", h("span", { id: "run-window" },
+        `${run.window.start} .. ${run.window.end} (${fmtDur(run.window.end_ms - run.window.start_ms)}, ${run.timezone})`)] : null,
+      ["Requested", fmtTimeIn(run.requested_at_ms, run.timezone)],
+      ["Settled", fmtTimeIn(run.settled_at_ms, run.timezone)],
       ["Took", run.settled_at_ms ? fmtDur(run.settled_at_ms - run.requested_at_ms) : "—"],
       ["Definition", h("code", { title: run.definition }, run.definition.slice(0, 12))],
       Object.keys(run.params || {}).length
@@ -92,7 +94,7 @@ export async function render(root, [graph, partition, selectedNode]) {
         h("td", { class: "rerun" }, String(n.rerun)),
         h("td", { class: "attempts" }, String(live ? Math.max(live.attempts, n.attempts) : n.attempts),
           n.deferrals ? h("small", {}, ` (${n.deferrals} deferred)`) : null),
-        h("td", { class: "when", title: fmtTime(n.started_ms) }, n.started_ms ? fmtTime(n.started_ms).slice(11) : "—"),
+        h("td", { class: "when", title: fmtTimeIn(n.started_ms, run.timezone) }, n.started_ms ? fmtTimeIn(n.started_ms, run.timezone).slice(11) : "—"),
         h("td", {}, fmtDur(n.duration_ms)),
         h("td", { class: "exit" }, last && last.exit_code !== null && last.exit_code !== undefined ? String(last.exit_code) : "—"),
         h("td", { class: "error-cell" }, n.error ? h("span", { class: "error", title: n.error }, n.error.split("\n")[0]) : "—"));
