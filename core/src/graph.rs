@@ -232,10 +232,23 @@ pub struct NodeDef {
     /// Absent from the encoding when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub produces: Vec<Name>,
+    /// Airflow's `depends_on_past`: the node waits until the same node of
+    /// the previous partition succeeded or was skipped (see `past`).
+    /// Absent from the encoding when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub depends_on_past: bool,
+    /// With `depends_on_past`: also wait for that node's direct downstreams
+    /// in the previous partition. Absent from the encoding when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub wait_for_downstream: bool,
 }
 
 fn is_zero(v: &i32) -> bool {
     *v == 0
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 impl NodeDef {
@@ -255,6 +268,8 @@ impl NodeDef {
             map: None,
             sensor: None,
             produces: Vec::new(),
+            depends_on_past: false,
+            wait_for_downstream: false,
         }
     }
 }
@@ -1001,6 +1016,8 @@ struct CanonicalDef<'a> {
 
 #[derive(Serialize)]
 struct CanonicalNode<'a> {
+    #[serde(skip_serializing_if = "is_false")]
+    depends_on_past: &'a bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     map: &'a Option<MapSpec>,
     name: &'a Name,
@@ -1017,6 +1034,8 @@ struct CanonicalNode<'a> {
     timeout_ms: &'a Option<u64>,
     trigger_rule: &'a TriggerRule,
     upstreams: std::borrow::Cow<'a, [Name]>,
+    #[serde(skip_serializing_if = "is_false")]
+    wait_for_downstream: &'a bool,
 }
 
 #[derive(Serialize)]
@@ -1102,6 +1121,8 @@ impl<'a> CanonicalNode<'a> {
             map,
             sensor,
             produces,
+            depends_on_past,
+            wait_for_downstream,
         } = node;
         let RetryPolicy {
             attempts_max,
@@ -1119,6 +1140,7 @@ impl<'a> CanonicalNode<'a> {
             std::borrow::Cow::Owned(sorted)
         };
         CanonicalNode {
+            depends_on_past,
             map,
             name,
             pool,
@@ -1138,6 +1160,7 @@ impl<'a> CanonicalNode<'a> {
             timeout_ms,
             trigger_rule,
             upstreams,
+            wait_for_downstream,
         }
     }
 }

@@ -35,6 +35,7 @@ pub mod mapped;
 pub mod names;
 pub mod params;
 pub mod partition;
+pub mod past;
 pub mod pending;
 pub mod pool;
 pub mod queue;

@@ -372,6 +372,10 @@ fn print_run(with_live: &RunWithLive) {
     let mut t = table::new(&head);
     for n in &run.nodes {
         let (state, attempts) = node_state(n, with_live.live.get(&n.node));
+        let state = match &n.waiting_for {
+            Some(p) => format!("waiting for {p}"),
+            None => state,
+        };
         let mut row = vec![
             n.node.clone(),
             state,
@@ -402,6 +406,13 @@ fn print_run(with_live: &RunWithLive) {
         t.add_row(row);
     }
     table::print(&t);
+    for n in run.nodes.iter().filter(|n| n.waiting_for.is_some()) {
+        let p = n.waiting_for.as_deref().unwrap_or_default();
+        out(&format!(
+            "\n{} depends on its past: it starts once {} of {p} has succeeded or been skipped (weir status {} {p})",
+            n.node, n.node, run.graph
+        ));
+    }
     for n in &run.nodes {
         if n.pokes > 0 {
             // While it waits, its last check: when, and what it saw.

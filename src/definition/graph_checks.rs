@@ -502,10 +502,22 @@ impl GraphFile {
             }
         }
         def.nodes.reserve_exact(self.nodes.len());
+        let (past, downstream) = (self.depends_on_past, self.wait_for_downstream);
         for spanned in self.nodes {
             let at = line(spanned.span());
+            let (node_past, node_downstream) = (
+                spanned.get_ref().depends_on_past,
+                spanned.get_ref().wait_for_downstream,
+            );
             match spanned.into_inner().into_node(dir) {
-                Ok(n) => def.nodes.push(n),
+                Ok(mut n) => {
+                    // A node's own setting over the graph's; waiting for
+                    // the downstreams implies waiting for the node (as in
+                    // Airflow).
+                    n.wait_for_downstream = node_downstream.unwrap_or(downstream);
+                    n.depends_on_past = node_past.unwrap_or(past) || n.wait_for_downstream;
+                    def.nodes.push(n)
+                }
                 Err(e) => faults.extend(e.into_iter().map(|what| (at, what))),
             }
         }

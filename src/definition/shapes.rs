@@ -29,6 +29,12 @@ pub struct GraphFile {
     /// The IANA zone of its windows and cron expression (UTC by default).
     #[serde(default)]
     pub timezone: Option<Spanned<String>>,
+    /// Every node's `depends_on_past` (a node may say otherwise).
+    #[serde(default)]
+    pub depends_on_past: bool,
+    /// Every node's `wait_for_downstream` (a node may say otherwise).
+    #[serde(default)]
+    pub wait_for_downstream: bool,
     /// How long settled runs are kept.
     #[serde(default)]
     pub retention: Option<Spanned<String>>,
@@ -173,6 +179,12 @@ pub struct NodeFile {
     pub http: Option<HttpFile>,
     /// Its place in its pool's queue (higher first; default 0).
     pub priority: Option<i64>,
+    /// Wait for the same node of the previous partition (default: the
+    /// graph's `depends_on_past`).
+    pub depends_on_past: Option<bool>,
+    /// With `depends_on_past`, also wait for that node's direct downstreams
+    /// (default: the graph's `wait_for_downstream`).
+    pub wait_for_downstream: Option<bool>,
     /// A mapped node: one member per item of this upstream's output (a
     /// JSON array).
     pub map_over: Option<String>,

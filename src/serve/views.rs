@@ -129,6 +129,10 @@ pub struct RunQuery {
 pub struct NodeDetail {
     /// The node.
     pub node: String,
+    /// The partition whose run it waits for (`depends_on_past`): the same
+    /// node there has not succeeded or been skipped yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
     /// pending, ready, succeeded, failed, skipped, upstream_failed, cancelled.
     pub state: String,
     /// The rerun count of its current instance.
@@ -573,6 +577,8 @@ pub fn run_detail(
     // The run's own definition's zone: a run keeps the window it was made
     // with when a later definition changes the zone.
     let zone = def.as_ref().map(|d| d.zone()).unwrap_or_default();
+    // Indexed once, and only when a ready node depends on its past.
+    let mut indexed: Option<std::sync::Arc<weir_core::graph::Graph>> = None;
     let mut nodes = Vec::with_capacity(v.nodes.len());
     for n in v.nodes {
         let id = run_id(graph, partition, &n.node, n.rerun);
@@ -586,7 +592,32 @@ pub fn run_detail(
             .and_then(|d| d.nodes.iter().find(|d| d.name.as_str() == n.node));
         let (output, output_text, output_bytes, output_truncated) =
             output_fields(store, done.as_ref(), inline_max)?;
+        let waiting_for = match decl {
+            Some(d) if d.depends_on_past && n.state == "ready" && v.state == RunState::Active => {
+                if indexed.is_none() {
+                    indexed = weir_actors::views::past::load_def(store)(&v.definition)?;
+                }
+                match &indexed {
+                    Some(g) => {
+                        let previous = weir_actors::views::past::previous_of(
+                            store,
+                            g,
+                            partition,
+                            d,
+                            &mut weir_actors::views::past::load_def(store),
+                        )?;
+                        match weir_core::past::gate(previous) {
+                            weir_core::past::PastGate::Wait(p) => Some(p.to_string()),
+                            weir_core::past::PastGate::Go => None,
+                        }
+                    }
+                    None => None,
+                }
+            }
+            _ => None,
+        };
         nodes.push(NodeDetail {
+            waiting_for,
             duration_ms: match (n.started_ms, n.finished_ms) {
                 (Some(s), Some(f)) => Some(f.saturating_sub(s)),
                 _ => None,

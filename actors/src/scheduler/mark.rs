@@ -201,6 +201,8 @@ impl SchedulerState {
         });
         self.apply_changes(p, changes).await?;
         self.drop_dead_letters(superseded).await?;
+        // A mark may finish the past later partitions wait on.
+        self.release_past(p).await?;
         if new_state == RunState::Active {
             if was_settled {
                 let _ = self.events.send(EngineEvent::RunStarted {

@@ -22,6 +22,7 @@ mod cancel;
 mod mapped;
 mod mark;
 pub mod notice;
+mod past;
 mod reconcile;
 mod rerun;
 mod settings;
@@ -100,6 +101,7 @@ impl Actor for SchedulerActor {
             unsynced_settles: Vec::new(),
             myself: None,
             timeout_armed: None,
+            past_waits: BTreeMap::new(),
         };
         state.adopted = state
             .store

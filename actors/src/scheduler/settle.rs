@@ -76,6 +76,8 @@ impl SchedulerState {
         }
         self.apply_changes(p, changes).await?;
         self.settle_if_done(p).await?;
+        // Later partitions' nodes may wait on this one's (depends_on_past).
+        self.release_past(p).await?;
         Ok(())
     }
 

@@ -157,6 +157,14 @@ impl SchedulerState {
         &mut self,
         groups: Vec<(String, Vec<usize>)>,
     ) -> Res<Vec<Vec<(String, bool)>>> {
+        // Nodes whose past is not done are held back (depends_on_past).
+        let groups = groups
+            .into_iter()
+            .map(|(p, nodes)| {
+                let go = self.past_gate(&p, nodes)?;
+                Ok((p, go))
+            })
+            .collect::<Res<Vec<_>>>()?;
         let mut jobs = Vec::new();
         let mut spans = Vec::with_capacity(groups.len());
         for (p, nodes) in &groups {

@@ -84,6 +84,9 @@ pub struct SchedulerState {
     /// The instant of the earliest [`SchedulerMsg::RunTimeouts`] timer
     /// armed and not yet fired: one timer at a time covers every run.
     pub(super) timeout_armed: Option<u64>,
+    /// Nodes held by `depends_on_past`, by the partition they wait for:
+    /// (run, node index).
+    pub(super) past_waits: BTreeMap<String, std::collections::BTreeSet<(String, usize)>>,
 }
 
 pub(super) type Res<T> = Result<T, ActorProcessingErr>;

@@ -93,7 +93,12 @@ impl SchedulerState {
             .tracker
             .ready_after(&run.graph, idx, NodeStatus::Succeeded)
             .into_iter()
-            .filter(|d| !run.submitted.contains(d) && run.graph.node_at(*d).map.is_none())
+            // Nodes that depend on their past go through the gate of the
+            // durable notice, not ahead of it.
+            .filter(|d| {
+                let n = run.graph.node_at(*d);
+                !run.submitted.contains(d) && n.map.is_none() && !n.depends_on_past
+            })
             .collect();
         if ready.is_empty() {
             return Ok(None);

@@ -108,6 +108,16 @@ impl TriggerState {
                 self.graph
             )));
         };
+        // A graph whose nodes wait for their past runs a backfill oldest
+        // first: newest first would fill max_active_runs with runs waiting
+        // on windows not started yet.
+        let order = if order == BackfillOrder::Newest && def.nodes.iter().any(|n| n.depends_on_past)
+        {
+            tracing::info!(graph = %self.graph, range = %range, "backfill runs oldest first: the graph depends on its past");
+            BackfillOrder::Oldest
+        } else {
+            order
+        };
         // A backfill is identified by (graph, range): asking again for a
         // range that an unfinished backfill covers resumes that one. A
         // `weir run --backfill` restarted after a crash asks again every

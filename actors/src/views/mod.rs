@@ -4,4 +4,5 @@
 //! and the API answer with them.
 
 pub mod asset;
+pub mod past;
 pub mod run;
