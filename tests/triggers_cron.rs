@@ -325,11 +325,11 @@ fn at_utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> u64 {
         .timestamp_millis() as u64
 }
 
+/// Cron firings seen: (firing, windows).
+type Firings = std::sync::Arc<std::sync::Mutex<Vec<(u64, Vec<String>)>>>;
+
 /// Every cron firing the engine announces for `graph`: (firing, windows).
-fn firings(
-    engine: &weir::Engine,
-    graph: &str,
-) -> std::sync::Arc<std::sync::Mutex<Vec<(u64, Vec<String>)>>> {
+fn firings(engine: &weir::Engine, graph: &str) -> Firings {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut rx = engine.subscribe();
     let (g, s) = (graph.to_string(), seen.clone());

@@ -107,6 +107,17 @@ pub enum EngineEvent {
         /// The partition.
         partition: String,
     },
+    /// A run, or a node of it, missed its SLA (recorded once).
+    SlaMissed {
+        /// The graph.
+        graph: String,
+        /// The partition.
+        partition: String,
+        /// The node; none for the graph's own SLA.
+        node: Option<String>,
+        /// The deadline missed, in ms since the epoch.
+        deadline_ms: u64,
+    },
     /// A graph run settled (complete, failed or cancelled).
     RunSettled {
         /// The graph.

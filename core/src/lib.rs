@@ -43,6 +43,7 @@ pub mod readiness;
 pub mod retry;
 pub mod schedule;
 pub mod sensor;
+pub mod sla;
 pub mod template;
 pub mod trigger;
 pub mod zone;

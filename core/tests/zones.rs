@@ -28,7 +28,10 @@ const ZONES: [&str; 4] = [
 /// the US at 02:00 local on the second Sunday of March and the first of
 /// November; Lord Howe at 02:00 local on the first Sundays of April (to
 /// +10:30) and October (to +11); Kathmandu not at all.
-const TRANSITIONS_2026: &[(&str, (i32, u32, u32, u32, u32), i32, i32)] = &[
+/// (zone, UTC instant as (y, m, d, h, min), offset before, offset after).
+type Transition = (&'static str, (i32, u32, u32, u32, u32), i32, i32);
+
+const TRANSITIONS_2026: &[Transition] = &[
     ("Europe/Berlin", (2026, 3, 29, 1, 0), 60, 120),
     ("Europe/Berlin", (2026, 10, 25, 1, 0), 120, 60),
     ("America/New_York", (2026, 3, 8, 7, 0), -300, -240),

@@ -75,6 +75,9 @@ impl Reader {
                 if let Some(c) = &q.cursor {
                     query.push(("cursor", c.clone()));
                 }
+                if q.sla_missed {
+                    query.push(("sla_missed", "true".into()));
+                }
                 Ok(c.get(&["api", "v1", "runs"], &query).await??)
             }
             Reader::Store(store, _) => views::list_runs(store, q).map_err(|e| match e {
@@ -406,6 +409,19 @@ fn print_run(with_live: &RunWithLive) {
         t.add_row(row);
     }
     table::print(&t);
+    for m in &run.sla_misses {
+        let what = match &m.node {
+            Some(n) => format!("node {n} not succeeded"),
+            None => "the run not complete".to_string(),
+        };
+        out(&format!(
+            "\nSLA missed: {what} by {} ({} after its {}; it was {})",
+            m.deadline,
+            m.sla,
+            m.anchor.replace('_', " "),
+            m.state
+        ));
+    }
     for n in run.nodes.iter().filter(|n| n.waiting_for.is_some()) {
         let p = n.waiting_for.as_deref().unwrap_or_default();
         out(&format!(
@@ -509,8 +525,13 @@ fn print_runs(page: &RunPage) {
         if keyed {
             row.push(table::time(at));
         }
+        let state = if r.sla_missed {
+            format!("{} (SLA missed)", r.state)
+        } else {
+            r.state.to_string()
+        };
         row.extend([
-            r.state.to_string(),
+            state,
             table::time(Some(r.requested_at_ms)),
             table::time(r.settled_at_ms),
             table::duration(r.settled_at_ms.map(|s| s.saturating_sub(r.requested_at_ms))),
@@ -544,6 +565,9 @@ pub struct RunsArgs {
     /// From a previous page.
     #[arg(long)]
     pub cursor: Option<String>,
+    /// Only runs that missed an SLA (theirs or a node's).
+    #[arg(long)]
+    pub sla_missed: bool,
     #[command(flatten)]
     pub conn: Conn,
 }
@@ -566,6 +590,7 @@ pub fn runs(a: RunsArgs) -> Result<u8, Failure> {
         to: a.to,
         limit: Some(a.limit),
         cursor: a.cursor,
+        sla_missed: a.sla_missed,
     };
     client::block_on(async move {
         let page = reader.runs(&q).await?;

@@ -193,6 +193,9 @@ impl GraphFile {
         if let Some(v) = &self.timezone {
             put("timezone", v.span());
         }
+        if let Some(v) = &self.sla {
+            put("sla", v.span());
+        }
         if let Some(v) = &self.run_timeout {
             put("run_timeout", v.span());
         }
@@ -359,14 +362,23 @@ impl GraphFile {
                 ),
             ));
         }
+        if let Some(r) = &self.sla {
+            match dur("sla", &Some(r.get_ref().clone())) {
+                Ok(Some(0)) => faults.push(g(line(r.span()), "sla: must be above 0".into())),
+                Ok(v) => def.sla_ms = v,
+                Err(e) => faults.push(g(line(r.span()), e)),
+            }
+        }
         for (field, argv) in [
             ("on_failure", &self.on_failure),
             ("on_success", &self.on_success),
+            ("on_sla_miss", &self.on_sla_miss),
         ] {
             let Some(argv) = argv else { continue };
             let at = line(argv.span());
             match notify_spec(field, argv.get_ref(), dir, &def) {
                 Ok(spec) if field == "on_failure" => def.on_failure = Some(spec),
+                Ok(spec) if field == "on_sla_miss" => def.on_sla_miss = Some(spec),
                 Ok(spec) => def.on_success = Some(spec),
                 Err(e) => faults.extend(e.into_iter().map(|e| g(at, e))),
             }

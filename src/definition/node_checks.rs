@@ -207,6 +207,17 @@ impl NodeFile {
                 .map_err(|e| faults.push(f("target", e.to_string())))
                 .ok()
         });
+        let sla_ms = match dur("sla", &self.sla) {
+            Ok(Some(0)) => {
+                faults.push(field_msg(node, "sla", "must be above 0"));
+                None
+            }
+            Ok(v) => v,
+            Err(e) => {
+                faults.push(format!("node {node:?}: {e}"));
+                None
+            }
+        };
         let timeout_ms = dur("timeout", &self.timeout).unwrap_or_else(|e| {
             faults.push(format!("node {node:?}: {e}"));
             None
@@ -302,6 +313,7 @@ impl NodeFile {
                     def.timeout_ms = Some(crate::task::sensor::CHECK_TIMEOUT_MS_DEFAULT);
                 }
                 def.priority = priority;
+                def.sla_ms = sla_ms;
                 def.map = map;
                 def.sensor = sensor;
                 def.produces = produces;

@@ -50,6 +50,12 @@ pub struct GraphFile {
     /// A command run when a run settles complete.
     #[serde(default)]
     pub on_success: Option<Spanned<Vec<String>>>,
+    /// A command run once per SLA miss, the miss on its stdin.
+    #[serde(default)]
+    pub on_sla_miss: Option<Spanned<Vec<String>>>,
+    /// A run not complete this long after its window ends has missed.
+    #[serde(default)]
+    pub sla: Option<Spanned<String>>,
     /// The params a run takes, with their defaults.
     #[serde(default)]
     pub params: Option<Spanned<BTreeMap<String, toml::Value>>>,
@@ -185,6 +191,9 @@ pub struct NodeFile {
     /// With `depends_on_past`, also wait for that node's direct downstreams
     /// (default: the graph's `wait_for_downstream`).
     pub wait_for_downstream: Option<bool>,
+    /// The node not succeeded or skipped this long after its run's window
+    /// ends has missed its SLA.
+    pub sla: Option<String>,
     /// A mapped node: one member per item of this upstream's output (a
     /// JSON array).
     pub map_over: Option<String>,

@@ -65,6 +65,7 @@ pub fn kind(e: &EngineEvent) -> &'static str {
         EngineEvent::Restarted { .. } => "restarted",
         EngineEvent::RunStarted { .. } => "run_started",
         EngineEvent::RunSettled { .. } => "run_settled",
+        EngineEvent::SlaMissed { .. } => "sla_missed",
         EngineEvent::NodeChanged { .. } => "node_changed",
         EngineEvent::MemberEnded { .. } => "member_ended",
         EngineEvent::AssetMaterialized { .. } => "asset_materialized",

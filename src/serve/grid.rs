@@ -42,6 +42,9 @@ pub struct GridColumn {
     pub requested_at_ms: u64,
     /// When it settled.
     pub settled_at_ms: Option<u64>,
+    /// Whether it, or a node of it, missed an SLA.
+    #[serde(default)]
+    pub sla_missed: bool,
     /// One cell per row of [`Grid::nodes`]; `None` where the run's
     /// definition has no such node.
     pub cells: Vec<Option<GridCell>>,
@@ -121,6 +124,7 @@ pub fn grid(
                 state: v.state,
                 requested_at_ms: v.requested_at_ms,
                 settled_at_ms: v.settled_at_ms,
+                sla_missed: r.sla_missed,
                 cells: Vec::new(),
             },
             cells,

@@ -107,6 +107,26 @@ impl Metrics {
                     .set(f64::from(w.times_lost));
             }
         }
+        // SLA misses are counted from their records, so a restart neither
+        // loses one nor counts one twice.
+        let store = engine.store().clone();
+        let counts = tokio::task::spawn_blocking(move || {
+            super::views::graph_names(&store).map(|gs| {
+                gs.into_iter()
+                    .map(|g| {
+                        let n =
+                            weir_actors::records::sla::graph_miss_count(&store, &g).unwrap_or(0);
+                        (g, n)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await;
+        if let Ok(Ok(counts)) = counts {
+            for (g, n) in counts {
+                metrics::counter!("weir_sla_misses_total", "graph" => g).absolute(n as u64);
+            }
+        }
         metrics::gauge!("weir_engine_up").set(if engine.error().is_none() { 1.0 } else { 0.0 });
         self.handle.render()
     }
@@ -157,6 +177,10 @@ fn describe() {
         "run start to settle"
     );
     describe_counter!("weir_runs_started_total", "graph runs started");
+    describe_counter!(
+        "weir_sla_misses_total",
+        "SLA misses recorded (runs' and nodes'), by graph, within the runs' retention"
+    );
     describe_counter!("weir_runs_settled_total", "graph runs settled, by state");
     describe_counter!(
         "weir_actor_restarts_total",

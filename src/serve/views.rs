@@ -47,6 +47,9 @@ pub struct RunBrief {
     pub settled_at_ms: Option<u64>,
     /// Its definition's hash.
     pub definition: String,
+    /// Whether it, or a node of it, missed an SLA.
+    #[serde(default)]
+    pub sla_missed: bool,
 }
 
 /// A graph in the list.
@@ -122,6 +125,9 @@ pub struct RunQuery {
     pub limit: Option<usize>,
     /// From a previous page's `next_cursor`.
     pub cursor: Option<String>,
+    /// Only runs that missed an SLA (theirs or a node's).
+    #[serde(default)]
+    pub sla_missed: bool,
 }
 
 /// A node of a run, with its record.
@@ -230,6 +236,9 @@ pub struct RunDetail {
     /// Its time window, for a time-partitioned graph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowView>,
+    /// Its SLA misses (the run's own and its nodes'), each recorded once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sla_misses: Vec<weir_actors::records::sla::SlaMiss>,
     /// Nodes in topological order.
     pub nodes: Vec<NodeDetail>,
 }
@@ -296,7 +305,16 @@ fn brief(graph: &str, partition: &str, r: &GraphRunRecord) -> RunBrief {
         requested_at_ms: r.requested_at_ms,
         settled_at_ms: r.settled_at_ms,
         definition: r.definition.clone(),
+        sla_missed: false,
     }
+}
+
+/// Whether the run of `graph` at `partition` has a recorded SLA miss (a
+/// failed read counts as none: a listing does not fail for a badge).
+pub fn sla_missed(store: &Store, graph: &str, partition: &str) -> bool {
+    store
+        .scan_keys(&weir_actors::records::sla::sla_run_prefix(graph, partition))
+        .is_ok_and(|k| !k.is_empty())
 }
 
 /// One graph's summary, or `None` if it is not adopted. `paused` says
@@ -479,12 +497,16 @@ pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
             });
         }
         let state = q.state;
+        let sla_only = q.sla_missed;
         let (rows, more) = store.scan_rev::<GraphRunRecord>(
             &prefix,
             lower.as_deref(),
             upper.as_deref(),
             limit,
-            |_, r| state.is_none_or(|s| r.state == s),
+            |k, r| {
+                state.is_none_or(|s| r.state == s)
+                    && (!sla_only || sla_missed(store, g, &k[prefix.len()..]))
+            },
         )?;
         more_any |= more && rows.len() == limit;
         candidates.extend(rows.iter().map(|(k, r)| brief(g, &k[prefix.len()..], r)));
@@ -496,6 +518,9 @@ pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
     });
     let more = candidates.len() > limit || more_any;
     candidates.truncate(limit);
+    for c in &mut candidates {
+        c.sla_missed = sla_missed(store, &c.graph, &c.partition);
+    }
     let next_cursor = if more && candidates.len() == limit {
         candidates
             .last()
@@ -665,6 +690,7 @@ pub fn run_detail(
         failure: v.failure,
         window,
         timezone: zone.name().to_string(),
+        sla_misses: weir_actors::records::sla::run_misses(store, graph, &partition.to_string())?,
         nodes,
     }))
 }

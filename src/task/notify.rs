@@ -82,9 +82,10 @@ async fn run(ctx: &TaskContext) -> TaskResult {
             report.graph
         )));
     }
-    let field = match report.state {
-        weir_actors::scheduler::records::RunState::Complete => "on_success",
-        _ => "on_failure",
+    let field = match (&input.sla_miss, report.state) {
+        (Some(_), _) => "on_sla_miss",
+        (None, weir_actors::scheduler::records::RunState::Complete) => "on_success",
+        (None, _) => "on_failure",
     };
     let argv = {
         let mut scope = Scope::new(&report.graph, &report.partition, "", 0, "", &report.params);
@@ -100,14 +101,30 @@ async fn run(ctx: &TaskContext) -> TaskResult {
             &scope,
         )?
     };
-    let stdin = serde_json::to_vec_pretty(report)
-        .map_err(|e| TaskError::Permanent(format!("graph {}: the summary: {e}", report.graph)))?;
+    // An SLA miss's notification reads the miss; a settle's, the summary.
+    let stdin = match &input.sla_miss {
+        Some(miss) => serde_json::to_vec_pretty(miss),
+        None => serde_json::to_vec_pretty(report),
+    }
+    .map_err(|e| TaskError::Permanent(format!("graph {}: the summary: {e}", report.graph)))?;
+    let state = match &input.sla_miss {
+        Some(_) => "sla_missed".to_string(),
+        None => report.state.to_string(),
+    };
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .current_dir(&config.cwd)
         .env("WEIR_GRAPH", &report.graph)
         .env("WEIR_PARTITION", &report.partition)
-        .env("WEIR_RUN_STATE", report.state.to_string())
+        .env("WEIR_RUN_STATE", state)
+        .env(
+            "WEIR_SLA_NODE",
+            input
+                .sla_miss
+                .as_ref()
+                .and_then(|m| m.node.clone())
+                .unwrap_or_default(),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

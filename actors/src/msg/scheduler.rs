@@ -166,6 +166,8 @@ pub enum SchedulerMsg {
     MapTopUp(String, usize),
     /// Fail the active runs past their `run_timeout` (timer).
     RunTimeouts,
+    /// Record the SLA misses due (timer).
+    SlaCheck,
 }
 
 impl ractor::Message for SchedulerMsg {}

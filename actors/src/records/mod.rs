@@ -9,3 +9,4 @@ pub mod done;
 pub mod graph;
 pub mod keys;
 pub mod pause;
+pub mod sla;

@@ -27,6 +27,7 @@ mod reconcile;
 mod rerun;
 mod settings;
 mod settle;
+pub mod sla;
 mod start;
 mod state;
 mod successors;
@@ -102,6 +103,8 @@ impl Actor for SchedulerActor {
             myself: None,
             timeout_armed: None,
             past_waits: BTreeMap::new(),
+            sla_seen: Default::default(),
+            sla_armed: None,
         };
         state.adopted = state
             .store
@@ -156,6 +159,9 @@ impl Actor for SchedulerActor {
         // Runs that outlived their run_timeout while the engine was down
         // fail now; the others at their deadline.
         state.run_timeouts().await?;
+        // SLAs whose deadline passed while the engine was down are missed
+        // now; the others at their deadline.
+        state.sla_check().await?;
         let interval = Duration::from_millis(state.settings.reconcile_interval_ms.max(1));
         myself.send_interval(interval, || SchedulerMsg::Reconcile(None));
         Ok(())
@@ -247,6 +253,7 @@ impl Actor for SchedulerActor {
             SchedulerMsg::SyncSettled => state.sync_settled().await?,
             SchedulerMsg::MapTopUp(p, idx) => state.map_top_up(&p, idx).await?,
             SchedulerMsg::RunTimeouts => state.run_timeouts().await?,
+            SchedulerMsg::SlaCheck => state.sla_check().await?,
         }
         Ok(())
     }

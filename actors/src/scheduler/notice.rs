@@ -111,6 +111,9 @@ pub struct NotifyInput {
     pub config: serde_json::Value,
     /// The run's summary.
     pub report: RunReport,
+    /// For an `on_sla_miss` notification: the miss, which is its stdin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sla_miss: Option<crate::records::sla::SlaMiss>,
 }
 
 /// What every notification's queue key starts with.
@@ -241,6 +244,7 @@ impl SchedulerState {
         let generation: u64 = record.expected_reruns.values().map(|&r| u64::from(r)).sum();
         let key = notify_key(self.graph.as_str(), p, state, generation);
         let input = NotifyInput {
+            sla_miss: None,
             config: spec.config.clone(),
             report: RunReport {
                 graph: self.graph.to_string(),

@@ -126,6 +126,7 @@ impl SchedulerState {
             groups.push((p, ready));
         }
         self.arm_run_timeouts();
+        self.arm_sla();
         let mut submitted = self.submit_many(groups).await?.into_iter();
         let mut out = Vec::with_capacity(partitions.len());
         for (partition, created) in partitions.iter().zip(created) {

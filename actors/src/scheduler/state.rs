@@ -87,6 +87,10 @@ pub struct SchedulerState {
     /// Nodes held by `depends_on_past`, by the partition they wait for:
     /// (run, node index).
     pub(super) past_waits: BTreeMap<String, std::collections::BTreeSet<(String, usize)>>,
+    /// SLA miss keys known to be recorded (or recorded by this scheduler).
+    pub(super) sla_seen: HashSet<String>,
+    /// The instant of the [`SchedulerMsg::SlaCheck`] timer armed, if any.
+    pub(super) sla_armed: Option<u64>,
 }
 
 pub(super) type Res<T> = Result<T, ActorProcessingErr>;

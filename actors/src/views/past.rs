@@ -22,6 +22,9 @@ use crate::store::{Store, StoreError};
 
 use super::run::latest_node_records;
 
+/// Gives the indexed definition of a hash, if it is stored.
+pub type LoadDef<'a> = dyn FnMut(&str) -> Result<Option<Arc<Graph>>, StoreError> + 'a;
+
 /// What node `node` of the run of `graph` at `partition` (whose definition
 /// is `g`) waits on in the previous partition. `load` gives the indexed
 /// definition of a hash (a caller's cache).
@@ -30,7 +33,7 @@ pub fn previous_of(
     g: &Graph,
     partition: &Partition,
     node: &NodeDef,
-    load: &mut dyn FnMut(&str) -> Result<Option<Arc<Graph>>, StoreError>,
+    load: &mut LoadDef<'_>,
 ) -> Result<Previous, StoreError> {
     let graph = g.name().as_str();
     let def = g.def();

@@ -20,6 +20,7 @@ pub struct ListParams {
     to: Option<String>,
     limit: Option<usize>,
     cursor: Option<String>,
+    sla_missed: Option<bool>,
 }
 
 /// Runs, newest partition first, filtered and paged.
@@ -38,6 +39,7 @@ pub async fn list(
         to: p.to,
         limit: p.limit,
         cursor: p.cursor,
+        sla_missed: p.sla_missed.unwrap_or(false),
     };
     let engine = s.engine.clone();
     blocking(move || {

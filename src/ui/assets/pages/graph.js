@@ -105,7 +105,8 @@ export async function render(root, [graph, selected]) {
     const headRow = h("tr", {}, h("th", { scope: "col" }, "Node"), grid.runs.map((r) =>
       h("th", { scope: "col", class: r.partition === sel ? "selected" : null, "data-partition": r.partition },
         h("a", { href: route("graph", graph, r.partition), title: `${r.partition}: ${r.state}`, "data-focus": `c-${r.partition}` },
-          square(r.state, r.partition), h("span", { class: "col-label" }, shortPartition(r.partition))))));
+          square(r.state, r.partition), h("span", { class: "col-label" }, shortPartition(r.partition)),
+          r.sla_missed ? h("span", { class: "sla-badge", title: "SLA missed" }, "SLA") : null))));
     const rows = grid.nodes.map((node, ni) => h("tr", { "data-node": node },
       h("th", { scope: "row" }, node),
       grid.runs.map((r) => {

@@ -55,6 +55,9 @@ export async function render(root, [graph, partition, selectedNode]) {
       ["Graph", h("a", { href: route("graph", graph) }, graph)],
       ["State", badge(run.state)],
       run.failure ? ["Failure", h("span", { class: "error", id: "run-failure" }, run.failure)] : null,
+      (run.sla_misses || []).length ? ["SLA", h("span", { id: "run-sla" }, run.sla_misses.map((m, i) =>
+        h("span", { class: "sla-badge", title: `${m.sla} after its ${m.anchor.replace("_", " ")}` },
+          `${i ? " " : ""}missed: ${m.node || "the run"} by ${m.deadline}`)))] : null,
       run.window ? ["Window", h("span", { id: "run-window" },
         `${run.window.start} .. ${run.window.end} (${fmtDur(run.window.end_ms - run.window.start_ms)}, ${run.timezone})`)] : null,
       ["Requested", fmtTimeIn(run.requested_at_ms, run.timezone)],

@@ -30,9 +30,12 @@ use serde::{Deserialize, Serialize};
 use crate::mapped::{MapSource, MapSpec};
 use crate::names::Name;
 use crate::partition::Partitioning;
-use crate::retry::{RetryPolicy, RetryPolicyError};
+use crate::retry::RetryPolicy;
 use crate::sensor::SensorPolicy;
 use crate::trigger::TriggerRule;
+
+mod error;
+pub use error::GraphError;
 
 /// The most nodes a graph may have.
 pub const NODES_MAX: usize = 100_000;
@@ -140,6 +143,15 @@ pub struct GraphDef {
     /// hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<crate::zone::Zone>,
+    /// A run not complete this long after its window ends (its key fell
+    /// due; it started, unpartitioned) has missed its SLA (see `sla`).
+    /// Absent from the encoding when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sla_ms: Option<u64>,
+    /// The notification run once per SLA miss, the miss as JSON on its
+    /// stdin. Absent from the encoding when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_sla_miss: Option<TaskSpec>,
 }
 
 impl GraphDef {
@@ -179,6 +191,8 @@ impl GraphDef {
             trigger_assets: Vec::new(),
             run_timeout_ms: None,
             timezone: None,
+            sla_ms: None,
+            on_sla_miss: None,
         }
     }
 
@@ -241,6 +255,11 @@ pub struct NodeDef {
     /// in the previous partition. Absent from the encoding when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub wait_for_downstream: bool,
+    /// The node not succeeded or skipped this long after its run's window
+    /// ends has missed its SLA (see `sla`). Absent from the encoding when
+    /// unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sla_ms: Option<u64>,
 }
 
 fn is_zero(v: &i32) -> bool {
@@ -270,6 +289,7 @@ impl NodeDef {
             produces: Vec::new(),
             depends_on_past: false,
             wait_for_downstream: false,
+            sla_ms: None,
         }
     }
 }
@@ -283,171 +303,6 @@ pub struct TaskSpec {
     /// The task's configuration, read by the task.
     #[serde(default)]
     pub config: serde_json::Value,
-}
-
-/// Why a graph definition is not valid. Each message names the graph, the
-/// node and the field.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum GraphError {
-    /// The graph has no nodes.
-    #[error("graph {graph:?}: nodes: the graph has no nodes")]
-    EmptyGraph {
-        /// The graph.
-        graph: Name,
-    },
-    /// The graph has more nodes than [`NODES_MAX`].
-    #[error("graph {graph:?}: nodes: {count} nodes, over the limit of {max}")]
-    TooManyNodes {
-        /// The graph.
-        graph: Name,
-        /// Its node count.
-        count: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// The graph has more edges than [`EDGES_MAX`].
-    #[error("graph {graph:?}: upstreams: {count} edges, over the limit of {max}")]
-    TooManyEdges {
-        /// The graph.
-        graph: Name,
-        /// Its edge count.
-        count: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// Two nodes have the same name.
-    #[error("graph {graph:?}: node {node:?}: name is declared more than once")]
-    DuplicateNode {
-        /// The graph.
-        graph: Name,
-        /// The name declared twice.
-        node: Name,
-    },
-    /// An upstream names no node of the graph.
-    #[error("graph {graph:?}: node {node:?}: upstream {upstream:?} is not a node of the graph")]
-    UnknownUpstream {
-        /// The graph.
-        graph: Name,
-        /// The node that lists the upstream.
-        node: Name,
-        /// The unknown name.
-        upstream: Name,
-    },
-    /// A node lists itself as an upstream.
-    #[error("graph {graph:?}: node {node:?}: upstreams: the node lists itself")]
-    SelfDependency {
-        /// The graph.
-        graph: Name,
-        /// The node.
-        node: Name,
-    },
-    /// A node lists the same upstream twice.
-    #[error("graph {graph:?}: node {node:?}: upstream {upstream:?} is listed more than once")]
-    DuplicateUpstream {
-        /// The graph.
-        graph: Name,
-        /// The node.
-        node: Name,
-        /// The upstream listed twice.
-        upstream: Name,
-    },
-    /// The upstreams form a cycle; `path` runs downstream and ends where it
-    /// starts.
-    #[error("graph {graph:?}: upstreams: cycle {}", join_path(.path))]
-    Cycle {
-        /// The graph.
-        graph: Name,
-        /// The nodes of the cycle, each an upstream of the next, the first
-        /// repeated at the end.
-        path: Vec<Name>,
-    },
-    /// A node's pool is not among the graph's pools (checked only when the
-    /// graph lists pools; [`POOL_DEFAULT`] is always known).
-    #[error("graph {graph:?}: node {node:?}: pool {pool:?} is not one of the graph's pools")]
-    UnknownPool {
-        /// The graph.
-        graph: Name,
-        /// The node.
-        node: Name,
-        /// The unknown pool.
-        pool: Name,
-    },
-    /// A node's target is not among the graph's targets (checked only when
-    /// the graph lists targets).
-    #[error("graph {graph:?}: node {node:?}: target {target:?} is not one of the graph's targets")]
-    UnknownTarget {
-        /// The graph.
-        graph: Name,
-        /// The node.
-        node: Name,
-        /// The unknown target.
-        target: Name,
-    },
-    /// A node's retry policy is not valid.
-    #[error("graph {graph:?}: node {node:?}: retry: {source}")]
-    BadRetry {
-        /// The graph.
-        graph: Name,
-        /// The node.
-        node: Name,
-        /// What is wrong with the policy.
-        source: RetryPolicyError,
-    },
-    /// A node's timeout is zero: no attempt could ever finish.
-    #[error("graph {graph:?}: node {node:?}: timeout_ms: must be above 0")]
-    ZeroTimeout {
-        /// The graph.
-        graph: Name,
-        /// The node.
-        node: Name,
-    },
-    /// A pool has no slots: nothing in it could ever run.
-    #[error("graph {graph:?}: pool {pool:?}: capacity must be above 0")]
-    ZeroPoolCapacity {
-        /// The graph.
-        graph: Name,
-        /// The pool.
-        pool: Name,
-    },
-    /// `run_timeout` is zero: every run would fail as it starts.
-    #[error("graph {graph:?}: run_timeout: must be above 0")]
-    ZeroRunTimeout {
-        /// The graph.
-        graph: Name,
-    },
-    /// `max_active_runs` is zero: no run could ever start.
-    #[error("graph {graph:?}: max_active_runs: must be above 0")]
-    ZeroMaxActiveRuns {
-        /// The graph.
-        graph: Name,
-    },
-    /// A node's field is not valid (its mapping, its sensor, its assets).
-    #[error("graph {graph:?}: node {node:?}: {field}: {what}")]
-    BadNodeField {
-        /// The graph.
-        graph: Name,
-        /// The node.
-        node: Name,
-        /// The field.
-        field: &'static str,
-        /// What is wrong.
-        what: String,
-    },
-    /// A graph-level setting is not valid.
-    #[error("graph {graph:?}: {field}: {what}")]
-    BadSetting {
-        /// The graph.
-        graph: Name,
-        /// The setting.
-        field: &'static str,
-        /// What is wrong.
-        what: String,
-    },
-}
-
-fn join_path(path: &[Name]) -> String {
-    let names: Vec<&str> = path.iter().map(Name::as_str).collect();
-    names.join(" -> ")
 }
 
 /// A validated graph with its indexes.
@@ -997,6 +852,8 @@ struct CanonicalDef<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     on_failure: Option<CanonicalTask<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    on_sla_miss: Option<CanonicalTask<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     on_success: Option<CanonicalTask<'a>>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     params: &'a BTreeMap<String, String>,
@@ -1005,6 +862,8 @@ struct CanonicalDef<'a> {
     retention_ms: &'a u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     run_timeout_ms: &'a Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sla_ms: &'a Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     start_ms: &'a Option<u64>,
     targets: &'a BTreeMap<Name, crate::breaker::BreakerSettings>,
@@ -1029,6 +888,8 @@ struct CanonicalNode<'a> {
     retry: CanonicalRetry<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sensor: &'a Option<SensorPolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sla_ms: &'a Option<u64>,
     target: &'a Option<Name>,
     task: CanonicalTask<'a>,
     timeout_ms: &'a Option<u64>,
@@ -1081,6 +942,8 @@ impl<'a> CanonicalDef<'a> {
             trigger_assets,
             run_timeout_ms,
             timezone,
+            sla_ms,
+            on_sla_miss,
         } = def;
         let mut order: Vec<&NodeDef> = nodes.iter().collect();
         order.sort_by(|a, b| a.name.cmp(&b.name));
@@ -1092,12 +955,14 @@ impl<'a> CanonicalDef<'a> {
             name,
             nodes: order.into_iter().map(CanonicalNode::of).collect(),
             on_failure: on_failure.as_ref().map(CanonicalTask::of),
+            on_sla_miss: on_sla_miss.as_ref().map(CanonicalTask::of),
             on_success: on_success.as_ref().map(CanonicalTask::of),
             params,
             partitioning,
             pools,
             retention_ms,
             run_timeout_ms,
+            sla_ms,
             start_ms,
             targets,
             timezone,
@@ -1123,6 +988,7 @@ impl<'a> CanonicalNode<'a> {
             produces,
             depends_on_past,
             wait_for_downstream,
+            sla_ms,
         } = node;
         let RetryPolicy {
             attempts_max,
@@ -1155,6 +1021,7 @@ impl<'a> CanonicalNode<'a> {
                 multiplier,
             },
             sensor,
+            sla_ms,
             target,
             task: CanonicalTask::of(task),
             timeout_ms,
@@ -1204,7 +1071,6 @@ fn write_canonical(value: &serde_json::Value, out: &mut String) {
         scalar => write!(out, "{scalar}").expect("writing to a String"),
     }
 }
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
