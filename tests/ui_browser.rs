@@ -970,8 +970,12 @@ async fn a_zoned_graph_shows_local_windows_with_offsets() {
         String::from("name = \"hours\"\npartitioning = \"hourly\"\ntimezone = \"Europe/Berlin\"\n");
     hour += &sh_node("load", &[], "", "true");
     write_def(&defs, "hours", &hour);
+    let mut late = String::from("name = \"late\"\n");
+    late += &sh_node("slow", &[], "sla = \"100ms\"", "sleep 1");
+    write_def(&defs, "late", &late);
     let engine = start(&["serve"], &defs, &tmp.path().join("data"));
     engine.ok(&["start", "berlin", "2026-03-29"]);
+    engine.ok(&["start", "late", "none"]);
     let status = wait_for("the run to complete", Duration::from_secs(30), || {
         let s = engine.ok(&["status", "berlin", "2026-03-29"]);
         s.contains("state complete").then_some(s)
@@ -1036,5 +1040,33 @@ async fn a_zoned_graph_shows_local_windows_with_offsets() {
         "return document.body.textContent.includes('Europe/Berlin') && document.body.textContent.includes(':30:00+0');",
     )
     .await;
+
+    // An SLA miss: a badge on the run page and in the grid's column head.
+    engine.wait_run("late", "none", "complete");
+    b.goto(&format!(
+        "{}/{}",
+        engine.url,
+        route(&["run", "late", "none"])
+    ))
+    .await;
+    let sla = b
+        .wait_js(
+            "the run's SLA badge",
+            "const s = document.querySelector('#run-sla .sla-badge'); return s && s.textContent;",
+        )
+        .await;
+    assert!(
+        sla.as_str()
+            .is_some_and(|t| t.starts_with("missed: slow by ")),
+        "{sla}"
+    );
+    b.goto(&format!("{}/{}", engine.url, route(&["graph", "late"])))
+        .await;
+    b.wait_js(
+        "the grid's SLA badge",
+        "return document.querySelector(\"table.grid thead th[data-partition='none'] .sla-badge\");",
+    )
+    .await;
+    b.shot("zones-sla-grid").await;
     b.close().await;
 }

@@ -220,6 +220,8 @@ fn check_views(store: &Store, runs: usize) -> Result<(), BenchError> {
         let p = partition(i)?;
         let mut expected = engines.clone();
         expected.partition = p.to_string();
+        // The window is the copy's own.
+        expected.window = views::WindowView::of(&expected.partition, weir_core::zone::Zone::UTC);
         for n in &mut expected.nodes {
             n.run_id = run_id(GRAPH, &p, &n.node, n.rerun);
         }

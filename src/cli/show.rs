@@ -532,8 +532,8 @@ fn print_runs(page: &RunPage) {
         };
         row.extend([
             state,
-            table::time(Some(r.requested_at_ms)),
-            table::time(r.settled_at_ms),
+            table::time_in(Some(r.requested_at_ms), &r.timezone),
+            table::time_in(r.settled_at_ms, &r.timezone),
             table::duration(r.settled_at_ms.map(|s| s.saturating_sub(r.requested_at_ms))),
         ]);
         t.add_row(row);

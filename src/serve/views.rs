@@ -50,6 +50,10 @@ pub struct RunBrief {
     /// Whether it, or a node of it, missed an SLA.
     #[serde(default)]
     pub sla_missed: bool,
+    /// The IANA zone of its graph's adopted definition, which its instants
+    /// are shown in (`UTC` by default).
+    #[serde(default = "utc_name")]
+    pub timezone: String,
 }
 
 /// A graph in the list.
@@ -306,6 +310,7 @@ fn brief(graph: &str, partition: &str, r: &GraphRunRecord) -> RunBrief {
         settled_at_ms: r.settled_at_ms,
         definition: r.definition.clone(),
         sla_missed: false,
+        timezone: utc_name(),
     }
 }
 
@@ -518,8 +523,14 @@ pub fn list_runs(store: &Store, q: &RunQuery) -> Result<RunPage, QueryError> {
     });
     let more = candidates.len() > limit || more_any;
     candidates.truncate(limit);
+    let mut zones: std::collections::BTreeMap<String, String> = Default::default();
     for c in &mut candidates {
         c.sla_missed = sla_missed(store, &c.graph, &c.partition);
+        if !zones.contains_key(&c.graph) {
+            let z = graph_zone(store, &c.graph)?;
+            zones.insert(c.graph.clone(), z.name().to_string());
+        }
+        c.timezone = zones[&c.graph].clone();
     }
     let next_cursor = if more && candidates.len() == limit {
         candidates
