@@ -79,6 +79,15 @@ fn a_failed_run_names_its_node_its_stderr_and_the_commands() {
         out.contains("see more: weir status fails none"),
         "stdout:\n{out}"
     );
+    // The stderr tail is in the queue's line about the attempt, once: the
+    // command's own line gives its first line only.
+    let attempts = err.matches("command failed").count();
+    assert!(attempts >= 1, "stderr:\n{err}");
+    assert_eq!(
+        err.matches("stderr (tail):").count(),
+        attempts,
+        "one tail per attempt; stderr:\n{err}"
+    );
     // Not a terminal: no escape codes anywhere.
     assert!(!out.contains("\x1b["), "escape codes in stdout:\n{out:?}");
     assert!(!err.contains("\x1b["), "escape codes in stderr:\n{err:?}");

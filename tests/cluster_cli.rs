@@ -67,6 +67,17 @@ fn a_fan_out_runs_on_two_workers_with_no_local_slots() {
     // A remote attempt's log streamed back and is kept by the engine.
     let logs = c.served.ok(&["logs", "g", "none", "m7"]);
     assert!(logs.contains("ran on w"), "{logs}");
+    // Status names the worker each node ran on.
+    let run = c.served.json(&["status", "g", "none"]);
+    for n in run["nodes"].as_array().unwrap() {
+        let w = n["worker"].as_str().unwrap_or_default();
+        assert!(w == "w1" || w == "w2", "{n}");
+    }
+    let shown = c.served.ok(&["status", "g", "none"]);
+    assert!(
+        shown.contains("WORKER") && shown.contains(" w1 "),
+        "{shown}"
+    );
     // The workers list.
     let w = c.worker_view("w1").unwrap();
     assert_eq!(w["state"], "joined");

@@ -65,6 +65,9 @@ fn a_failed_day_holds_the_days_after_it_across_a_kill_until_it_is_rerun() {
         assert_eq!(run["nodes"][0]["waiting_for"], before, "{run}");
     }
     assert_eq!(order(&defs), ["2026-11-01 load", "2026-11-02 load"]);
+    // The engine's own pool ran them: `local`.
+    let run = engine.json(&["status", "past", "2026-11-01"]);
+    assert_eq!(run["nodes"][0]["worker"], "local", "{run}");
 
     // kill -9 while they wait: the restarted engine holds them again.
     drop(engine);

@@ -66,6 +66,16 @@ command = ["true"]
         0,
         "not notified yet"
     );
+    // While it runs, status gives its start (from the queue) and where.
+    let shown = engine.ok(&["status", "sla", "none"]);
+    let row = shown
+        .lines()
+        .find(|l| l.trim_start().starts_with("slow "))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        row.contains("running") && row.contains("local") && row.contains(" 20"),
+        "{row}"
+    );
     // kill -9 before the notification ran.
     let stderr = engine.stderr.clone();
     drop(engine);

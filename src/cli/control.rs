@@ -133,6 +133,11 @@ fn param_pairs(pairs: &[String]) -> Result<std::collections::BTreeMap<String, St
 /// Runs `weir start`.
 pub fn start(a: StartArgs) -> Result<u8, Failure> {
     let params = param_pairs(&a.params)?;
+    // Checked here first, so the message is about what was typed.
+    for p in &a.partitions {
+        p.parse::<weir_core::partition::Partition>()
+            .map_err(|e| Failure::input(e.to_string()))?;
+    }
     let body = json!({ "partitions": a.partitions, "params": params });
     call(
         &a.conn,
@@ -179,23 +184,68 @@ pub fn backfill(a: BackfillArgs) -> Result<u8, Failure> {
         )));
     };
     let body = json!({ "from": from, "to": to, "order": if a.newest_first { "newest" } else { "oldest" } });
-    call(
+    // Counted before the backfill is asked for: it starts runs at once.
+    let existing = if a.conn.json {
+        0
+    } else {
+        existing_runs(&a.conn, &a.graph, from, to)?
+    };
+    let answer: Value = fetch(
         &a.conn,
         post(&["api", "v1", "graphs", &a.graph, "backfills"], body),
-        |b: &Value| {
-            out(&format!(
-                "backfill {} of {}: {} windows {}..{} ({} handled so far); it runs paced by max_active_runs — watch it with `weir runs --graph {}`",
-                s(b, "id"),
-                a.graph,
-                s(b, "windows"),
-                s(b, "from"),
-                s(b, "to"),
-                s(b, "cursor"),
-                a.graph
-            ));
-            Ok(0)
-        },
-    )
+    )?;
+    if a.conn.json {
+        print_json(&answer);
+        return Ok(0);
+    }
+    let windows = answer.get("windows").and_then(Value::as_u64).unwrap_or(0);
+    let id = s(&answer, "id");
+    if windows > 0 && existing >= windows {
+        out(&format!(
+            "backfill {id} of {}: all {windows} windows of {}..{} exist already; nothing to start (use `weir rerun` or `weir clear` to run them again)",
+            a.graph,
+            s(&answer, "from"),
+            s(&answer, "to"),
+        ));
+        return Ok(0);
+    }
+    let skipped = if existing > 0 {
+        format!(", {existing} of which exist already and are skipped")
+    } else {
+        String::new()
+    };
+    out(&format!(
+        "backfill {id} of {}: {} windows to start of {windows} in {}..{}{skipped}; it runs paced by max_active_runs — watch it with `weir runs --graph {}`",
+        a.graph,
+        windows - existing.min(windows),
+        s(&answer, "from"),
+        s(&answer, "to"),
+        a.graph
+    ));
+    Ok(0)
+}
+
+/// How many runs of `graph` exist in `from..=to` (pages of the runs list).
+fn existing_runs(conn: &Conn, graph: &str, from: &str, to: &str) -> Result<u64, Failure> {
+    let mut count = 0u64;
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut q = vec![
+            ("graph", graph.to_string()),
+            ("from", from.to_string()),
+            ("to", to.to_string()),
+            ("limit", "1000".to_string()),
+        ];
+        if let Some(c) = &cursor {
+            q.push(("cursor", c.clone()));
+        }
+        let page: Value = fetch(conn, get(&["api", "v1", "runs"], q))?;
+        count += page["runs"].as_array().map_or(0, |r| r.len() as u64);
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return Ok(count),
+        }
+    }
 }
 
 /// `weir rerun GRAPH PARTITION NODE [--no-downstream]`.
@@ -381,7 +431,18 @@ pub fn mark(a: MarkArgs) -> Result<u8, Failure> {
             json!({ "state": state }),
         ),
         |v: &Value| {
-            out(&format!("{} {} {}: {}", a.graph, a.partition, a.node, v));
+            let what = match s(v, "outcome").as_str() {
+                "marked" => format!("marked {} (record {})", s(v, "state"), s(v, "run_id")),
+                "cancelled_and_marked" => format!(
+                    "its live instance {} cancelled, then marked {} (record {})",
+                    s(v, "cancelled"),
+                    s(v, "state"),
+                    s(v, "run_id")
+                ),
+                "unchanged" => format!("{} already; nothing changed", s(v, "state")),
+                other => other.to_string(),
+            };
+            out(&format!("{} {} {}: {what}", a.graph, a.partition, a.node));
             Ok(0)
         },
     )
@@ -421,7 +482,37 @@ pub fn trigger(a: GraphArgs) -> Result<u8, Failure> {
         &a.conn,
         post(&["api", "v1", "graphs", &a.graph, "trigger"], json!({})),
         |v: &Value| {
-            out(&format!("{}: {}", a.graph, v));
+            let list = |k: &str| -> Vec<String> {
+                v[k].as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let (started, existing, keys) =
+                (list("started"), list("existing"), list("keys_signalled"));
+            for p in &started {
+                out(&format!("{}: started the run of {p}", a.graph));
+            }
+            for p in &existing {
+                out(&format!(
+                    "{}: the run of {p} exists already (not started again; `weir rerun` or `weir clear` runs it again)",
+                    a.graph
+                ));
+            }
+            if !keys.is_empty() {
+                out(&format!(
+                    "{}: {} keys signalled to run now: {}",
+                    a.graph,
+                    keys.len(),
+                    keys.join(", ")
+                ));
+            }
+            if started.is_empty() && existing.is_empty() && keys.is_empty() {
+                out(&format!("{}: nothing to start", a.graph));
+            }
             Ok(0)
         },
     )
@@ -683,7 +774,10 @@ pub fn reload(a: ReloadArgs) -> Result<u8, Failure> {
         |r: &Value| {
             let list = |k: &str| r[k].as_array().cloned().unwrap_or_default();
             for g in list("adopted") {
-                out(&format!("adopted {}", g));
+                // (graph, new definition hash)
+                let graph = g[0].as_str().unwrap_or("");
+                let hash: String = g[1].as_str().unwrap_or("").chars().take(12).collect();
+                out(&format!("adopted {graph} (definition {hash})"));
             }
             for g in list("unchanged") {
                 out(&format!("unchanged {}", g.as_str().unwrap_or("")));

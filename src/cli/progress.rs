@@ -45,25 +45,52 @@ pub struct Line {
 /// The progress line: a bar on a terminal, nothing otherwise.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// Nodes already ended at the first update (a re-run's): the rate
+    /// counts only what ends after.
+    base: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The rate of nodes ended since the first update, once a second has
+/// passed (before, or with none ended, `-`): a re-run that finds every
+/// node ended shows no rate at all.
+fn rate(ended: u64, elapsed: Duration) -> String {
+    let s = elapsed.as_secs_f64();
+    if ended == 0 || s < 1.0 {
+        return "-".into();
+    }
+    format!("{:.1}/s", ended as f64 / s)
 }
 
 impl Progress {
     /// A bar on stderr when `shown`, else a no-op.
     pub fn new(shown: bool) -> Progress {
+        let base = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
         if !shown {
-            return Progress { bar: None };
+            return Progress { bar: None, base };
         }
         let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4));
+        let from = base.clone();
         bar.set_style(
             ProgressStyle::with_template(
-                "[{elapsed_precise}] {bar:24.cyan/blue} {pos}/{len} nodes ({per_sec}, ETA {eta}) {msg}",
+                "[{elapsed_precise}] {bar:24.cyan/blue} {pos}/{len} nodes ({rate}, ETA {eta}) {msg}",
             )
             .expect("the progress template is valid")
+            .with_key(
+                "rate",
+                move |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let base = from.load(std::sync::atomic::Ordering::Relaxed);
+                    let ended = state.pos().saturating_sub(if base == u64::MAX { state.pos() } else { base });
+                    let _ = w.write_str(&rate(ended, state.elapsed()));
+                },
+            )
             .progress_chars("=> "),
         );
         bar.enable_steady_tick(Duration::from_millis(250));
         let _ = BAR.set(bar.clone());
-        Progress { bar: Some(bar) }
+        Progress {
+            bar: Some(bar),
+            base,
+        }
     }
 
     /// Whether a bar is shown.
@@ -74,6 +101,12 @@ impl Progress {
     /// Redraws the line.
     pub fn update(&self, l: &Line) {
         let Some(bar) = &self.bar else { return };
+        let _ = self.base.compare_exchange(
+            u64::MAX,
+            l.nodes_done,
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         bar.set_length(l.nodes_total.max(l.nodes_done));
         bar.set_position(l.nodes_done);
         bar.set_message(message(l));
@@ -171,6 +204,26 @@ mod tests {
         ];
         for (i, (line, want)) in cases.iter().enumerate() {
             assert_eq!(message(line), *want, "#{i}: {line:?}");
+        }
+    }
+
+    /// A re-run whose nodes had all ended shows no rate; a rate counts
+    /// only nodes ended during the run, once a second has passed.
+    #[test]
+    fn rate_counts_only_what_ended_here() {
+        let cases = [
+            (0, 0.0, "-"),
+            (0, 5.0, "-"),
+            (7, 0.003, "-"),
+            (10, 2.0, "5.0/s"),
+            (3, 1.5, "2.0/s"),
+        ];
+        for (ended, s, want) in cases {
+            assert_eq!(
+                rate(ended, Duration::from_secs_f64(s)),
+                want,
+                "{ended} in {s}s"
+            );
         }
     }
 }

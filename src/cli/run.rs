@@ -743,13 +743,13 @@ fn print_summary(s: &Snapshot, v: &Verdict, elapsed: Duration) {
         })
         .count();
     out(&format!(
-        "{} run(s): {} settled, {} failed or cancelled, {} still active, {} not started; {:.2}s",
+        "{} run(s): {} settled, {} failed or cancelled, {} still active, {} not started; {}",
         s.rows.len(),
         s.runs_done,
         failed,
         s.rows.len() - s.runs_done - not_started,
         not_started,
-        elapsed.as_secs_f64()
+        super::table::duration(Some(elapsed.as_millis() as u64))
     ));
     for (graph, group, before) in &v.recovered {
         out(&format!(

@@ -367,9 +367,21 @@ fn print_run(with_live: &RunWithLive) {
     // Hand-outs a breaker deferred are not attempts: shown apart, in their
     // own column, when any node has some.
     let deferred = run.nodes.iter().any(|n| n.deferrals > 0);
+    // Where each node's attempt ran (or runs): `local` or a worker.
+    let worker_of = |n: &views::NodeDetail| -> Option<String> {
+        with_live
+            .live
+            .get(&n.node)
+            .and_then(|l| l.worker.clone())
+            .or_else(|| n.worker.clone())
+    };
+    let workers = run.nodes.iter().any(|n| worker_of(n).is_some());
     let mut head = vec!["node", "state", "rerun", "attempts"];
     if deferred {
         head.push("deferred");
+    }
+    if workers {
+        head.push("worker");
     }
     head.extend(["started", "duration", "error"]);
     let mut t = table::new(&head);
@@ -388,6 +400,13 @@ fn print_run(with_live: &RunWithLive) {
         if deferred {
             row.push(n.deferrals.to_string());
         }
+        if workers {
+            row.push(worker_of(n).unwrap_or_else(|| "-".into()));
+        }
+        // A running attempt's start is the queue's (its record has none yet).
+        let started = n
+            .started_ms
+            .or_else(|| with_live.live.get(&n.node).and_then(|l| l.started_ms));
         // While a rerun runs, the record it reruns stays in sight.
         let error = match (&n.error, &n.previous) {
             (None, Some(p)) => Some(format!(
@@ -402,7 +421,7 @@ fn print_run(with_live: &RunWithLive) {
             (e, _) => e.clone(),
         };
         row.extend([
-            table::time(n.started_ms),
+            table::time_in(started, &run.timezone),
             table::duration(n.duration_ms),
             table::first_line(error.as_deref(), 80),
         ]);
@@ -888,6 +907,8 @@ mod tests {
             at_ms: 0,
             pokes: 0,
             last_check: None,
+            worker: None,
+            started_ms: None,
         }
     }
 

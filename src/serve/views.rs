@@ -143,6 +143,9 @@ pub struct NodeDetail {
     /// node there has not succeeded or been skipped yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
+    /// Where its record's last attempt ran: `local` or a worker's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
     /// pending, ready, succeeded, failed, skipped, upstream_failed, cancelled.
     pub state: String,
     /// The rerun count of its current instance.
@@ -653,6 +656,7 @@ pub fn run_detail(
             _ => None,
         };
         nodes.push(NodeDetail {
+            worker: done.as_ref().and_then(|d| d.worker.clone()),
             waiting_for,
             duration_ms: match (n.started_ms, n.finished_ms) {
                 (Some(s), Some(f)) => Some(f.saturating_sub(s)),

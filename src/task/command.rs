@@ -460,7 +460,10 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
             tracing::debug!(run_id = %ctx.key, attempt = ctx.attempt, stdout = %String::from_utf8_lossy(&stdout).trim_end(), "command succeeded")
         }
         Err(e) => {
-            tracing::warn!(run_id = %ctx.key, attempt = ctx.attempt, error = %e, "command failed")
+            // The first line only: the queue's line about the attempt
+            // carries the whole error, its output tails included, once.
+            let e = e.to_string();
+            tracing::warn!(run_id = %ctx.key, attempt = ctx.attempt, error = %e.lines().next().unwrap_or(""), "command failed")
         }
     }
     let _ = tokio::fs::remove_dir_all(&dir).await;

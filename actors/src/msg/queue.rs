@@ -171,6 +171,12 @@ pub enum TicketView {
         /// A waiting sensor's last check: when, and what it saw.
         #[serde(default)]
         last_check: Option<LastCheck>,
+        /// Running: where (`local` or a worker's name).
+        #[serde(default)]
+        worker: Option<String>,
+        /// Running: when its attempt started.
+        #[serde(default)]
+        started_ms: Option<u64>,
     },
     /// Ended.
     Done(DoneRecord),

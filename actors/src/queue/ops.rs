@@ -147,6 +147,12 @@ impl QueueActorState {
                     finished_ms: now,
                     pokes: tries.pokes,
                     members: None,
+                    worker: match &place {
+                        Place::Running { worker, .. } => {
+                            Some(crate::records::done::worker_shown(worker))
+                        }
+                        Place::Pending { .. } => None,
+                    },
                 };
                 self.record_done(&job, record);
                 tracing::info!(key, id, "ticket cancelled");

@@ -84,6 +84,12 @@ impl QueueActorState {
             return;
         };
         let (id, attempts, tries, job) = (t.id, t.attempts(), t.tries, t.job.clone());
+        let worker = match &t.place {
+            weir_core::queue::Place::Running { worker, .. } => {
+                Some(crate::records::done::worker_shown(worker))
+            }
+            _ => None,
+        };
         match op {
             Op::Complete { terminal, .. } => {
                 let _ = self.step(op);
@@ -129,6 +135,7 @@ impl QueueActorState {
                     finished_ms: now,
                     pokes: tries.pokes,
                     members: None,
+                    worker,
                 };
                 self.started.remove(&id);
                 if status == DoneStatus::Failed {

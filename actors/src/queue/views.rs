@@ -96,7 +96,13 @@ impl QueueActorState {
                 Place::Pending { due_ms } => (false, due_ms),
                 Place::Running { lease_until_ms, .. } => (true, lease_until_ms),
             };
+            let worker = match &t.place {
+                Place::Running { worker, .. } => Some(crate::records::done::worker_shown(worker)),
+                Place::Pending { .. } => None,
+            };
             return Ok(Some(TicketView::Live {
+                worker,
+                started_ms: running.then(|| self.started.get(&t.id).copied()).flatten(),
                 id: t.id,
                 running,
                 attempts: t.attempts(),

@@ -48,6 +48,44 @@ impl std::fmt::Display for DoneStatus {
     }
 }
 
+/// How a queue worker id is shown: a worker process's name (the queue
+/// calls a remote pool `remote.<worker>.<pool>.<incarnation>`), or
+/// `local` for a pool of the engine's own process.
+pub fn worker_shown(queue_worker_id: &str) -> String {
+    match queue_worker_id.strip_prefix("remote.") {
+        Some(rest) => {
+            let mut parts = rest.rsplitn(3, '.');
+            let (_incarnation, _pool) = (parts.next(), parts.next());
+            let id = parts.next().unwrap_or(rest);
+            // A worker process's id is its name and a hex incarnation
+            // (`w1.3f57df58806128a0`): shown by name, as `weir workers` does.
+            match id.rsplit_once('.') {
+                Some((name, tail))
+                    if !name.is_empty()
+                        && tail.len() == 16
+                        && tail.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                {
+                    name.to_string()
+                }
+                _ => id.to_string(),
+            }
+        }
+        None => "local".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn workers_are_shown_by_name() {
+        use super::worker_shown;
+        assert_eq!(worker_shown("default.0.weir.3"), "local");
+        assert_eq!(worker_shown("remote.w1.3f57df58806128a0.default.7"), "w1");
+        assert_eq!(worker_shown("remote.gpu-box.gpu.2"), "gpu-box");
+        assert_eq!(worker_shown("remote.odd"), "odd");
+    }
+}
+
 /// The record of an ended ticket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DoneRecord {
@@ -99,6 +137,11 @@ pub struct DoneRecord {
     /// scheduler once every member ended). Left out when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub members: Option<Box<weir_core::mapped::MemberCounts>>,
+    /// Where its last attempt ran: `local` (a pool of the engine's
+    /// process) or a worker's name; absent for a record no attempt made (a
+    /// mark, a decision) and in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 fn is_zero(v: &u32) -> bool {

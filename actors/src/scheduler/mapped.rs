@@ -482,6 +482,7 @@ impl SchedulerState {
                 finished_ms: now,
                 pokes: 0,
                 members: Some(Box::new(counts)),
+                worker: None,
             };
             let mut puts = vec![(dkey.clone(), store.encode("node record", &record)?)];
             if let Some(b) = &output_blob {
@@ -538,6 +539,7 @@ impl SchedulerState {
             finished_ms: now,
             pokes: 0,
             members: None,
+            worker: None,
         };
         let bytes = self.store.encode("node record", &record)?;
         let store = self.store.clone();

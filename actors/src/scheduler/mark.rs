@@ -152,6 +152,7 @@ impl SchedulerState {
             finished_ms: now,
             pokes: 0,
             members: None,
+            worker: None,
         };
         let done_bytes = self.store.encode("node record", &done)?;
         let run_bytes = self.store.encode("run record", &record)?;

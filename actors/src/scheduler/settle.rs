@@ -133,6 +133,7 @@ impl SchedulerState {
                     finished_ms: now,
                     pokes: 0,
                     members: None,
+                    worker: None,
                 };
                 puts.push((done_key(&id), self.store.encode("node record", &record)?));
                 run.recorded[ch.node] = Some(rerun);

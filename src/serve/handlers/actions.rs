@@ -57,7 +57,11 @@ pub async fn start(
     let ps = b
         .partitions
         .iter()
-        .map(|p| partition("partitions[]", p))
+        // The partition's own error names it: `partition "yesterday": …`.
+        .map(|p| {
+            p.parse::<weir_core::partition::Partition>()
+                .map_err(|e| ApiError::bad(format!("partitions: {e}")))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Json(s.engine.start_runs_with(&graph, ps, b.params).await?))
 }

@@ -79,6 +79,12 @@ pub struct NodeLive {
     /// A waiting sensor's last check: when it ended and what it saw.
     #[serde(default)]
     pub last_check: Option<weir_actors::queue::LastCheck>,
+    /// Running: where (`local`, or a worker's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// Running: when its attempt started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
 }
 
 /// A run with its nodes, and the live tickets of its ready nodes.
@@ -117,6 +123,8 @@ pub async fn one(
             at_ms,
             pokes,
             last_check,
+            worker,
+            started_ms,
             ..
         })) = s.engine.ticket(&n.run_id).await
         {
@@ -133,6 +141,8 @@ pub async fn one(
                     at_ms,
                     pokes,
                     last_check,
+                    worker,
+                    started_ms,
                 },
             );
         }

@@ -176,6 +176,8 @@ export async function render(root, [graph, partition, selectedNode]) {
         ["State", badge(st)],
         ["Rerun", String(n.rerun)],
         ["Attempts", String(n.attempts)],
+        (live && live.worker) || n.worker ? ["Worker", h("span", { id: "node-worker" }, (live && live.worker) || n.worker)] : null,
+        n.waiting_for ? ["Waiting for", h("a", { href: route("run", graph, n.waiting_for) }, n.waiting_for)] : null,
         ["Upstreams", n.upstreams.length ? n.upstreams.join(", ") : "—"],
         n.trigger_rule !== "all_success" ? ["Trigger rule", n.trigger_rule] : null,
         ["Duration", fmtDur(n.duration_ms)],

@@ -1,0 +1,70 @@
+//! Commands answer in sentences (issue #31 items 4 and 5): `trigger`,
+//! `mark`, `reload` and `backfill` print what they did, not the API's JSON
+//! (which `--json` gives), a backfill over runs that exist says nothing
+//! will start, and a bad partition is named as typed.
+
+mod serve_support;
+
+use serve_support::{start, write_def};
+
+#[test]
+fn control_commands_answer_in_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    let def = "name = \"w\"\npartitioning = \"daily\"\n\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n\n[[nodes]]\nname = \"b\"\nupstreams = [\"a\"]\ncommand = [\"true\"]\n";
+    write_def(&defs, "w", def);
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+
+    let t = engine.ok(&["trigger", "w"]);
+    assert!(t.starts_with("w: started the run of 20"), "{t}");
+    assert!(!t.contains('{'), "{t}");
+    let again = engine.ok(&["trigger", "w"]);
+    assert!(
+        again.contains("exists already (not started again"),
+        "{again}"
+    );
+
+    engine.ok(&["backfill", "w", "2026-11-01..2026-11-02"]);
+    engine.wait_run("w", "2026-11-02", "complete");
+    engine.wait_run("w", "2026-11-01", "complete");
+    let b = engine.ok(&["backfill", "w", "2026-11-01..2026-11-02"]);
+    assert!(
+        b.contains("all 2 windows of 2026-11-01..2026-11-02 exist already; nothing to start"),
+        "{b}"
+    );
+    let b = engine.ok(&["backfill", "w", "2026-11-02..2026-11-04"]);
+    assert!(
+        b.contains("2 windows to start of 3") && b.contains("1 of which exist already"),
+        "{b}"
+    );
+
+    let m = engine.ok(&["mark", "w", "2026-11-01", "a", "failed"]);
+    assert!(
+        m.starts_with("w 2026-11-01 a: marked failed (record w/2026-11-01/a/1)"),
+        "{m}"
+    );
+    let m = engine.ok(&["mark", "w", "2026-11-01", "a", "failed"]);
+    assert!(m.contains("failed already; nothing changed"), "{m}");
+    let j = engine.ok(&["mark", "w", "2026-11-01", "a", "success", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["outcome"], "marked", "{j}");
+
+    let r = engine.ok(&["reload"]);
+    assert!(r.contains("unchanged w"), "{r}");
+    write_def(
+        &defs,
+        "w",
+        &def.replace("[\"true\"]\n\n[[nodes]]", "[\"true\", \"x\"]\n\n[[nodes]]"),
+    );
+    let r = engine.ok(&["reload"]);
+    assert!(r.starts_with("adopted w (definition "), "{r}");
+    assert!(!r.contains('['), "{r}");
+
+    let bad = engine.cli(&["start", "w", "yesterday"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("partition \"yesterday\": not a partition") && !err.contains("partitions[]"),
+        "{err}"
+    );
+}
