@@ -49,6 +49,25 @@ fn control_commands_answer_in_words() {
     let v: serde_json::Value = serde_json::from_str(&j).unwrap();
     assert_eq!(v["outcome"], "marked", "{j}");
 
+    // A mark leaves a downstream that ran as it is; --downstream marks it.
+    let states = engine.node_states("w", "2026-11-02");
+    assert_eq!(states[1].1, "succeeded", "{states:?}");
+    engine.ok(&["mark", "w", "2026-11-02", "a", "failed"]);
+    let states = engine.node_states("w", "2026-11-02");
+    assert_eq!(
+        (states[0].1.as_str(), states[1].1.as_str()),
+        ("failed", "succeeded"),
+        "{states:?}"
+    );
+    let m = engine.ok(&["mark", "w", "2026-11-02", "a", "failed", "--downstream"]);
+    assert!(m.contains("w 2026-11-02 b: marked failed"), "{m}");
+    let states = engine.node_states("w", "2026-11-02");
+    assert_eq!(
+        (states[0].1.as_str(), states[1].1.as_str()),
+        ("failed", "failed"),
+        "{states:?}"
+    );
+
     let r = engine.ok(&["reload"]);
     assert!(r.contains("unchanged w"), "{r}");
     write_def(

@@ -403,49 +403,136 @@ pub struct MarkArgs {
     pub node: String,
     /// success (or succeeded) or failed.
     pub state: String,
+    /// Mark every node downstream of it the same (Airflow's mark with
+    /// downstream); without it, downstreams that ran keep their records and
+    /// those that did not follow the node's new state.
+    #[arg(long)]
+    pub downstream: bool,
     #[command(flatten)]
     pub conn: Conn,
 }
 
-/// Runs `weir mark`.
+/// Runs `weir mark`: the node, and with `--downstream` every node
+/// downstream of it (Airflow's mark with downstream), in topological order.
 pub fn mark(a: MarkArgs) -> Result<u8, Failure> {
     let state = match a.state.as_str() {
         "success" | "succeeded" => "succeeded",
         "failed" => "failed",
         o => return Err(Failure::input(format!("state {o:?}: success or failed"))),
     };
-    call(
-        &a.conn,
-        post(
-            &[
-                "api",
-                "v1",
-                "graphs",
-                &a.graph,
-                "runs",
-                &a.partition,
-                "nodes",
-                &a.node,
-                "mark",
-            ],
-            json!({ "state": state }),
-        ),
-        |v: &Value| {
-            let what = match s(v, "outcome").as_str() {
-                "marked" => format!("marked {} (record {})", s(v, "state"), s(v, "run_id")),
-                "cancelled_and_marked" => format!(
-                    "its live instance {} cancelled, then marked {} (record {})",
-                    s(v, "cancelled"),
-                    s(v, "state"),
-                    s(v, "run_id")
-                ),
-                "unchanged" => format!("{} already; nothing changed", s(v, "state")),
-                other => other.to_string(),
-            };
-            out(&format!("{} {} {}: {what}", a.graph, a.partition, a.node));
-            Ok(0)
-        },
-    )
+    let mut nodes = vec![a.node.clone()];
+    if a.downstream {
+        let detail: Value = fetch(&a.conn, get(&["api", "v1", "graphs", &a.graph], vec![]))?;
+        nodes.extend(downstreams_of(&detail["definition"], &a.node));
+    }
+    let mut answers = Vec::with_capacity(nodes.len());
+    for node in &nodes {
+        let v: Value = fetch(
+            &a.conn,
+            post(
+                &[
+                    "api",
+                    "v1",
+                    "graphs",
+                    &a.graph,
+                    "runs",
+                    &a.partition,
+                    "nodes",
+                    node,
+                    "mark",
+                ],
+                json!({ "state": state }),
+            ),
+        )?;
+        answers.push((node.clone(), v));
+    }
+    if a.conn.json {
+        match answers.as_slice() {
+            [(_, one)] => print_json(one),
+            all => print_json(&Value::Array(all.iter().map(|(_, v)| v.clone()).collect())),
+        }
+        return Ok(0);
+    }
+    for (node, v) in &answers {
+        let what = match s(v, "outcome").as_str() {
+            "marked" => format!("marked {} (record {})", s(v, "state"), s(v, "run_id")),
+            "cancelled_and_marked" => format!(
+                "its live instance {} cancelled, then marked {} (record {})",
+                s(v, "cancelled"),
+                s(v, "state"),
+                s(v, "run_id")
+            ),
+            "unchanged" => format!("{} already; nothing changed", s(v, "state")),
+            other => other.to_string(),
+        };
+        out(&format!("{} {} {node}: {what}", a.graph, a.partition));
+    }
+    Ok(0)
+}
+
+/// Every node downstream of `node` in a definition (its JSON), nearest
+/// first in topological order.
+fn downstreams_of(def: &Value, node: &str) -> Vec<String> {
+    let nodes: Vec<(String, Vec<String>)> = def["nodes"]
+        .as_array()
+        .map(|ns| {
+            ns.iter()
+                .map(|n| {
+                    let name = n["name"].as_str().unwrap_or_default().to_string();
+                    let ups = n["upstreams"]
+                        .as_array()
+                        .map(|u| {
+                            u.iter()
+                                .filter_map(|x| x.as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (name, ups)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // Reached: the node's downstreams, then theirs, until none is added.
+    let mut reached: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut order = Vec::new();
+    let mut frontier = vec![node.to_string()];
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for (name, ups) in &nodes {
+            if !reached.contains(name)
+                && ups
+                    .iter()
+                    .any(|u| frontier.contains(u) || reached.contains(u))
+            {
+                next.push(name.clone());
+            }
+        }
+        next.retain(|n| n != node);
+        for n in &next {
+            reached.insert(n.clone());
+        }
+        frontier = next.clone();
+        order.extend(next);
+    }
+    // Topological: a node after every upstream of it that is marked too.
+    let mut sorted: Vec<String> = Vec::with_capacity(order.len());
+    while sorted.len() < order.len() {
+        let before = sorted.len();
+        for (name, ups) in &nodes {
+            if reached.contains(name)
+                && !sorted.contains(name)
+                && ups
+                    .iter()
+                    .all(|u| !reached.contains(u) || sorted.contains(u))
+            {
+                sorted.push(name.clone());
+            }
+        }
+        if sorted.len() == before {
+            break;
+        }
+    }
+    sorted
 }
 
 /// `weir pause|unpause|trigger GRAPH`.
