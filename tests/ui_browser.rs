@@ -1033,6 +1033,15 @@ async fn a_zoned_graph_shows_local_windows_with_offsets() {
         "requested and settled are local: {text}"
     );
     b.shot("zones-run").await;
+    // The node panel names where the attempt ran.
+    b.click("table.nodes tbody tr th a").await;
+    let worker = b
+        .wait_js(
+            "the node panel's worker",
+            "const w = document.querySelector('#node-worker'); return w && w.textContent;",
+        )
+        .await;
+    assert_eq!(worker, json!("local"));
     b.goto(&format!("{}/{}", engine.url, route(&["graph", "berlin"])))
         .await;
     b.wait_js(

@@ -53,6 +53,10 @@ pub fn read_cookie(path: &Path) -> Result<String, NodeError> {
         error: e.to_string(),
     })?;
     let cookie = raw.trim().to_string();
+    if let Some(mode) = loose_mode(path) {
+        // A shared secret others on the machine can read is no secret.
+        tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "cookie file is readable by others: chmod 600 it");
+    }
     if cookie.is_empty() {
         return Err(NodeError::File {
             what: "cookie file",
@@ -61,6 +65,13 @@ pub fn read_cookie(path: &Path) -> Result<String, NodeError> {
         });
     }
     Ok(cookie)
+}
+
+/// The permission bits of `path` when its group or others may read it.
+fn loose_mode(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o044 != 0).then_some(mode)
 }
 
 fn crypto() -> Arc<rustls::crypto::CryptoProvider> {
@@ -384,4 +395,22 @@ pub enum ConnectError {
     /// the CA given, or the engine does not speak TLS).
     #[error("TLS handshake failed: {0}")]
     Tls(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_cookie_others_can_read_is_flagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cookie");
+        std::fs::write(&path, "secret\n").unwrap();
+        for (mode, loose) in [(0o644, true), (0o640, true), (0o600, false), (0o400, false)] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert_eq!(loose_mode(&path).is_some(), loose, "{mode:o}");
+            assert_eq!(read_cookie(&path).unwrap(), "secret");
+        }
+    }
 }
