@@ -95,15 +95,38 @@ pub fn find(conn: &Conn) -> Result<(Option<Client>, Option<PathBuf>), Failure> {
     if let Some(url) = url {
         let data = datadir::for_client(conn.data.as_deref()).ok();
         let token = token_for(conn, data.as_deref())?;
+        announce(conn, data.as_deref(), Some(&url));
         return Ok((Some(client(&url, token)?), data));
     }
     let data = datadir::for_client(conn.data.as_deref())?;
     match discovery::find_engine(&data).map_err(Failure::store)? {
         Some(info) => {
             let token = token_for(conn, Some(&data))?;
+            announce(conn, Some(&data), Some(&info.url));
             Ok((Some(client(&info.url, token)?), Some(data)))
         }
-        None => Ok((None, Some(data))),
+        None => {
+            announce(conn, Some(&data), None);
+            Ok((None, Some(data)))
+        }
+    }
+}
+
+/// On a terminal (and not for `--json`), says which data directory and
+/// engine the command uses, on stderr: the answer to "which store did that
+/// read?" when several examples were run from one folder.
+fn announce(conn: &Conn, data: Option<&std::path::Path>, url: Option<&str>) {
+    use std::io::IsTerminal;
+    if conn.json || !std::io::stderr().is_terminal() {
+        return;
+    }
+    let data = data.map_or_else(
+        || "no data directory".to_string(),
+        |d| d.display().to_string(),
+    );
+    match url {
+        Some(u) => eprintln!("weir: {data} (engine at {u})"),
+        None => eprintln!("weir: {data} (no engine runs: read from its store)"),
     }
 }
 

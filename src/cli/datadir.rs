@@ -6,7 +6,12 @@
 //!    them — and that choice is recorded for the folder the command was
 //!    run from, so later commands there find it;
 //! 4. else (client commands) `./.weir` if it exists, else the directory
-//!    recorded for the current folder by an earlier `run` or `serve`.
+//!    recorded for the current folder by an earlier `run` or `serve`. Each
+//!    `run` or `serve` from a folder is recorded with the graphs it adopted,
+//!    so after `run examples/etl` and `run examples/fanout` from one folder,
+//!    `weir status etl …` reads etl's store and `weir status fanout …`
+//!    fanout's; a command that names no graph, or one several of them hold,
+//!    is refused with the list rather than sent to a guess.
 //!
 //! The record lives outside the project: `$XDG_STATE_HOME/weir/data-dirs.json`
 //! (default `~/.local/state/weir/`), a map from folder to data directory,
@@ -27,10 +32,89 @@ pub const RECORDS_MAX: usize = 64;
 /// The data directory's name beside the definitions or in `.`.
 pub const DEFAULT_NAME: &str = ".weir";
 
+/// Data directories a folder used, at most, newest kept.
+pub const PER_FOLDER_MAX: usize = 8;
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Records {
-    /// Folder → (data directory, when recorded in ms).
+    /// Folder → (data directory, when recorded in ms): the first form,
+    /// one per folder, read and carried over into `used`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     dirs: BTreeMap<PathBuf, (PathBuf, u64)>,
+    /// Folder → the data directories `run`/`serve` used from it.
+    #[serde(default)]
+    used: BTreeMap<PathBuf, Vec<Used>>,
+}
+
+/// A data directory used from a folder, with the graphs adopted into it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Used {
+    /// The data directory.
+    pub data: PathBuf,
+    /// The graphs the command adopted (empty: not known, an old record).
+    #[serde(default)]
+    pub graphs: Vec<String>,
+    /// When, in ms since the epoch.
+    pub at_ms: u64,
+}
+
+/// The graph a client command names, if any: it picks among several data
+/// directories recorded for a folder.
+static GRAPH_HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Says which graph the command names (once, before any lookup).
+pub fn hint_graph(graph: &str) {
+    let _ = GRAPH_HINT.set(graph.to_string());
+}
+
+/// Of the data directories `used` from a folder (newest last), the one a
+/// command naming `graph` means: the only one, or the only one holding
+/// `graph`. Otherwise why not, listing them.
+pub fn choose(used: &[Used], graph: Option<&str>, folder: &Path) -> Result<PathBuf, String> {
+    let listed = || {
+        used.iter()
+            .rev()
+            .map(|u| {
+                if u.graphs.is_empty() {
+                    u.data.display().to_string()
+                } else {
+                    format!("{} (graphs {})", u.data.display(), u.graphs.join(", "))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    match (used, graph) {
+        ([], _) => Err("none recorded".into()),
+        ([one], _) => Ok(one.data.clone()),
+        (several, Some(g)) => {
+            let holders: Vec<&Used> = several
+                .iter()
+                .filter(|u| u.graphs.iter().any(|x| x == g))
+                .collect();
+            match holders.as_slice() {
+                [one] => Ok(one.data.clone()),
+                [] => Err(format!(
+                    "graph {g:?} is in none of the {} data directories used from {}: {}; pass --data DIR",
+                    several.len(),
+                    folder.display(),
+                    listed()
+                )),
+                _ => Err(format!(
+                    "graph {g:?} is in {} of the data directories used from {}: {}; pass --data DIR",
+                    holders.len(),
+                    folder.display(),
+                    listed()
+                )),
+            }
+        }
+        (several, None) => Err(format!(
+            "{} data directories were used from {}: {}; pass --data DIR (or name a graph)",
+            several.len(),
+            folder.display(),
+            listed()
+        )),
+    }
 }
 
 fn records_path() -> Option<PathBuf> {
@@ -42,15 +126,30 @@ fn records_path() -> Option<PathBuf> {
 }
 
 fn load_records(path: &Path) -> Records {
-    std::fs::read(path)
+    let mut r: Records = std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    // The first form, carried over.
+    for (folder, (data, at_ms)) in std::mem::take(&mut r.dirs) {
+        let list = r.used.entry(folder).or_default();
+        if !list.iter().any(|u| u.data == data) {
+            list.insert(
+                0,
+                Used {
+                    data,
+                    graphs: Vec::new(),
+                    at_ms,
+                },
+            );
+        }
+    }
+    r
 }
 
-/// Remembers `data` as the data directory of the current folder (best
-/// effort: a failure is logged, never fatal).
-pub fn record(data: &Path) {
+/// Remembers `data` as a data directory used from the current folder,
+/// holding `graphs` (best effort: a failure is logged, never fatal).
+pub fn record(data: &Path, graphs: &[String]) {
     let (Some(path), Ok(cwd)) = (records_path(), std::env::current_dir()) else {
         return;
     };
@@ -59,15 +158,24 @@ pub fn record(data: &Path) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    r.dirs.insert(cwd, (abs, now));
-    while r.dirs.len() > RECORDS_MAX {
+    let list = r.used.entry(cwd).or_default();
+    list.retain(|u| u.data != abs);
+    list.push(Used {
+        data: abs,
+        graphs: graphs.to_vec(),
+        at_ms: now,
+    });
+    if list.len() > PER_FOLDER_MAX {
+        list.remove(0);
+    }
+    while r.used.len() > RECORDS_MAX {
         let oldest = r
-            .dirs
+            .used
             .iter()
-            .min_by_key(|(_, (_, t))| *t)
+            .min_by_key(|(_, l)| l.iter().map(|u| u.at_ms).max().unwrap_or(0))
             .map(|(k, _)| k.clone());
         match oldest {
-            Some(k) => r.dirs.remove(&k),
+            Some(k) => r.used.remove(&k),
             None => break,
         };
     }
@@ -140,11 +248,17 @@ fn find_for_client(explicit: Option<&Path>) -> Result<PathBuf, Failure> {
     }
     tried.push(format!("./{DEFAULT_NAME} (absent)"));
     if let (Some(path), Ok(cwd)) = (records_path(), std::env::current_dir()) {
-        match load_records(&path).dirs.get(&cwd) {
-            Some((d, _)) if exists(d) => return Ok(d.clone()),
-            Some((d, _)) => tried.push(format!(
+        let all = load_records(&path).used.remove(&cwd).unwrap_or_default();
+        let (live, gone): (Vec<Used>, Vec<Used>) = all.into_iter().partition(|u| exists(&u.data));
+        match choose(&live, GRAPH_HINT.get().map(String::as_str), &cwd) {
+            Ok(d) => return Ok(d),
+            Err(why) if !live.is_empty() => return Err(Failure::input(why)),
+            Err(_) => {}
+        }
+        match gone.last() {
+            Some(u) => tried.push(format!(
                 "{} (recorded for {} in {}, but gone)",
-                d.display(),
+                u.data.display(),
                 cwd.display(),
                 path.display()
             )),
@@ -159,4 +273,63 @@ fn find_for_client(explicit: Option<&Path>) -> Result<PathBuf, Failure> {
         "no data directory found; tried {}. Pass --data DIR or set {ENV_DATA_DIR} (a `weir run PATH` keeps its data in PATH/{DEFAULT_NAME})",
         tried.join(", ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn used(data: &str, graphs: &[&str]) -> Used {
+        Used {
+            data: PathBuf::from(data),
+            graphs: graphs.iter().map(|g| g.to_string()).collect(),
+            at_ms: 0,
+        }
+    }
+
+    #[test]
+    fn choose_table() {
+        let here = Path::new("/repo");
+        let etl = used("/repo/examples/etl/.weir", &["etl"]);
+        let fan = used("/repo/examples/fanout/.weir", &["fanout"]);
+        let both = [etl.clone(), fan.clone()];
+        // (used, graph) -> the one, or words of the refusal
+        let cases: &[(&[Used], Option<&str>, Result<&str, &[&str]>)] = &[
+            (&[], None, Err(&["none recorded"])),
+            (
+                std::slice::from_ref(&etl),
+                Some("fanout"),
+                Ok("/repo/examples/etl/.weir"),
+            ),
+            (&both, Some("etl"), Ok("/repo/examples/etl/.weir")),
+            (&both, Some("fanout"), Ok("/repo/examples/fanout/.weir")),
+            (
+                &both,
+                None,
+                Err(&[
+                    "2 data directories were used from /repo",
+                    "(graphs etl)",
+                    "(graphs fanout)",
+                    "--data",
+                ]),
+            ),
+            (
+                &both,
+                Some("orders"),
+                Err(&["graph \"orders\" is in none", "--data"]),
+            ),
+        ];
+        for (i, (u, g, want)) in cases.iter().enumerate() {
+            let got = choose(u, *g, here);
+            match (want, &got) {
+                (Ok(w), Ok(d)) => assert_eq!(d, Path::new(w), "#{i}"),
+                (Err(words), Err(m)) => {
+                    for w in words.iter() {
+                        assert!(m.contains(w), "#{i}: {m:?} lacks {w:?}");
+                    }
+                }
+                _ => panic!("#{i}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
 }

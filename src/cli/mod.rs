@@ -120,14 +120,27 @@ enum Command {
 
 /// Runs the program; returns its exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (cli, matches) = match parsed {
+        Ok(both) => both,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
+    // The graph a client command names picks among the data directories
+    // recorded for this folder.
+    let mut m = &matches;
+    while let Some((_, sub)) = m.subcommand() {
+        m = sub;
+    }
+    if let Ok(Some(g)) = m.try_get_one::<String>("graph") {
+        datadir::hint_graph(g);
+    }
     // Client commands end quietly when their reader goes away (`| head`);
     // the engine-hosting ones keep SIGPIPE ignored (sockets), and `out`
     // ends them quietly too.

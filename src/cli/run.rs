@@ -194,7 +194,12 @@ async fn run_async(
 ) -> Result<u8, Failure> {
     let data = super::datadir::for_definitions(args.data.as_deref(), &defs.root);
     let engine = super::host::open_engine(&defs, &data, durability, args.default_capacity).await?;
-    super::datadir::record(&data);
+    let graphs: Vec<String> = defs
+        .graphs
+        .iter()
+        .map(|l| l.graph.name().to_string())
+        .collect();
+    super::datadir::record(&data, &graphs);
     let mut events = engine.subscribe();
     super::host::adopt_all(&engine, &defs).await?;
     let server = super::host::serve_api(

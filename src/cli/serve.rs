@@ -86,7 +86,12 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     rt.block_on(async move {
         let engine =
             host::open_engine_with(&defs, &data, durability, a.default_capacity, cluster).await?;
-        datadir::record(&data);
+        let graphs: Vec<String> = defs
+            .graphs
+            .iter()
+            .map(|l| l.graph.name().to_string())
+            .collect();
+        datadir::record(&data, &graphs);
         host::adopt_all(&engine, &defs).await?;
         let server = host::serve_api(
             engine.clone(),
