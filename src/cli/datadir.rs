@@ -294,7 +294,8 @@ mod tests {
         let fan = used("/repo/examples/fanout/.weir", &["fanout"]);
         let both = [etl.clone(), fan.clone()];
         // (used, graph) -> the one, or words of the refusal
-        let cases: &[(&[Used], Option<&str>, Result<&str, &[&str]>)] = &[
+        type Case<'a> = (&'a [Used], Option<&'a str>, Result<&'a str, &'a [&'a str]>);
+        let cases: &[Case] = &[
             (&[], None, Err(&["none recorded"])),
             (
                 std::slice::from_ref(&etl),
