@@ -105,6 +105,29 @@ async fn a_key_due_within_the_horizon_is_prepared_and_starts_at_its_instant() {
         run_of(&engine, "g", &p).is_some_and(|r| r.record.state == RunState::Complete)
     })
     .await;
+    // Views show it started at its instant, prepared earlier (issue #31
+    // item 18): the list, the run, and a duration from the instant.
+    let page = weir::serve::views::list_runs(
+        engine.store(),
+        &weir::serve::views::RunQuery {
+            graph: Some("g".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let brief = page.runs.iter().find(|b| b.partition == p).unwrap();
+    assert_eq!(brief.started_at_ms, due, "{brief:?}");
+    assert!(brief.prepared_at_ms.is_some_and(|at| at < due), "{brief:?}");
+    let pp: weir::Partition = p.parse().unwrap();
+    let detail = weir::serve::views::run_detail(engine.store(), "g", &pp, 1024)
+        .unwrap()
+        .unwrap();
+    assert_eq!(detail.started_at_ms, due);
+    assert_eq!(detail.prepared_at_ms, brief.prepared_at_ms);
+    assert!(
+        detail.settled_at_ms.unwrap() - detail.started_at_ms < S,
+        "{detail:?}"
+    );
     engine.shutdown(Duration::from_secs(5)).await.unwrap();
 }
 

@@ -341,9 +341,13 @@ fn print_run(with_live: &RunWithLive) {
             run.timezone
         ));
     }
+    let prepared = run
+        .prepared_at_ms
+        .map(|p| format!(" (prepared at {})", table::time_in(Some(p), &run.timezone)))
+        .unwrap_or_default();
     out(&format!(
-        "started {}  settled {}",
-        table::time_in(Some(run.requested_at_ms), &run.timezone),
+        "started {}{prepared}  settled {}",
+        table::time_in(Some(run.started_at_ms), &run.timezone),
         table::time_in(run.settled_at_ms, &run.timezone)
     ));
     if let Some(f) = &run.failure {
@@ -551,9 +555,9 @@ fn print_runs(page: &RunPage) {
         };
         row.extend([
             state,
-            table::time_in(Some(r.requested_at_ms), &r.timezone),
+            table::time_in(Some(r.started_at_ms), &r.timezone),
             table::time_in(r.settled_at_ms, &r.timezone),
-            table::duration(r.settled_at_ms.map(|s| s.saturating_sub(r.requested_at_ms))),
+            table::duration(r.settled_at_ms.map(|s| s.saturating_sub(r.started_at_ms))),
         ]);
         t.add_row(row);
     }

@@ -399,7 +399,8 @@ impl EventMetrics {
                 if let Ok(p) = partition.parse::<Partition>() {
                     if let Ok(Some(r)) = engine.store().get::<GraphRunRecord>(&run_key(graph, &p)) {
                         let end = r.settled_at_ms.unwrap_or(now);
-                        let s = end.saturating_sub(r.requested_at_ms) as f64 / 1000.0;
+                        // From its instant, for a run prepared ahead.
+                        let s = end.saturating_sub(r.started_ms()) as f64 / 1000.0;
                         metrics::histogram!("weir_run_duration_seconds", "graph" => graph.clone())
                             .record(s);
                     }

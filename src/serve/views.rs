@@ -50,6 +50,12 @@ pub struct RunBrief {
     /// Whether it, or a node of it, missed an SLA.
     #[serde(default)]
     pub sla_missed: bool,
+    /// When it started: its instant, for a run prepared ahead.
+    #[serde(default)]
+    pub started_at_ms: u64,
+    /// When a run prepared ahead was prepared (its record written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared_at_ms: Option<u64>,
     /// The IANA zone of its graph's adopted definition, which its instants
     /// are shown in (`UTC` by default).
     #[serde(default = "utc_name")]
@@ -243,6 +249,12 @@ pub struct RunDetail {
     /// Its time window, for a time-partitioned graph.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowView>,
+    /// When it started: its instant, for a run prepared ahead.
+    #[serde(default)]
+    pub started_at_ms: u64,
+    /// When a run prepared ahead was prepared (its record written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepared_at_ms: Option<u64>,
     /// Its SLA misses (the run's own and its nodes'), each recorded once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sla_misses: Vec<weir_actors::records::sla::SlaMiss>,
@@ -313,6 +325,8 @@ fn brief(graph: &str, partition: &str, r: &GraphRunRecord) -> RunBrief {
         settled_at_ms: r.settled_at_ms,
         definition: r.definition.clone(),
         sla_missed: false,
+        started_at_ms: r.started_ms(),
+        prepared_at_ms: r.prepared_ms(),
         timezone: utc_name(),
     }
 }
@@ -694,7 +708,13 @@ pub fn run_detail(
         });
     }
     let window = WindowView::of(&v.partition, zone);
+    let started_at_ms = v
+        .not_before_ms
+        .unwrap_or(v.requested_at_ms)
+        .max(v.requested_at_ms);
     Ok(Some(RunDetail {
+        started_at_ms,
+        prepared_at_ms: (started_at_ms > v.requested_at_ms).then_some(v.requested_at_ms),
         graph: v.graph,
         partition: v.partition,
         state: v.state,

@@ -137,6 +137,20 @@ pub struct GraphRunRecord {
 }
 
 impl GraphRunRecord {
+    /// When the run started: its instant for a run prepared ahead (its
+    /// record was written earlier, at `requested_at_ms`), else when it was
+    /// requested.
+    pub fn started_ms(&self) -> u64 {
+        self.not_before_ms
+            .unwrap_or(self.requested_at_ms)
+            .max(self.requested_at_ms)
+    }
+
+    /// When a run prepared ahead was prepared; `None` for any other run.
+    pub fn prepared_ms(&self) -> Option<u64> {
+        (self.started_ms() > self.requested_at_ms).then_some(self.requested_at_ms)
+    }
+
     /// The expiry entry a settled run's record `key` has (settled, plus
     /// its retention); `None` while it is active.
     pub fn expiry(&self, key: &str) -> Option<crate::store::Expiring> {

@@ -125,6 +125,9 @@ pub struct GraphRunView {
     pub definition: String,
     /// When it started.
     pub requested_at_ms: u64,
+    /// A run prepared ahead: the instant it starts at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_ms: Option<u64>,
     /// When it settled.
     pub settled_at_ms: Option<u64>,
     /// Its params, as it started with them.
@@ -397,6 +400,7 @@ pub fn graph_run(
         state: record.state,
         definition: record.definition,
         requested_at_ms: record.requested_at_ms,
+        not_before_ms: record.not_before_ms,
         settled_at_ms: record.settled_at_ms,
         params: record.params,
         failure: record.failure,

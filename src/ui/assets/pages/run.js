@@ -60,9 +60,10 @@ export async function render(root, [graph, partition, selectedNode]) {
           `${i ? " " : ""}missed: ${m.node || "the run"} by ${m.deadline}`)))] : null,
       run.window ? ["Window", h("span", { id: "run-window" },
         `${run.window.start} .. ${run.window.end} (${fmtDur(run.window.end_ms - run.window.start_ms)}, ${run.timezone})`)] : null,
-      ["Requested", fmtTimeIn(run.requested_at_ms, run.timezone)],
+      ["Started", fmtTimeIn(run.started_at_ms || run.requested_at_ms, run.timezone)],
+      run.prepared_at_ms ? ["Prepared at", fmtTimeIn(run.prepared_at_ms, run.timezone)] : null,
       ["Settled", fmtTimeIn(run.settled_at_ms, run.timezone)],
-      ["Took", run.settled_at_ms ? fmtDur(run.settled_at_ms - run.requested_at_ms) : "—"],
+      ["Took", run.settled_at_ms ? fmtDur(run.settled_at_ms - (run.started_at_ms || run.requested_at_ms)) : "—"],
       ["Definition", h("code", { title: run.definition }, run.definition.slice(0, 12))],
       Object.keys(run.params || {}).length
         ? ["Params", h("span", { class: "params" }, Object.entries(run.params).map(([k, v]) => h("code", { "data-param": k }, `${k}=${v}`)))]
