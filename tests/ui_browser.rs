@@ -953,12 +953,14 @@ async fn a_mapped_nodes_members_and_the_asset_lineage_show() {
     b.close().await;
 }
 
-/// Issue #29: a zoned graph's runs show local instants with their offsets,
-/// in the CLI and on the UI's pages: the 23-hour day of Berlin's
-/// spring-forward, and an hour named without its offset resolved in the
-/// graph's zone (or refused with both names across a fall-back).
+/// Issues #29 and #31: a zoned graph's runs show local instants with their
+/// offsets, in the CLI and on the UI's pages (the 23-hour day of Berlin's
+/// spring-forward; an hour named without its offset resolved in the
+/// graph's zone, or refused with both names across a fall-back); the node
+/// panel names the worker; an SLA miss is a badge on the run page and the
+/// grid; "Start run…" lists the params with their defaults.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_zoned_graph_shows_local_windows_with_offsets() {
+async fn zones_sla_workers_and_params_show_in_the_cli_and_the_ui() {
     let tmp = tempfile::tempdir().unwrap();
     let defs = tmp.path().join("defs");
     let mut day = String::from(
@@ -970,6 +972,9 @@ async fn a_zoned_graph_shows_local_windows_with_offsets() {
         String::from("name = \"hours\"\npartitioning = \"hourly\"\ntimezone = \"Europe/Berlin\"\n");
     hour += &sh_node("load", &[], "", "true");
     write_def(&defs, "hours", &hour);
+    let mut pr = String::from("name = \"pr\"\n[params]\nregion = \"eu\"\ntier = \"gold\"\n");
+    pr += &sh_node("a", &[], "", "echo {params.region}");
+    write_def(&defs, "pr", &pr);
     let mut late = String::from("name = \"late\"\n");
     late += &sh_node("slow", &[], "sla = \"100ms\"", "sleep 1");
     write_def(&defs, "late", &late);
@@ -1077,5 +1082,28 @@ async fn a_zoned_graph_shows_local_windows_with_offsets() {
     )
     .await;
     b.shot("zones-sla-grid").await;
+
+    // "Start run…" lists the graph's params with their defaults (#31
+    // item 17); a changed one reaches the run, the others keep theirs.
+    b.goto(&format!("{}/{}", engine.url, route(&["graph", "pr"])))
+        .await;
+    b.click("#act-start").await;
+    let defaults = b
+        .wait_js(
+            "the params' fields",
+            "const r = document.querySelector('#f-param-region'), t = document.querySelector('#f-param-tier'); return r && t ? [r.value, t.value] : null;",
+        )
+        .await;
+    assert_eq!(defaults, json!(["eu", "gold"]));
+    b.fill("#f-param-region", "us").await;
+    let answer = b.confirm().await;
+    assert!(answer.starts_with("true"), "start answer: {answer}");
+    engine.wait_run("pr", "none", "complete");
+    let run = engine.json(&["status", "pr", "none"]);
+    assert_eq!(
+        run["params"],
+        json!({"region": "us", "tier": "gold"}),
+        "{run}"
+    );
     b.close().await;
 }

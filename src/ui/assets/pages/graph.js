@@ -48,7 +48,7 @@ export async function render(root, [graph, selected]) {
       ["Definition", h("code", { title: sum.definition }, sum.definition.slice(0, 12))],
       ["Max active runs", String(d.definition.max_active_runs)],
     ]));
-    drawActions(sum);
+    drawActions(sum, d.definition.params || {});
     const states = new Map();
     if (run) for (const n of run.nodes) states.set(n.node, nodeState(n, run.live));
     replace(dagBox,
@@ -63,7 +63,7 @@ export async function render(root, [graph, selected]) {
     drawBackfills(trig);
   };
 
-  const drawActions = (sum) => {
+  const drawActions = (sum, params) => {
     const windows = !["none", "keyed"].includes(sum.partitioning);
     replace(actions,
       sum.paused
@@ -75,9 +75,25 @@ export async function render(root, [graph, selected]) {
         onclick: () => confirmAction({
           title: "Start a run",
           text: sum.partitioning === "none" ? `Start the run of ${graph}.` : `Start the run of ${graph} for a partition (at most once: an existing run is not started again).`,
-          fields: sum.partitioning === "none" ? null : field("Partition", { name: "partition", required: true, placeholder: "2026-11-01", autocomplete: "off" }),
+          // The graph's params, each with its default filled in: a value
+          // left as it is starts with the default.
+          fields: [
+            sum.partitioning === "none" ? null : field("Partition", { name: "partition", required: true, placeholder: "2026-11-01", autocomplete: "off" }),
+            ...Object.entries(params).map(([k, v]) =>
+              field(`Param ${k}`, { name: `param-${k}`, value: v, autocomplete: "off", "data-param": k })),
+          ],
           confirm: "Start",
-          run: (form) => post(p("graphs", graph, "runs"), { partitions: [sum.partitioning === "none" ? "none" : form.elements.partition.value.trim()] }),
+          run: (form) => {
+            const given = {};
+            for (const [k, v] of Object.entries(params)) {
+              const got = form.elements[`param-${k}`].value;
+              if (got !== v) given[k] = got;
+            }
+            return post(p("graphs", graph, "runs"), {
+              partitions: [sum.partitioning === "none" ? "none" : form.elements.partition.value.trim()],
+              params: given,
+            });
+          },
         }).then(refresh),
       }, "Start run…"),
       windows ? h("button", {
