@@ -170,6 +170,11 @@ async fn cancel_mid_run_cancels_live_instances() {
     assert_eq!(by["a"], "succeeded");
     assert_eq!(by["b"], "cancelled");
     assert_eq!(by["e"], "cancelled");
+    // Nodes that never ran are cancelled too, not upstream-failed by the
+    // nodes the cancel stopped (issue #31 item 16).
+    for n in ["c", "d", "f"] {
+        assert_eq!(by[n], "cancelled", "{n}: {by:?}");
+    }
     // A cancelled partition is not started again.
     let again = engine.start_run("g", p.clone()).await.unwrap();
     assert!(!again.started);

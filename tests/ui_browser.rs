@@ -781,6 +781,20 @@ async fn the_examples_pages_draw() {
         "return document.querySelectorAll('table.keys tbody tr').length >= 3;",
     )
     .await;
+    // A keyed grid's columns name the key and the time it was due.
+    let label = b
+        .wait_js(
+            "a keyed column's label",
+            "const l = document.querySelector('table.grid thead .col-label'); return l && l.textContent;",
+        )
+        .await;
+    let label = label.as_str().unwrap_or_default();
+    assert!(
+        label
+            .split_once(' ')
+            .is_some_and(|(_, t)| t.len() == 8 && t.as_bytes()[2] == b':'),
+        "{label:?}"
+    );
     check_example(&b, &hosts.url, "hosts", 2, "hosts").await;
     b.goto(&format!("{}/{}", hosts.url, route(&["queue"])))
         .await;

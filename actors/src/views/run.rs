@@ -330,6 +330,7 @@ pub fn graph_run(
     let current = current_records(&record.expected_reruns, &latest);
     let states = node_states(&g, &current);
     let cancelled = record.state == RunState::Cancelled;
+    let withdrawn = record.state == RunState::Withdrawn;
     let nodes = g
         .topological_order()
         .iter()
@@ -353,12 +354,14 @@ pub fn graph_run(
                 },
                 None => NodeView {
                     node: name.to_string(),
-                    // A node of a cancelled run that had not ended never
-                    // will: it is cancelled (mapped nodes and waiting
-                    // downstreams included), not pending or running.
-                    state: if cancelled
-                        && matches!(states[i], NodeState::Pending | NodeState::Ready)
-                    {
+                    // A node of a cancelled run without a record never ran
+                    // and never will: it is cancelled (mapped nodes and
+                    // downstreams included), not pending, running, or
+                    // upstream-failed by the node the cancel stopped. A
+                    // withdrawn run (prepared, taken back) ran nothing.
+                    state: if withdrawn {
+                        "withdrawn"
+                    } else if cancelled {
                         state_name(NodeState::Cancelled)
                     } else {
                         state_name(states[i])

@@ -123,6 +123,7 @@ export const STATES = {
   pending: { glyph: "○", label: "pending" },
   skipped: { glyph: "↷", label: "skipped" },
   cancelled: { glyph: "⊘", label: "cancelled" },
+  withdrawn: { glyph: "↩", label: "withdrawn (prepared, not run)" },
   none: { glyph: "·", label: "no run" },
   closed: { glyph: "●", label: "closed" },
   open: { glyph: "✗", label: "open" },
@@ -184,8 +185,10 @@ export function nodeState(node, live) {
 
 // A partition as a column head: a key, or a window's date and time.
 export function shortPartition(partition) {
+  // A keyed run: its key and the time it was due (a key runs again and
+  // again, so the key alone names no column).
   const keyed = /^key=(.*)@([^@]*)$/.exec(partition);
-  if (keyed) return keyed[1];
+  if (keyed) return `${keyed[1]} ${keyed[2].slice(11, 19)}`;
   if (partition === "none") return "run";
   return partition.replace(/^\d{4}-/, "").replace("T", " ");
 }
