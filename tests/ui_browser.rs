@@ -526,8 +526,9 @@ async fn an_active_run_is_cancelled_from_its_page() {
             "return document.querySelector(\"#run-head [data-state='cancelled']\") ? [...document.querySelectorAll('table.nodes tbody tr')].map(r => r.dataset.state) : null;",
         )
         .await;
-    // The downstream of a cancelled node can no longer run.
-    assert_eq!(states, json!(["cancelled", "upstream_failed"]), "{states}");
+    // The downstream of a cancelled node never ran: it shows cancelled,
+    // not upstream_failed (#31 item 16).
+    assert_eq!(states, json!(["cancelled", "cancelled"]), "{states}");
     assert!(
         b.js("return !document.querySelector('#act-cancel');", vec![])
             .await
@@ -1088,6 +1089,39 @@ async fn zones_sla_workers_and_params_show_in_the_cli_and_the_ui() {
             .is_some_and(|t| t.starts_with("missed: slow by ")),
         "{sla}"
     );
+    // The attempts chart fits its box and shows every bar whole, at 1280
+    // px and at a phone's width (#31 item 13).
+    const FITS: &str = "const box = document.querySelector('#gantt'); const svg = box && box.querySelector('svg.gantt'); if (!svg) return null; const s = svg.getBoundingClientRect(); const bars = [...svg.querySelectorAll('rect.gantt-bar')]; return [s.width <= box.clientWidth + 1, bars.length, bars.every(r => { const b = r.getBoundingClientRect(); return b.width > 0 && b.left >= s.left && b.right <= s.right + 0.5; })];";
+    assert_eq!(b.wait_js("the chart", FITS).await, json!([true, 1, true]));
+    b.size(NARROW).await;
+    b.goto(&format!(
+        "{}/{}",
+        engine.url,
+        route(&["run", "late", "none"])
+    ))
+    .await;
+    // Redrawn at the phone's width (a resize redraws it).
+    b.wait_js(
+        "the chart redrawn",
+        "const svg = document.querySelector('#gantt svg.gantt'); return svg && Number(svg.getAttribute('width')) < 400;",
+    )
+    .await;
+    assert_eq!(
+        b.wait_js("the chart on a phone", FITS).await,
+        json!([true, 1, true])
+    );
+    let widths = b
+        .js(
+            "const box = document.querySelector('#gantt'); return [document.documentElement.scrollWidth - window.innerWidth, box.getBoundingClientRect().right - window.innerWidth];",
+            vec![],
+        )
+        .await;
+    assert!(
+        widths[0].as_f64().unwrap() <= 1.0 && widths[1].as_f64().unwrap() <= 0.5,
+        "page and chart within a phone's width: {widths}"
+    );
+    b.shot("zones-gantt-narrow").await;
+    b.size(WIDE).await;
     b.goto(&format!("{}/{}", engine.url, route(&["graph", "late"])))
         .await;
     b.wait_js(

@@ -14,6 +14,8 @@ import { confirmAction, checkbox } from "../actions.js";
 const GANTT_ROW_H = 22;
 const GANTT_LABEL_W = 150;
 const GANTT_W = 760;
+// The narrowest chart drawn: below it the box scrolls.
+const GANTT_W_MIN = 280;
 // Log lines fetched per page.
 const LOG_PAGE = 2000;
 // Members listed in a mapped node's panel (the counts cover all).
@@ -110,7 +112,22 @@ export async function render(root, [graph, partition, selectedNode]) {
     if (selectedNode) await drawPanel(run, ds.get(selectedNode) || null);
   };
 
+  // Redrawn at the new width when the window is resized; the listener
+  // goes once this page is left.
+  let lastGantt = null;
+  let resizeTimer = null;
+  const onResize = () => {
+    if (!document.body.contains(ganttBox)) {
+      window.removeEventListener("resize", onResize);
+      return;
+    }
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(() => { if (lastGantt) drawGantt(...lastGantt); }, 100);
+  };
+  window.addEventListener("resize", onResize);
+
   const drawGantt = (run, ds) => {
+    lastGantt = [run, ds];
     const bars = [];
     for (const n of run.nodes) {
       const d = ds.get(n.node);
@@ -125,22 +142,26 @@ export async function render(root, [graph, partition, selectedNode]) {
     const now = Date.now();
     const t0 = Math.min(...bars.map((b) => b.a.started_ms));
     const t1 = Math.max(...bars.map((b) => b.a.finished_ms || now), t0 + 1);
-    const scale = (GANTT_W - GANTT_LABEL_W - 10) / (t1 - t0);
+    // As wide as its box (a phone's, or the column at 1280 px), so the
+    // run's end and every bar stay in sight; the labels take at most 30%.
+    const W = Math.max(GANTT_W_MIN, Math.floor(ganttBox.clientWidth || GANTT_W));
+    const labelW = Math.min(GANTT_LABEL_W, Math.floor(W * 0.3));
+    const scale = (W - labelW - 12) / (t1 - t0);
     const rowOf = new Map(run.nodes.map((n, i) => [n.node, i]));
     const height = run.nodes.length * GANTT_ROW_H + 24;
-    const svg = s("svg", { class: "gantt", viewBox: `0 0 ${GANTT_W} ${height}`, width: GANTT_W, height, role: "img", "aria-label": "attempts over time" },
+    const svg = s("svg", { class: "gantt", viewBox: `0 0 ${W} ${height}`, width: W, height, role: "img", "aria-label": "attempts over time" },
       run.nodes.map((n, i) => s("text", { x: 4, y: i * GANTT_ROW_H + 15, class: "gantt-label" }, n.node)),
       bars.map(({ node, a }) => {
-        const x = GANTT_LABEL_W + (a.started_ms - t0) * scale;
-        const w = Math.max(2, ((a.finished_ms || now) - a.started_ms) * scale);
+        const x = Math.min(W - 12, labelW + (a.started_ms - t0) * scale);
+        const w = Math.min(W - 10 - x, Math.max(2, ((a.finished_ms || now) - a.started_ms) * scale));
         const outcome = a.finished_ms ? a.outcome || "succeeded" : "running";
         return s("rect", {
           x, y: rowOf.get(node) * GANTT_ROW_H + 4, width: w, height: GANTT_ROW_H - 8, rx: 3,
           class: `gantt-bar st-${outcome}`, "data-node": node, "data-attempt": a.attempt,
         }, s("title", {}, `${node} attempt ${a.attempt}: ${stateInfo(outcome).label}, ${fmtDur((a.finished_ms || now) - a.started_ms)}`));
       }),
-      s("text", { x: GANTT_LABEL_W, y: height - 6, class: "gantt-axis" }, fmtTime(t0)),
-      s("text", { x: GANTT_W - 4, y: height - 6, class: "gantt-axis", "text-anchor": "end" }, `+${fmtDur(t1 - t0)}`));
+      s("text", { x: labelW, y: height - 6, class: "gantt-axis" }, fmtTimeIn(t0, run.timezone).slice(11)),
+      s("text", { x: W - 4, y: height - 6, class: "gantt-axis", "text-anchor": "end" }, `+${fmtDur(t1 - t0)}`));
     replace(ganttBox, h("div", { class: "table-wrap" }, svg));
   };
 
