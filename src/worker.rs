@@ -220,6 +220,7 @@ impl WorkerBuilder {
                 .map_err(WorkerError::Settings)?;
             self.tasks
                 .register(crate::task::sensor::SENSOR_TASK, Arc::new(sensor));
+            let forward_http = forward.clone();
             let command = CommandTask {
                 scratch: data.join("scratch"),
                 work: data.join("work"),
@@ -233,7 +234,9 @@ impl WorkerBuilder {
                 }),
             };
             self.tasks.register(COMMAND_TASK, Arc::new(command));
-            let http = crate::task::http::HttpTask::new().map_err(WorkerError::Settings)?;
+            let http = crate::task::http::HttpTask::new()
+                .map_err(WorkerError::Settings)?
+                .with_remote_logs(forward_http);
             self.tasks
                 .register(crate::task::http::HTTP_TASK, Arc::new(http));
         }

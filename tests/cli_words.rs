@@ -13,6 +13,11 @@ fn control_commands_answer_in_words() {
     let defs = tmp.path().join("defs");
     let def = "name = \"w\"\npartitioning = \"daily\"\n\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n\n[[nodes]]\nname = \"b\"\nupstreams = [\"a\"]\ncommand = [\"true\"]\n";
     write_def(&defs, "w", def);
+    write_def(
+        &defs,
+        "mp",
+        "name = \"mp\"\n\n[[nodes]]\nname = \"m\"\nitems = [\"x\", \"y\", \"z\"]\ncommand = [\"echo\", \"member {item}\"]\n",
+    );
     let engine = start(&["serve"], &defs, &tmp.path().join("data"));
 
     let t = engine.ok(&["trigger", "w"]);
@@ -78,6 +83,20 @@ fn control_commands_answer_in_words() {
     let r = engine.ok(&["reload"]);
     assert!(r.starts_with("adopted w (definition "), "{r}");
     assert!(!r.contains('['), "{r}");
+
+    // A mapped node's logs are its members' (#31 item 7).
+    engine.ok(&["start", "mp", "none"]);
+    engine.wait_run("mp", "none", "complete");
+    let o = engine.cli(&["logs", "mp", "none", "m"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("node \"m\" is mapped: its logs are its 3 members'")
+            && err.contains("weir logs mp none m --member N` (N from 0 to 2)"),
+        "{err}"
+    );
+    let member = engine.ok(&["logs", "mp", "none", "m", "--member", "1"]);
+    assert!(member.contains("member y"), "{member}");
 
     let bad = engine.cli(&["start", "w", "yesterday"]);
     let err = String::from_utf8_lossy(&bad.stderr);

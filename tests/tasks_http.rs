@@ -210,6 +210,37 @@ async fn http_nodes_retry_wait_fail_and_keep_secrets_out_of_the_store() {
             }
         }
     }
+    // Each attempt has a log (#31 item 7): the request as written, the
+    // status and timing, the body's head; credentials left out.
+    let logs = |node: &str| {
+        let o = weir()
+            .args(["logs", "calls", "2026-11-01", node, "--data"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let ok = logs("ok");
+    assert!(
+        ok.contains(&format!("> GET {base}/ok?p={{partition}}"))
+            && ok.contains("< 200 in ")
+            && ok.contains("\"ok\":true"),
+        "{ok}"
+    );
+    let secret = logs("secret");
+    assert!(
+        secret.contains("> Authorization: (not logged)") && !secret.contains("s3cret"),
+        "{secret}"
+    );
+    let missing = logs("missing");
+    assert!(
+        missing.contains("< 404 in ") && missing.contains("status 404"),
+        "{missing}"
+    );
 }
 
 #[test]

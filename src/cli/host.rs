@@ -88,7 +88,9 @@ pub async fn open_engine_with(
             remote: None,
         }),
     );
-    let http = crate::task::http::HttpTask::new().map_err(Failure::store)?;
+    let http = crate::task::http::HttpTask::new()
+        .map_err(Failure::store)?
+        .with_logs(crate::logs::LogPaths::new(data));
     builder = builder.task(crate::task::http::HTTP_TASK, Arc::new(http));
     let sensor = crate::task::sensor::SensorTask::new().map_err(Failure::store)?;
     builder = builder.task(crate::task::sensor::SENSOR_TASK, Arc::new(sensor));

@@ -838,8 +838,15 @@ fn print_where(
             for line in &tail[skip..] {
                 out(&format!("    | {line}"));
             }
+            // A mapped node's logs are its members': name the first that
+            // failed.
+            let member = n
+                .members
+                .as_ref()
+                .and_then(|m| m.list.iter().find(|x| x.state == "failed"))
+                .map_or_else(String::new, |x| format!(" --member {}", x.index));
             out(&format!(
-                "    more: weir logs {} {} {}{data_arg}",
+                "    more: weir logs {} {} {}{member}{data_arg}",
                 r.graph, r.partition, n.node
             ));
         }

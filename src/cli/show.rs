@@ -672,12 +672,65 @@ pub fn render_line(l: &LogLine) -> String {
     )
 }
 
+/// What `weir logs` says of a mapped node asked for without `--member`:
+/// its logs are its members', and how to read them.
+fn mapped_logs_hint(
+    graph: &str,
+    partition: &str,
+    node: &str,
+    m: &weir_actors::views::run::MembersView,
+) -> String {
+    const NAMED_MAX: usize = 10;
+    let failed: Vec<String> = m
+        .list
+        .iter()
+        .filter(|x| x.state == "failed")
+        .take(NAMED_MAX)
+        .map(|x| x.index.to_string())
+        .collect();
+    let failed = if failed.is_empty() {
+        String::new()
+    } else {
+        format!("; failed: {}", failed.join(", "))
+    };
+    format!(
+        "node {node:?} is mapped: its logs are its {} members', each read with `weir logs {graph} {partition} {node} --member N` (N from 0 to {}){failed}",
+        m.total,
+        m.total.saturating_sub(1)
+    )
+}
+
 /// Runs `weir logs`.
 pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
     let reader = Reader::open(&a.conn)?;
     client::block_on(async move {
         match reader {
             Reader::Api(c) => {
+                if a.member.is_none() {
+                    // A mapped node's logs are its members'.
+                    if let Ok(Ok(run)) = c
+                        .get::<RunWithLive>(
+                            &["api", "v1", "graphs", &a.graph, "runs", &a.partition],
+                            &[],
+                        )
+                        .await
+                    {
+                        if let Some(m) = run
+                            .run
+                            .nodes
+                            .iter()
+                            .find(|n| n.node == a.node)
+                            .and_then(|n| n.members.as_ref())
+                        {
+                            return Err(Failure::input(mapped_logs_hint(
+                                &a.graph,
+                                &a.partition,
+                                &a.node,
+                                m,
+                            )));
+                        }
+                    }
+                }
                 let ps = a.partition.clone();
                 let mut q: Vec<(&str, String)> = Vec::new();
                 if let Some(at) = a.attempt {
@@ -730,6 +783,14 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
                 let node = run.nodes.iter().find(|n| n.node == a.node).ok_or_else(|| {
                     Failure::input(format!("graph {:?} has no node {:?}", a.graph, a.node))
                 })?;
+                if let (None, Some(m)) = (a.member, node.members.as_ref()) {
+                    return Err(Failure::input(mapped_logs_hint(
+                        &a.graph,
+                        &a.partition,
+                        &a.node,
+                        m,
+                    )));
+                }
                 let run_id = match (a.member, a.rerun) {
                     (Some(m), Some(r)) => {
                         weir_actors::scheduler::records::member_id(&a.graph, &part, &a.node, r, m)

@@ -15,6 +15,12 @@
 //! again, so a key holding `${env:…}` cannot reach a secret. A reference
 //! that cannot be rendered fails the attempt without retry. Errors name
 //! the template, never the expanded URL or headers.
+//!
+//! Each attempt has a log, as a command's has (`weir logs`, the UI): the
+//! request as written (the template, so `${env:…}` secrets stay out), the
+//! header names (values of credential headers and of headers from the
+//! environment left out), the status and timing, and the head of the
+//! body; a failure's error on stderr.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -137,27 +143,104 @@ pub fn check_url(url: &str) -> Vec<String> {
 }
 
 /// The HTTP task.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpTask {
     client: reqwest::Client,
+    /// Where attempts' logs are kept (`DATA/logs`); none: not kept.
+    logs: Option<crate::logs::LogPaths>,
+    /// In a worker process: where log events go instead.
+    remote: Option<crate::logs::RemoteLog>,
+    /// Bounds of each attempt's log.
+    log_limits: crate::logs::LogLimits,
 }
 
+impl std::fmt::Debug for HttpTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTask")
+            .field("logs", &self.logs)
+            .field("remote", &self.remote.is_some())
+            .finish()
+    }
+}
+
+/// How much of an answer's body an attempt's log keeps.
+pub const LOG_BODY_BYTES: usize = 2 << 10;
+
 impl HttpTask {
-    /// A task with its own connection pool.
+    /// A task with its own connection pool, keeping no logs.
     pub fn new() -> Result<HttpTask, String> {
         let client = reqwest::Client::builder()
             .connect_timeout(std::time::Duration::from_millis(CONNECT_TIMEOUT_MS))
             .user_agent(concat!("weir/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Ok(HttpTask { client })
+        Ok(HttpTask {
+            client,
+            logs: None,
+            remote: None,
+            log_limits: Default::default(),
+        })
+    }
+
+    /// Keeps each attempt's log under `paths` (the engine's).
+    pub fn with_logs(mut self, paths: crate::logs::LogPaths) -> HttpTask {
+        self.logs = Some(paths);
+        self
+    }
+
+    /// Sends each attempt's log to the engine (a worker's).
+    pub fn with_remote_logs(mut self, forward: crate::logs::RemoteLog) -> HttpTask {
+        self.remote = Some(forward);
+        self
     }
 }
 
 impl Task for HttpTask {
     fn run(&self, ctx: TaskContext) -> BoxFuture<'static, TaskResult> {
         let client = self.client.clone();
-        Box::pin(async move { run(client, ctx).await })
+        let log = match &self.remote {
+            Some(r) => crate::logs::AttemptLog::start_remote(
+                r.clone(),
+                &ctx.key,
+                ctx.attempt,
+                &self.log_limits,
+                ctx.cancel.clone(),
+            ),
+            None => crate::logs::AttemptLog::start(
+                self.logs.as_ref(),
+                &ctx.key,
+                ctx.attempt,
+                &self.log_limits,
+                ctx.cancel.clone(),
+            ),
+        };
+        Box::pin(async move {
+            let mut lines = Vec::new();
+            let result = run(client, ctx, &mut lines).await;
+            let mut out = log.sink(crate::logs::Stream::Out);
+            for (at_ms, line) in lines {
+                out.write_at(format!("{line}\n").as_bytes(), at_ms).await;
+            }
+            out.close().await;
+            if let Err(e) = &result {
+                let mut err = log.sink(crate::logs::Stream::Err);
+                err.write(format!("{e}\n").as_bytes()).await;
+                err.close().await;
+            }
+            let cancelled = matches!(&result, Err(e) if e.to_string().ends_with(": cancelled"));
+            log.finish(crate::logs::AttemptEnd {
+                outcome: match &result {
+                    Ok(_) => crate::logs::Outcome::Succeeded,
+                    Err(_) if cancelled => crate::logs::Outcome::Cancelled,
+                    Err(_) => crate::logs::Outcome::Failed,
+                },
+                exit_code: None,
+                signal: None,
+                error: result.as_ref().err().map(ToString::to_string),
+            })
+            .await;
+            result
+        })
     }
 }
 
@@ -167,7 +250,30 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-async fn run(client: reqwest::Client, ctx: TaskContext) -> TaskResult {
+/// Whether a header's value stays out of the log: credentials, and any
+/// value read from the environment.
+fn header_secret(name: &str, template: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    template.contains("${env:")
+        || [
+            "authorization",
+            "cookie",
+            "token",
+            "key",
+            "secret",
+            "password",
+        ]
+        .iter()
+        .any(|w| n.contains(w))
+}
+
+/// One attempt. `log` gets its lines (at their instants): the request as
+/// written, the answer's status and timing, the body's head.
+async fn run(
+    client: reqwest::Client,
+    ctx: TaskContext,
+    log: &mut Vec<(u64, String)>,
+) -> TaskResult {
     let input: TaskInput = weir_core::codec::decode(&ctx.payload).map_err(|e| {
         TaskError::Permanent(format!(
             "http task: the payload is not a graph task input: {e}"
@@ -219,6 +325,15 @@ async fn run(client: reqwest::Client, ctx: TaskContext) -> TaskResult {
         req = req.body(b);
     }
     let what = format!("{} {}", config.method, config.url);
+    log.push((now_ms(), format!("> {what}")));
+    for (k, v) in &config.headers {
+        let shown = if header_secret(k, v) {
+            "(not logged)"
+        } else {
+            v.as_str()
+        };
+        log.push((now_ms(), format!("> {k}: {shown}")));
+    }
     let t0 = Instant::now();
     let sent = tokio::select! {
         r = req.send() => r,
@@ -278,6 +393,24 @@ async fn run(client: reqwest::Client, ctx: TaskContext) -> TaskResult {
     }
     let took_ms = t0.elapsed().as_millis() as u64;
     tracing::info!(node = %node, request = %what, status, took_ms, bytes = body.len(), "http answer");
+    log.push((
+        now_ms(),
+        format!(
+            "< {status} in {took_ms} ms, {} bytes{}",
+            body.len(),
+            if over { " (more not read)" } else { "" }
+        ),
+    ));
+    if !body.is_empty() {
+        let cut = body.len().min(LOG_BODY_BYTES);
+        let text = String::from_utf8_lossy(&body[..cut]);
+        for line in text.lines() {
+            log.push((now_ms(), format!("< {line}")));
+        }
+        if body.len() > cut {
+            log.push((now_ms(), format!("< … ({} more bytes)", body.len() - cut)));
+        }
+    }
     let head = || String::from_utf8_lossy(&body).into_owned();
     match verdict {
         HttpVerdict::Success if over => Err(TaskError::Permanent(format!(
