@@ -353,3 +353,39 @@ fn the_orders_example_runs_and_status_logs_and_assets_show_it() {
         "the asset started the week's summary"
     );
 }
+
+/// examples/orders backfilled over three days (#31 item 11): the weekly
+/// summary, started by the first day's materialization, is refreshed as
+/// the later days materialize, so it ends up counting the whole week.
+#[test]
+fn the_orders_week_counts_every_day_of_a_backfill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = example_copy("orders", tmp.path());
+    let data = tmp.path().join("data");
+    let o = weir()
+        .args([
+            "run",
+            "--until-idle",
+            "--durability",
+            "flush",
+            "--backfill",
+            "2026-11-02..2026-11-04",
+            "--data",
+        ])
+        .arg(&data)
+        .arg(&defs)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let log = stored(&["logs", "summary", "2026-W45", "week"], &data);
+    assert!(
+        log.contains("over ['2026-11-02', '2026-11-03', '2026-11-04']"),
+        "{log}"
+    );
+}

@@ -162,11 +162,23 @@ impl Actor for AssetsActor {
 
 type Res<T> = Result<T, ActorProcessingErr>;
 
+/// What a materialization does to a consumer's run that exists.
+enum Refresh {
+    /// It read the materialization (or was cancelled): nothing.
+    NotNeeded,
+    /// It is active and started before it: asked again at the next pass.
+    Waits,
+    /// It was rerun from its roots.
+    Done,
+}
+
 /// A graph that starts on assets.
 struct Consumer {
     graph: String,
     partitioning: Partitioning,
     zone: Zone,
+    /// Its nodes without upstreams: what a refresh reruns.
+    roots: Vec<String>,
 }
 
 impl AssetsState {
@@ -192,6 +204,12 @@ impl AssetsState {
                     graph: graph.clone(),
                     partitioning: def.partitioning,
                     zone: def.zone(),
+                    roots: def
+                        .nodes
+                        .iter()
+                        .filter(|n| n.upstreams.is_empty())
+                        .map(|n| n.name.to_string())
+                        .collect(),
                 });
             }
         }
@@ -293,6 +311,20 @@ impl AssetsState {
             match answer {
                 Ok(Ok(outcomes)) => {
                     for o in outcomes {
+                        if !o.started {
+                            // The run exists: it may have read the asset
+                            // before this materialization (a week's run,
+                            // started by its first day). Refreshed then.
+                            match self.refresh(&scheduler, c, &o.partition, event).await? {
+                                Refresh::Waits => all = false,
+                                Refresh::Done => {
+                                    triggered
+                                        .push(format!("{}/{} (refreshed)", c.graph, o.partition));
+                                    continue;
+                                }
+                                Refresh::NotNeeded => {}
+                            }
+                        }
                         tracing::info!(asset = %event.asset, producer = %event.key, graph = %c.graph, partition = %o.partition, started = o.started, "asset triggered a run");
                         let _ = self.events.send(EngineEvent::AssetTriggered {
                             asset: event.asset.clone(),
@@ -319,6 +351,68 @@ impl AssetsState {
         }
         self.finish(key, event, Some(&id), triggered).await?;
         Ok(true)
+    }
+
+    /// Refreshes the consumer's existing run of `partition` if it started
+    /// before `event`'s materialization (Dagster's behaviour: a week's run
+    /// re-reads its days): rerun from its roots once it has settled; while
+    /// it is active the event waits for the next pass. A run that started
+    /// after the materialization read it; a cancelled one stays cancelled.
+    async fn refresh(
+        &self,
+        scheduler: &ActorRef<SchedulerMsg>,
+        c: &Consumer,
+        partition: &str,
+        event: &AssetEvent,
+    ) -> Res<Refresh> {
+        let Ok(p) = partition.parse::<Partition>() else {
+            return Ok(Refresh::NotNeeded);
+        };
+        let key = crate::records::keys::run_key(&c.graph, &p);
+        let Some(run) = self
+            .store
+            .get::<crate::records::graph::GraphRunRecord>(&key)?
+        else {
+            return Ok(Refresh::NotNeeded);
+        };
+        use crate::records::graph::RunState;
+        if run.started_ms() >= event.at_ms {
+            return Ok(Refresh::NotNeeded);
+        }
+        match run.state {
+            RunState::Active => return Ok(Refresh::Waits),
+            RunState::Cancelled | RunState::Withdrawn => return Ok(Refresh::NotNeeded),
+            RunState::Complete | RunState::Failed => {}
+        }
+        for root in &c.roots {
+            let answer = ractor::call_t!(
+                scheduler,
+                SchedulerMsg::RerunNode,
+                START_CALL_MS,
+                p.clone(),
+                root.clone(),
+                true
+            );
+            match answer {
+                Ok(Ok(o)) => {
+                    tracing::info!(asset = %event.asset, producer = %event.key, graph = %c.graph, partition, node = %root, outcome = ?o, "asset refreshed a run it started before")
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(asset = %event.asset, graph = %c.graph, partition, error = %e, "consumer refused the refresh");
+                }
+                Err(e) => {
+                    tracing::warn!(asset = %event.asset, graph = %c.graph, error = %e, "consumer's scheduler did not answer; the refresh waits for the next pass");
+                    return Ok(Refresh::Waits);
+                }
+            }
+        }
+        let _ = self.events.send(EngineEvent::AssetTriggered {
+            asset: event.asset.clone(),
+            graph: c.graph.clone(),
+            partition: partition.to_string(),
+            started: true,
+        });
+        Ok(Refresh::Done)
     }
 
     /// Writes the asset's record and deletes the event, in one batch.
