@@ -262,25 +262,15 @@ fn stored(args: &[&str], data: &std::path::Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// examples/orders as the README runs it: `weir run --until-idle` waits
-/// for the sensor, the mapped node and the asset's summary, then `weir
-/// status` lists the mapped node's members, `weir logs --member` shows a
-/// member's lines and `weir assets` the lineage with its materialization.
-#[test]
-fn the_orders_example_runs_and_status_logs_and_assets_show_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let defs = example_copy("orders", tmp.path());
-    let data = tmp.path().join("data");
+/// Runs a copy of examples/orders under `tmp` with `weir run --until-idle`
+/// and `args`, which must exit 0; its data directory.
+fn run_orders(tmp: &std::path::Path, args: &[&str]) -> std::path::PathBuf {
+    let defs = example_copy("orders", tmp);
+    let data = tmp.join("data");
     let o = weir()
-        .args([
-            "run",
-            "--until-idle",
-            "--durability",
-            "flush",
-            "--partition",
-            "2026-11-02",
-            "--data",
-        ])
+        .args(["run", "--until-idle", "--durability", "flush"])
+        .args(args)
+        .arg("--data")
         .arg(&data)
         .arg(&defs)
         .output()
@@ -292,6 +282,17 @@ fn the_orders_example_runs_and_status_logs_and_assets_show_it() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
+    data
+}
+
+/// examples/orders as the README runs it: `weir run --until-idle` waits
+/// for the sensor, the mapped node and the asset's summary, then `weir
+/// status` lists the mapped node's members, `weir logs --member` shows a
+/// member's lines and `weir assets` the lineage with its materialization.
+#[test]
+fn the_orders_example_runs_and_status_logs_and_assets_show_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = run_orders(tmp.path(), &["--partition", "2026-11-02"]);
 
     let run: Value = serde_json::from_str(&stored(
         &["status", "orders", "2026-11-02", "--json"],
@@ -360,29 +361,7 @@ fn the_orders_example_runs_and_status_logs_and_assets_show_it() {
 #[test]
 fn the_orders_week_counts_every_day_of_a_backfill() {
     let tmp = tempfile::tempdir().unwrap();
-    let defs = example_copy("orders", tmp.path());
-    let data = tmp.path().join("data");
-    let o = weir()
-        .args([
-            "run",
-            "--until-idle",
-            "--durability",
-            "flush",
-            "--backfill",
-            "2026-11-02..2026-11-04",
-            "--data",
-        ])
-        .arg(&data)
-        .arg(&defs)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let data = run_orders(tmp.path(), &["--backfill", "2026-11-02..2026-11-04"]);
     let log = stored(&["logs", "summary", "2026-W45", "week"], &data);
     assert!(
         log.contains("over ['2026-11-02', '2026-11-03', '2026-11-04']"),

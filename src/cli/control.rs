@@ -423,7 +423,7 @@ pub fn mark(a: MarkArgs) -> Result<u8, Failure> {
     let mut nodes = vec![a.node.clone()];
     if a.downstream {
         let detail: Value = fetch(&a.conn, get(&["api", "v1", "graphs", &a.graph], vec![]))?;
-        nodes.extend(downstreams_of(&detail["definition"], &a.node));
+        nodes.extend(downstreams_of(&detail["definition"], &a.node)?);
     }
     let mut answers = Vec::with_capacity(nodes.len());
     for node in &nodes {
@@ -470,69 +470,35 @@ pub fn mark(a: MarkArgs) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// Every node downstream of `node` in a definition (its JSON), nearest
-/// first in topological order.
-fn downstreams_of(def: &Value, node: &str) -> Vec<String> {
-    let nodes: Vec<(String, Vec<String>)> = def["nodes"]
-        .as_array()
-        .map(|ns| {
-            ns.iter()
-                .map(|n| {
-                    let name = n["name"].as_str().unwrap_or_default().to_string();
-                    let ups = n["upstreams"]
-                        .as_array()
-                        .map(|u| {
-                            u.iter()
-                                .filter_map(|x| x.as_str().map(str::to_string))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    (name, ups)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    // Reached: the node's downstreams, then theirs, until none is added.
-    let mut reached: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
-    let mut order = Vec::new();
-    let mut frontier = vec![node.to_string()];
-    while !frontier.is_empty() {
-        let mut next = Vec::new();
-        for (name, ups) in &nodes {
-            if !reached.contains(name)
-                && ups
-                    .iter()
-                    .any(|u| frontier.contains(u) || reached.contains(u))
-            {
-                next.push(name.clone());
+/// Every node downstream of `node` in a definition (its JSON), in
+/// topological order, read with weir-core's indexed graph.
+fn downstreams_of(def: &Value, node: &str) -> Result<Vec<String>, Failure> {
+    let def: weir_core::graph::GraphDef = serde_json::from_value(def.clone())
+        .map_err(|e| Failure::store(format!("the engine's definition does not read: {e}")))?;
+    let g = def
+        .validate()
+        .map_err(|e| Failure::store(format!("the engine's definition: {e}")))?;
+    let Some(start) = g.index_of(node) else {
+        return Err(Failure::input(format!(
+            "graph {:?} has no node {node:?}",
+            g.name().as_str()
+        )));
+    };
+    let mut seen = vec![false; g.len()];
+    let mut stack = vec![start];
+    while let Some(u) = stack.pop() {
+        for &d in g.downstreams(u) {
+            if !seen[d] {
+                seen[d] = true;
+                stack.push(d);
             }
         }
-        next.retain(|n| n != node);
-        for n in &next {
-            reached.insert(n.clone());
-        }
-        frontier = next.clone();
-        order.extend(next);
     }
-    // Topological: a node after every upstream of it that is marked too.
-    let mut sorted: Vec<String> = Vec::with_capacity(order.len());
-    while sorted.len() < order.len() {
-        let before = sorted.len();
-        for (name, ups) in &nodes {
-            if reached.contains(name)
-                && !sorted.contains(name)
-                && ups
-                    .iter()
-                    .all(|u| !reached.contains(u) || sorted.contains(u))
-            {
-                sorted.push(name.clone());
-            }
-        }
-        if sorted.len() == before {
-            break;
-        }
-    }
-    sorted
+    Ok(g.topological_order()
+        .iter()
+        .filter(|&&i| seen[i])
+        .map(|&i| g.node_at(i).name.to_string())
+        .collect())
 }
 
 /// `weir pause|unpause|trigger GRAPH`.

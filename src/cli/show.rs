@@ -168,7 +168,8 @@ fn store_err(e: impl std::fmt::Display) -> Failure {
     Failure::store(e.to_string())
 }
 
-fn now_ms() -> u64 {
+/// The wall clock, in ms since the epoch.
+pub(super) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

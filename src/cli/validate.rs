@@ -58,12 +58,6 @@ fn window_lines(d: &weir_core::graph::GraphDef, now_ms: u64) -> Vec<String> {
     out
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// Runs the command.
 pub fn run(path: &Path) -> Result<u8, Failure> {
     let defs = match definition::load(path) {
@@ -96,7 +90,7 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
             d.max_active_runs,
             weir_core::duration::human_ms(d.retention_ms)
         ));
-        for l in window_lines(d, now_ms()) {
+        for l in window_lines(d, super::show::now_ms()) {
             out(&l);
         }
         if !d.trigger_assets.is_empty() {

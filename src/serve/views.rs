@@ -650,19 +650,17 @@ pub fn run_detail(
                 if indexed.is_none() {
                     indexed = weir_actors::views::past::load_def(store)(&v.definition)?;
                 }
-                match &indexed {
+                match indexed.clone() {
                     Some(g) => {
-                        let previous = weir_actors::views::past::previous_of(
-                            store,
-                            g,
-                            partition,
-                            d,
-                            &mut weir_actors::views::past::load_def(store),
-                        )?;
-                        match weir_core::past::gate(previous) {
-                            weir_core::past::PastGate::Wait(p) => Some(p.to_string()),
-                            weir_core::past::PastGate::Go => None,
-                        }
+                        // The previous run's definition is usually this one.
+                        let mut load = |hash: &str| {
+                            if hash == v.definition {
+                                return Ok(Some(g.clone()));
+                            }
+                            weir_actors::views::past::load_def(store)(hash)
+                        };
+                        weir_actors::views::past::waiting_for(store, &g, partition, d, &mut load)?
+                            .map(|p| p.to_string())
                     }
                     None => None,
                 }
@@ -708,10 +706,7 @@ pub fn run_detail(
         });
     }
     let window = WindowView::of(&v.partition, zone);
-    let started_at_ms = v
-        .not_before_ms
-        .unwrap_or(v.requested_at_ms)
-        .max(v.requested_at_ms);
+    let started_at_ms = weir_actors::records::graph::started_ms(v.requested_at_ms, v.not_before_ms);
     Ok(Some(RunDetail {
         started_at_ms,
         prepared_at_ms: (started_at_ms > v.requested_at_ms).then_some(v.requested_at_ms),

@@ -136,14 +136,20 @@ pub struct GraphRunRecord {
     pub failure: Option<String>,
 }
 
+/// When a run requested at `requested_at_ms` started: at its instant
+/// `not_before_ms` when it was prepared ahead (never before its request).
+pub fn started_ms(requested_at_ms: u64, not_before_ms: Option<u64>) -> u64 {
+    not_before_ms
+        .unwrap_or(requested_at_ms)
+        .max(requested_at_ms)
+}
+
 impl GraphRunRecord {
     /// When the run started: its instant for a run prepared ahead (its
     /// record was written earlier, at `requested_at_ms`), else when it was
     /// requested.
     pub fn started_ms(&self) -> u64 {
-        self.not_before_ms
-            .unwrap_or(self.requested_at_ms)
-            .max(self.requested_at_ms)
+        started_ms(self.requested_at_ms, self.not_before_ms)
     }
 
     /// When a run prepared ahead was prepared; `None` for any other run.

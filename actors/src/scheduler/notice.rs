@@ -261,11 +261,33 @@ impl SchedulerState {
                 zone,
             },
         };
+        if self.enqueue_notification(&key, &spec.task, &input).await? {
+            tracing::info!(graph = %self.graph, partition = p, state = %state, key = %key, task = %spec.task, "notification enqueued")
+        } else {
+            tracing::debug!(graph = %self.graph, partition = p, key = %key, "notification of this settle exists already")
+        }
+        Ok(())
+    }
+
+    /// Enqueues the notification `input` as one ticket of `task` under
+    /// `key` (one key per notification, so a repeat after a crash is
+    /// refused by the queue): in the pool `default`, with the
+    /// notifications' retry and timeout, telling no scheduler when it
+    /// ends. `true` when it is new, `false` when the key exists already.
+    pub(super) async fn enqueue_notification(
+        &self,
+        key: &str,
+        task: &weir_core::names::Name,
+        input: &NotifyInput,
+    ) -> Res<bool> {
+        // The key is no run id (it has no `/`): nothing takes the
+        // notification's end for a node's.
+        debug_assert!(crate::records::keys::parse_run_id(key).is_none());
         let payload =
-            weir_core::codec::encode(&input).map_err(|e| format!("notification {key}: {e}"))?;
+            weir_core::codec::encode(input).map_err(|e| format!("notification {key}: {e}"))?;
         let job = Job {
-            key: Arc::from(key.as_str()),
-            task: Arc::from(spec.task.as_str()),
+            key: Arc::from(key),
+            task: Arc::from(task.as_str()),
             pool: Arc::from(POOL_DEFAULT),
             target: None,
             due_ms: self.clock.now_ms(),
@@ -284,17 +306,9 @@ impl SchedulerState {
             .pop()
             .ok_or("one enqueue answer for one notification")?;
         match answer {
-            Ok(Enqueued::New(_)) => {
-                tracing::info!(graph = %self.graph, partition = p, state = %state, key = %key, task = %spec.task, "notification enqueued")
-            }
-            Ok(Enqueued::Live(_) | Enqueued::Done) => {
-                tracing::debug!(graph = %self.graph, partition = p, key = %key, "notification of this settle exists already")
-            }
-            Err(e) => return Err(format!("notification {key}: {e}").into()),
+            Ok(Enqueued::New(_)) => Ok(true),
+            Ok(Enqueued::Live(_) | Enqueued::Done) => Ok(false),
+            Err(e) => Err(format!("notification {key}: {e}").into()),
         }
-        // The key is no run id (it has no `/`): nothing takes the
-        // notification's end for a node's.
-        debug_assert!(crate::records::keys::parse_run_id(&key).is_none());
-        Ok(())
     }
 }

@@ -7,10 +7,9 @@
 use std::sync::Arc;
 
 use weir_core::graph::Graph;
-use weir_core::past::{gate, PastGate};
 
 use crate::store::StoreError;
-use crate::views::past::{load_def, previous_of};
+use crate::views::past::{load_def, waiting_for};
 
 use super::state::{Res, SchedulerState};
 
@@ -33,7 +32,7 @@ impl SchedulerState {
                 go.push(idx);
                 continue;
             }
-            let previous = {
+            let waits = {
                 let defs = &self.defs;
                 let store = &self.store;
                 let mut from_store = load_def(store);
@@ -43,11 +42,11 @@ impl SchedulerState {
                         None => from_store(hash),
                     }
                 };
-                previous_of(store, &graph, &partition, node, &mut load)?
+                waiting_for(store, &graph, &partition, node, &mut load)?
             };
-            match gate(previous) {
-                PastGate::Go => go.push(idx),
-                PastGate::Wait(prev) => {
+            match waits {
+                None => go.push(idx),
+                Some(prev) => {
                     let prev = prev.to_string();
                     let fresh = self
                         .past_waits

@@ -14,60 +14,42 @@
 //! start checks at once, so a deadline passed while the engine was down is
 //! a miss at the start.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use weir_core::duration::human_ms;
-use weir_core::graph::POOL_DEFAULT;
-use weir_core::queue::Job;
 use weir_core::readiness::NodeState;
-use weir_core::sla::{anchor, deadline_ms, missed};
+use weir_core::sla::{anchor, deadline_ms, missed, Anchor};
 
 use crate::events::EngineEvent;
-use crate::msg::queue::Enqueued;
 use crate::msg::scheduler::SchedulerMsg;
 use crate::records::sla::{sla_key, SlaMiss};
 use crate::store::Expiring;
 use crate::views::run::state_name;
 
-use super::notice::{notify_policy, NotifyInput, RunReport, NOTIFY_KEY_PREFIX, NOTIFY_TIMEOUT_MS};
+use super::notice::{NotifyInput, RunReport, NOTIFY_KEY_PREFIX};
 use super::state::{ActiveRun, Res, SchedulerState};
 
-/// One SLA of a run: the node it is of (`None`: the run's), its length and
-/// its deadline.
+/// One SLA of a run: the node it is of (`None`: the run's), its length,
+/// what it counts from, and its deadline.
 struct Due {
     node: Option<usize>,
     sla_ms: u64,
+    anchor: (Anchor, u64),
     deadline_ms: u64,
 }
 
 /// Every SLA of `run`, with its deadline.
 fn dues(run: &ActiveRun) -> Vec<Due> {
     let def = run.graph.def();
-    let started = run
-        .record
-        .not_before_ms
-        .unwrap_or(run.record.requested_at_ms)
-        .max(run.record.requested_at_ms);
-    let (_, at) = anchor(&run.partition, def.zone(), started);
-    let mut out = Vec::new();
-    if let Some(sla_ms) = def.sla_ms {
-        out.push(Due {
-            node: None,
-            sla_ms,
-            deadline_ms: deadline_ms(at, sla_ms),
-        });
-    }
-    for i in 0..run.graph.len() {
-        if let Some(sla_ms) = run.graph.node_at(i).sla_ms {
-            out.push(Due {
-                node: Some(i),
-                sla_ms,
-                deadline_ms: deadline_ms(at, sla_ms),
-            });
-        }
-    }
-    out
+    let from = anchor(&run.partition, def.zone(), run.record.started_ms());
+    let due = |node, sla_ms| Due {
+        node,
+        sla_ms,
+        anchor: from,
+        deadline_ms: deadline_ms(from.1, sla_ms),
+    };
+    let own = def.sla_ms.map(|sla_ms| due(None, sla_ms));
+    let nodes =
+        (0..run.graph.len()).filter_map(|i| Some(due(Some(i), run.graph.node_at(i).sla_ms?)));
+    own.into_iter().chain(nodes).collect()
 }
 
 /// Whether what an SLA is of is done: a node succeeded or skipped (the run,
@@ -115,13 +97,7 @@ impl SchedulerState {
             })
             .min();
         let Some(next) = next else { return };
-        if self.sla_armed.is_some_and(|at| at <= next) {
-            return;
-        }
-        let Some(me) = &self.myself else { return };
-        let wait = next.saturating_sub(self.clock.now_ms());
-        me.send_after(Duration::from_millis(wait), || SchedulerMsg::SlaCheck);
-        self.sla_armed = Some(next);
+        self.sla_armed = self.arm_at(self.sla_armed, next, || SchedulerMsg::SlaCheck);
     }
 
     /// Records every miss due now, then arms the next deadline.
@@ -156,12 +132,7 @@ impl SchedulerState {
         };
         let def = run.graph.def();
         let now = self.clock.now_ms();
-        let started = run
-            .record
-            .not_before_ms
-            .unwrap_or(run.record.requested_at_ms)
-            .max(run.record.requested_at_ms);
-        let (anchor_kind, anchor_ms) = anchor(&run.partition, def.zone(), started);
+        let (anchor_kind, anchor_ms) = d.anchor;
         let node = d.node.map(|i| run.graph.node_at(i).name.to_string());
         let state = match d.node {
             Some(i) => state_name(run.tracker.state(i)).to_string(),
@@ -202,32 +173,10 @@ impl SchedulerState {
                 sla_miss: Some(miss.clone()),
             };
             let nkey = sla_notify_key(self.graph.as_str(), p, node.as_deref());
-            let payload = weir_core::codec::encode(&input)
-                .map_err(|e| format!("notification {nkey}: {e}"))?;
-            let job = Job {
-                key: Arc::from(nkey.as_str()),
-                task: Arc::from(spec.task.as_str()),
-                pool: Arc::from(POOL_DEFAULT),
-                target: None,
-                due_ms: now,
-                payload,
-                policy: notify_policy(),
-                timeout_ms: Some(NOTIFY_TIMEOUT_MS),
-                notify: None,
-                retention_ms: None,
-                priority: 0,
-                sensor: None,
-                produces: Vec::new(),
-            };
-            match self.enqueue(vec![job]).await?.pop() {
-                Some(Ok(Enqueued::New(_))) => {
-                    tracing::info!(graph = %self.graph, partition = p, key = %nkey, "SLA miss notification enqueued")
-                }
-                Some(Ok(_)) => {
-                    tracing::debug!(graph = %self.graph, partition = p, key = %nkey, "SLA miss notification exists already")
-                }
-                Some(Err(e)) => return Err(format!("notification {nkey}: {e}").into()),
-                None => return Err("one enqueue answer for one notification".into()),
+            if self.enqueue_notification(&nkey, &spec.task, &input).await? {
+                tracing::info!(graph = %self.graph, partition = p, key = %nkey, "SLA miss notification enqueued")
+            } else {
+                tracing::debug!(graph = %self.graph, partition = p, key = %nkey, "SLA miss notification exists already")
             }
         }
         let bytes = self.store.encode("SLA miss", &miss)?;

@@ -191,6 +191,26 @@ pub(super) fn revive(
 }
 
 impl SchedulerState {
+    /// Sends `msg` to itself at `at_ms` unless the timer of its kind,
+    /// armed for `armed`, fires as early: one timer at a time covers every
+    /// deadline of a kind. Returns the instant now armed.
+    pub(super) fn arm_at(
+        &self,
+        armed: Option<u64>,
+        at_ms: u64,
+        msg: fn() -> crate::msg::scheduler::SchedulerMsg,
+    ) -> Option<u64> {
+        if armed.is_some_and(|at| at <= at_ms) {
+            return armed;
+        }
+        let Some(me) = &self.myself else {
+            return armed;
+        };
+        let wait = at_ms.saturating_sub(self.clock.now_ms());
+        me.send_after(std::time::Duration::from_millis(wait), msg);
+        Some(at_ms)
+    }
+
     pub(super) fn graph_def(&mut self, hash: &str) -> Res<Arc<Graph>> {
         if let Some(g) = self.defs.get(hash) {
             return Ok(g.clone());

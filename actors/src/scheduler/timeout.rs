@@ -5,8 +5,6 @@
 //! as for a cancelled run. One timer at a time, for the earliest deadline
 //! of the active runs, re-armed after each pass and as runs start.
 
-use std::time::Duration;
-
 use weir_core::duration::human_ms;
 
 use crate::msg::scheduler::SchedulerMsg;
@@ -17,12 +15,7 @@ use super::state::{ActiveRun, Res, SchedulerState};
 /// The instant `run` times out, when its definition has a `run_timeout`.
 fn deadline(run: &ActiveRun) -> Option<u64> {
     let timeout_ms = run.graph.def().run_timeout_ms?;
-    let started = run
-        .record
-        .not_before_ms
-        .unwrap_or(run.record.requested_at_ms)
-        .max(run.record.requested_at_ms);
-    Some(started.saturating_add(timeout_ms))
+    Some(run.record.started_ms().saturating_add(timeout_ms))
 }
 
 impl SchedulerState {
@@ -32,13 +25,7 @@ impl SchedulerState {
         let Some(next) = self.runs.values().filter_map(deadline).min() else {
             return;
         };
-        if self.timeout_armed.is_some_and(|at| at <= next) {
-            return;
-        }
-        let Some(me) = &self.myself else { return };
-        let wait = next.saturating_sub(self.clock.now_ms());
-        me.send_after(Duration::from_millis(wait), || SchedulerMsg::RunTimeouts);
-        self.timeout_armed = Some(next);
+        self.timeout_armed = self.arm_at(self.timeout_armed, next, || SchedulerMsg::RunTimeouts);
     }
 
     /// Fails every active run past its deadline, then arms the next.

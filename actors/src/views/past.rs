@@ -128,6 +128,24 @@ pub fn previous_of(
     Ok(Previous::Run(prev, wanted))
 }
 
+/// The partition node `node` of the run at `partition` waits for
+/// ([`previous_of`] decided by [`weir_core::past::gate`]); `None` when it
+/// may start.
+pub fn waiting_for(
+    store: &Store,
+    g: &Graph,
+    partition: &Partition,
+    node: &NodeDef,
+    load: &mut LoadDef<'_>,
+) -> Result<Option<Partition>, StoreError> {
+    Ok(
+        match weir_core::past::gate(previous_of(store, g, partition, node, load)?) {
+            weir_core::past::PastGate::Wait(p) => Some(p),
+            weir_core::past::PastGate::Go => None,
+        },
+    )
+}
+
 /// [`previous_of`]'s `load` reading definitions from the store (no cache).
 pub fn load_def(store: &Store) -> impl FnMut(&str) -> Result<Option<Arc<Graph>>, StoreError> + '_ {
     move |hash: &str| {
