@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use cluster_support::{collect_events, fan_def, free_port, log_lines, nodes, SilentLink};
-use serve_support::{wait_for, write_def};
+use serve_support::{tls_files, wait_for, write_def};
 
 const RUN_WAIT: Duration = Duration::from_secs(120);
 
@@ -335,32 +335,6 @@ fn an_engine_killed_with_workers_attached_restarts_and_they_finish_the_work() {
             w.name
         );
     }
-}
-
-/// A CA, and an engine certificate for 127.0.0.1 signed by it: PEM files
-/// (ca.pem, cert.pem, key.pem) in `dir`.
-fn tls_files(
-    dir: &std::path::Path,
-) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    let (ca_p, cert_p, key_p) = (
-        dir.join("ca.pem"),
-        dir.join("cert.pem"),
-        dir.join("key.pem"),
-    );
-    std::fs::write(&ca_p, ca.pem()).unwrap();
-    std::fs::write(&cert_p, cert.pem()).unwrap();
-    std::fs::write(&key_p, key.serialize_pem()).unwrap();
-    (ca_p, cert_p, key_p)
 }
 
 #[test]

@@ -11,14 +11,6 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Value};
 use serve_support::*;
 
-fn served(name: &str) -> (tempfile::TempDir, Served) {
-    let dir = tempfile::tempdir().unwrap();
-    let defs = dir.path().join("defs");
-    write_def(&defs, name, &chain_def(name));
-    let s = start(&["serve"], &defs, &dir.path().join("data"));
-    (dir, s)
-}
-
 #[test]
 fn every_route_but_healthz_needs_the_token() {
     let (_dir, s) = served("g");
@@ -52,15 +44,6 @@ fn every_route_but_healthz_needs_the_token() {
         );
         assert_eq!(mode & 0o777, 0o600, "{f}");
     }
-}
-
-/// Fills a route template's parameters with names nothing has.
-fn concrete(path: &str) -> String {
-    path.replace("{graph}", "nosuchgraph")
-        .replace("{partition}", "2026-11-01")
-        .replace("{node}", "nosuchnode")
-        .replace("{key}", "nosuchkey")
-        .replace("{target}", "nosuchtarget")
 }
 
 /// The document's component schemas are those the body types derive

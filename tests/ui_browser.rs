@@ -577,7 +577,10 @@ async fn hostile_text_shows_as_text_and_actions_need_the_csrf_token() {
             "return document.querySelector('#login-error').textContent;",
         )
         .await;
-    assert!(err.as_str().unwrap().contains("not this engine's"), "{err}");
+    assert!(
+        err.as_str().unwrap().contains("not one of this engine's"),
+        "{err}"
+    );
     b.login(&engine.url, &engine.token).await;
     assert_eq!(
         b.js("return document.cookie.includes('weir_session');", vec![])
@@ -1153,5 +1156,99 @@ async fn zones_sla_workers_and_params_show_in_the_cli_and_the_ui() {
         json!({"region": "us", "tier": "gold"}),
         "{run}"
     );
+    b.close().await;
+}
+
+/// A viewer's session shows no action, an operator's the actions on work
+/// but not an admin's, and an admin's the audit page, listing what was done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_role_sees_only_its_actions_and_an_admin_the_audit_log() {
+    let Some(b) = browser("roles").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    let mut d = String::from("name = \"slow\"\npartitioning = \"none\"\n[pools]\ndefault = 2\n");
+    d += &sh_node("wait", &[], "", "sleep 60");
+    write_def(&defs, "slow", &d);
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    let viewer = engine.token("dash", "viewer", None);
+    let operator = engine.token("oncall", "operator", None);
+    let a = engine
+        .http_as(&operator)
+        .post("/api/v1/graphs/slow/runs", &json!({"partitions": ["none"]}));
+    assert_eq!(a.status, 200, "{}", a.body);
+    let graph_page = format!("{}/{}", engine.url, route(&["graph", "slow"]));
+    let run_page = format!("{}/{}", engine.url, route(&["run", "slow", "none"]));
+    // (token, who, actions on the graph and run pages, the audit link)
+    let cases = [
+        (&viewer, "dash (viewer)", false, false),
+        (&operator, "oncall (operator)", true, false),
+        (&engine.token, "admin (admin)", true, true),
+    ];
+    for (token, who, acts, audit) in cases {
+        b.login(&engine.url, token).await;
+        let shown = b
+            .wait_js(
+                "whoami",
+                "return document.querySelector('#whoami').textContent || null;",
+            )
+            .await;
+        assert_eq!(shown, json!(who));
+        b.goto(&graph_page).await;
+        b.wait_js("the dag", "return !!document.querySelector('#dag svg');")
+            .await;
+        let buttons = b
+            .js("return ['#act-pause', '#act-trigger', '#act-start'].map(s => !!document.querySelector(s));", vec![])
+            .await;
+        assert_eq!(
+            buttons,
+            json!([acts, acts, acts]),
+            "{who} on the graph page"
+        );
+        b.goto(&run_page).await;
+        b.wait_js(
+            "the running node",
+            "const r = document.querySelector(\"tr[data-node='wait']\"); return r && r.dataset.state === 'running';",
+        )
+        .await;
+        let cancel = b
+            .js("return !!document.querySelector('#act-cancel');", vec![])
+            .await;
+        assert_eq!(cancel, json!(acts), "{who} on the run page");
+        let link = b
+            .js(
+                "return !document.querySelector('#nav-audit').hidden;",
+                vec![],
+            )
+            .await;
+        assert_eq!(link, json!(audit), "{who}: the audit link");
+        if audit {
+            b.click("#nav-audit").await;
+            let rows = b
+                .wait_js(
+                    "the audit log",
+                    "const r = [...document.querySelectorAll('#audit-body tr[data-who]')]; return r.length >= 3 ? r.map(x => x.dataset.who + ' ' + x.querySelector('code').textContent) : null;",
+                )
+                .await;
+            let text = rows.to_string();
+            assert!(
+                text.contains("oncall POST /api/v1/graphs/slow/runs"),
+                "{text}"
+            );
+            assert!(text.contains("admin POST /api/v1/tokens"), "{text}");
+            b.shot("audit").await;
+            b.fill("#audit-who", "oncall").await;
+            b.click("#audit-filter button[type=submit]").await;
+            b.wait_js(
+                "the filtered log",
+                "const r = [...document.querySelectorAll('#audit-body tr[data-who]')]; return r.length > 0 && r.every(x => x.dataset.who === 'oncall');",
+            )
+            .await;
+        }
+        b.click("#logout").await;
+        b.wait_js("logged out", "return !!document.querySelector('#token');")
+            .await;
+    }
     b.close().await;
 }

@@ -442,6 +442,8 @@ async fn measure(
             token: TOKEN.to_string(),
             data_dir: data.to_path_buf(),
             reloader: None,
+            tls: None,
+            audit_retention: serve::access::audit::AUDIT_RETENTION_DEFAULT,
         },
     )
     .await

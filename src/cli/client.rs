@@ -20,6 +20,8 @@ use crate::serve::error::ErrorBody;
 pub const ENV_ENGINE: &str = "WEIR_ENGINE";
 /// The environment variable holding the token.
 pub const ENV_TOKEN: &str = "WEIR_TOKEN";
+/// The environment variable naming a CA certificate file (PEM) to trust.
+pub const ENV_CA: &str = "WEIR_CA";
 /// How long one request may take (log follows are not bounded).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -35,6 +37,10 @@ pub struct Conn {
     /// A file holding the API token (default: DATA/token, or $WEIR_TOKEN).
     #[arg(long, global = true)]
     pub token_file: Option<PathBuf>,
+    /// A CA certificate (PEM) to trust for an https:// engine, beside the
+    /// system's roots (default: $WEIR_CA).
+    #[arg(long, global = true)]
+    pub ca: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
@@ -72,13 +78,35 @@ fn token_for(conn: &Conn, data: Option<&Path>) -> Result<String, Failure> {
     discovery::read_token_file(&d.join(discovery::TOKEN_FILE)).map_err(Failure::input)
 }
 
-fn client(url: &str, token: String) -> Result<Client, Failure> {
+fn client(conn: &Conn, url: &str, token: String) -> Result<Client, Failure> {
     let base =
         reqwest::Url::parse(url).map_err(|e| Failure::input(format!("engine URL {url:?}: {e}")))?;
     if !matches!(base.scheme(), "http" | "https") {
         return Err(Failure::input(format!("engine URL {url:?}: not http(s)")));
     }
-    let http = reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    let ca = conn.ca.clone().or_else(|| {
+        std::env::var_os(ENV_CA)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    });
+    if let Some(ca) = ca {
+        let pem = std::fs::read(&ca)
+            .map_err(|e| Failure::input(format!("--ca {}: {e}", ca.display())))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            Failure::input(format!("--ca {}: not a PEM certificate: {e}", ca.display()))
+        })?;
+        if certs.is_empty() {
+            return Err(Failure::input(format!(
+                "--ca {}: it holds no PEM certificate",
+                ca.display()
+            )));
+        }
+        for c in certs {
+            builder = builder.add_root_certificate(c);
+        }
+    }
+    let http = builder
         .build()
         .map_err(|e| Failure::store(format!("cannot make an HTTP client: {e}")))?;
     Ok(Client { base, token, http })
@@ -96,14 +124,14 @@ pub fn find(conn: &Conn) -> Result<(Option<Client>, Option<PathBuf>), Failure> {
         let data = datadir::for_client(conn.data.as_deref()).ok();
         let token = token_for(conn, data.as_deref())?;
         announce(conn, data.as_deref(), Some(&url));
-        return Ok((Some(client(&url, token)?), data));
+        return Ok((Some(client(conn, &url, token)?), data));
     }
     let data = datadir::for_client(conn.data.as_deref())?;
     match discovery::find_engine(&data).map_err(Failure::store)? {
         Some(info) => {
             let token = token_for(conn, Some(&data))?;
             announce(conn, Some(&data), Some(&info.url));
-            Ok((Some(client(&info.url, token)?), Some(data)))
+            Ok((Some(client(conn, &info.url, token)?), Some(data)))
         }
         None => {
             announce(conn, Some(&data), None);

@@ -27,7 +27,7 @@ pub(super) fn get(segs: &[&str], query: Vec<(&'static str, String)>) -> Req {
     Req::Get(segs.iter().map(|s| s.to_string()).collect(), query)
 }
 
-fn post(segs: &[&str], body: Value) -> Req {
+pub(super) fn post(segs: &[&str], body: Value) -> Req {
     Req::Post(segs.iter().map(|s| s.to_string()).collect(), body)
 }
 

@@ -190,9 +190,26 @@ pub fn reloader(path: PathBuf) -> Reloader {
     })
 }
 
-/// The address to listen on; a non-loopback one needs a token file given
-/// on purpose. Checked before the engine opens, so a refusal costs nothing.
-pub fn listen_addr(listen: &str, token_file: Option<&Path>) -> Result<SocketAddr, Failure> {
+/// How the API is secured beyond its tokens.
+#[derive(Debug, Clone, Default)]
+pub struct ApiSecurity {
+    /// TLS: the certificate chain and the private key (PEM files).
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Plain HTTP on a non-loopback address, asked for on purpose.
+    pub insecure_http: bool,
+    /// How long audit entries are kept (default 90 days).
+    pub audit_retention: Option<std::time::Duration>,
+}
+
+/// The address to listen on. A non-loopback one needs a token file given
+/// on purpose, and TLS or `--insecure-http`: tokens sent in the clear over
+/// a network are tokens given away. Checked before the engine opens, so a
+/// refusal costs nothing.
+pub fn listen_addr(
+    listen: &str,
+    token_file: Option<&Path>,
+    security: &ApiSecurity,
+) -> Result<SocketAddr, Failure> {
     let addr: SocketAddr = listen.parse().map_err(|e| {
         Failure::input(format!(
             "--listen {listen:?}: {e} (write e.g. 127.0.0.1:7450)"
@@ -203,29 +220,46 @@ pub fn listen_addr(listen: &str, token_file: Option<&Path>) -> Result<SocketAddr
             "--listen {addr}: a non-loopback address needs --token-file F (a token you chose and keep secret)"
         )));
     }
+    if !serve::is_loopback(&addr) && security.tls.is_none() && !security.insecure_http {
+        return Err(Failure::input(format!(
+            "--listen {addr}: a non-loopback address needs TLS (--tls-cert F --tls-key F), or --insecure-http to send tokens in the clear on purpose"
+        )));
+    }
     Ok(addr)
 }
 
 /// Starts the API for `engine`: the token from `token_file` or
 /// `DATA/token` (made if absent). A non-loopback address needs a token
-/// file given on purpose.
+/// file given on purpose, and TLS or `--insecure-http`.
 pub async fn serve_api(
     engine: Arc<Engine>,
     data: &Path,
     listen: &str,
     token_file: Option<&Path>,
     reloader: Option<Reloader>,
+    security: &ApiSecurity,
 ) -> Result<Server, Failure> {
-    let listen = listen_addr(listen, token_file)?;
+    let listen = listen_addr(listen, token_file, security)?;
     let token = match token_file {
         Some(f) => serve::discovery::read_token_file(f).map_err(Failure::input)?,
         None => serve::discovery::ensure_token(data).map_err(Failure::store)?,
+    };
+    let tls = match &security.tls {
+        None => None,
+        Some((cert, key)) => Some(
+            weir_actors::cluster::node::tls_acceptor(cert, key)
+                .map_err(|e| Failure::input(format!("--tls-cert/--tls-key: {e}")))?,
+        ),
     };
     let opts = ServeOptions {
         listen,
         token,
         data_dir: data.to_path_buf(),
         reloader,
+        tls,
+        audit_retention: security
+            .audit_retention
+            .unwrap_or(serve::access::audit::AUDIT_RETENTION_DEFAULT),
     };
     serve::start(engine, opts).await.map_err(|e| match e {
         serve::ServeError::Refused(m) => Failure::input(m),

@@ -8,6 +8,7 @@
 //! arguments, a refused request), 3 store or I/O error. Every error says
 //! what and where.
 
+mod access;
 mod client;
 mod control;
 mod datadir;
@@ -94,6 +95,10 @@ enum Command {
     Assets(show::AssetsArgs),
     /// Re-reads the engine's definition files (as SIGHUP does).
     Reload(control::ReloadArgs),
+    /// API tokens: create (with a role), list, revoke.
+    Token(access::TokenArgs),
+    /// The audit log: who changed what, when, from where, and how it ended.
+    Audit(access::AuditArgs),
     /// Runs a worker process: joins an engine's cluster and serves its pools.
     Worker(workers::WorkerArgs),
     /// The worker processes of the engine's cluster.
@@ -190,6 +195,8 @@ pub fn main() -> ExitCode {
         Command::Breakers(a) => control::breakers(a),
         Command::Assets(a) => show::assets(a),
         Command::Reload(a) => control::reload(a),
+        Command::Token(a) => access::token(a),
+        Command::Audit(a) => access::audit(a),
         Command::Worker(a) => workers::worker(a),
         Command::Workers(a) => workers::workers(a),
         Command::Inspect { data } => {

@@ -100,7 +100,11 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     let progress = std::io::stderr().is_terminal() && args.log_format == LogFormat::Plain;
     init_logging(args.log_format, if progress { "warn" } else { "info" });
     let durability: Durability = args.durability.parse().map_err(Failure::input)?;
-    super::host::listen_addr(&args.listen, args.token_file.as_deref())?;
+    super::host::listen_addr(
+        &args.listen,
+        args.token_file.as_deref(),
+        &super::host::ApiSecurity::default(),
+    )?;
     if let Some(d) = &args.run_for {
         definition::parse_duration_ms(d).map_err(|e| Failure::input(format!("--for: {e}")))?;
     }
@@ -208,6 +212,7 @@ async fn run_async(
         &args.listen,
         args.token_file.as_deref(),
         Some(super::host::reloader(args.path.clone())),
+        &super::host::ApiSecurity::default(),
     )
     .await?;
     eprintln!(

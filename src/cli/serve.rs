@@ -51,12 +51,20 @@ pub struct ServeArgs {
     /// A file holding the cluster's cookie, a secret every worker shares.
     #[arg(long)]
     pub cookie_file: Option<PathBuf>,
-    /// TLS for cluster sessions: the engine's certificate chain (PEM).
+    /// TLS for the API and UI (and cluster sessions): the engine's
+    /// certificate chain (PEM).
     #[arg(long, requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
-    /// TLS for cluster sessions: the engine's private key (PEM).
+    /// TLS for the API and UI (and cluster sessions): the engine's private key (PEM).
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on a non-loopback --listen address (tokens then
+    /// cross the network in the clear).
+    #[arg(long)]
+    pub insecure_http: bool,
+    /// How long the audit log keeps an entry, e.g. 90d (the default) or 1y.
+    #[arg(long, default_value = "90d")]
+    pub audit_retention: String,
     /// With --cluster: no pool actors in this process; workers serve every
     /// pool.
     #[arg(long, requires = "cluster")]
@@ -75,7 +83,8 @@ const LEASE_ADVISED_MIN_MS: u64 = 5_000;
 pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     init_logging(a.log_format, "info");
     let durability: Durability = a.durability.parse().map_err(Failure::input)?;
-    super::host::listen_addr(&a.listen, a.token_file.as_deref())?;
+    let security = api_security(&a)?;
+    super::host::listen_addr(&a.listen, a.token_file.as_deref(), &security)?;
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
     let cluster = cluster_config(&a, &defs.root)?;
@@ -99,6 +108,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             &a.listen,
             a.token_file.as_deref(),
             Some(host::reloader(a.path.clone())),
+            &security,
         )
         .await?;
         eprintln!(
@@ -174,6 +184,21 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     })
 }
 
+/// The API's TLS, plain-HTTP consent and audit retention from the flags.
+fn api_security(a: &ServeArgs) -> Result<host::ApiSecurity, Failure> {
+    let retention = humantime::parse_duration(&a.audit_retention).map_err(|e| {
+        Failure::input(format!(
+            "--audit-retention {:?}: {e} (write e.g. 90d)",
+            a.audit_retention
+        ))
+    })?;
+    Ok(host::ApiSecurity {
+        tls: a.tls_cert.clone().zip(a.tls_key.clone()),
+        insecure_http: a.insecure_http,
+        audit_retention: Some(retention),
+    })
+}
+
 /// The cluster of `weir serve`, from its flags: `--cluster` needs a cookie
 /// file; TLS needs both a certificate and a key. Checked before the engine
 /// opens.
@@ -182,10 +207,8 @@ pub fn cluster_config(
     root: &Path,
 ) -> Result<Option<(ClusterConfig, bool)>, Failure> {
     let Some(listen) = &a.cluster else {
-        if a.cookie_file.is_some() || a.tls_cert.is_some() {
-            return Err(Failure::input(
-                "--cookie-file and --tls-cert go with --cluster ADDR",
-            ));
+        if a.cookie_file.is_some() {
+            return Err(Failure::input("--cookie-file goes with --cluster ADDR"));
         }
         return Ok(None);
     };

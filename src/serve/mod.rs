@@ -5,19 +5,23 @@
 //! The HTTP layer is thin: each route checks its input, calls the
 //! [`Engine`] facade (which sends the actors their messages) or reads the
 //! store, and answers JSON. It holds no state of its own beyond the event
-//! ring and the metrics registry. Every route but `/healthz` needs the
-//! bearer token; the listener binds loopback unless told otherwise, and a
-//! non-loopback address needs a token file given on purpose.
+//! ring and the metrics registry. Every route but `/healthz` needs a
+//! token, and the role its route names ([`access`]); every request that
+//! may change something is in the audit log. The listener binds loopback
+//! unless told otherwise; a non-loopback address needs a token file given
+//! on purpose, and TLS or `--insecure-http` ([`listen`]).
 //!
 //! `weir serve` and `weir run` start it with [`start`]; it writes
 //! `DATA/engine.json` once it listens so the CLI can find it, and removes
 //! it at [`Server::stop`].
 
+pub mod access;
 pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod grid;
 mod handlers;
+pub mod listen;
 pub use handlers::{NodeLive, RunWithLive};
 pub mod metrics;
 pub mod openapi;
@@ -31,11 +35,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::header::AUTHORIZATION;
+use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
-use axum::middleware::Next;
-use axum::response::Response;
 use tokio::sync::oneshot;
 
 use crate::Engine;
@@ -58,6 +59,10 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// The definitions' reloader, if the engine has definition files.
     pub reloader: Option<Reloader>,
+    /// TLS, if the API is served over it.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// How long audit entries are kept.
+    pub audit_retention: Duration,
 }
 
 /// A running server.
@@ -70,6 +75,7 @@ pub struct Server {
     pump: tokio::task::JoinHandle<()>,
     reloader: Option<Reloader>,
     engine: Arc<Engine>,
+    tls: bool,
 }
 
 /// A failure to start serving.
@@ -96,28 +102,34 @@ pub enum ServeError {
     Refused(String),
 }
 
-/// The router with every route, and the list of (method, path) it serves.
-pub fn router(state: AppState) -> (axum::Router, Vec<(&'static str, &'static str)>) {
-    let (api, listed) = handlers::routes().finish();
+/// The router with every route.
+pub fn router(state: AppState) -> axum::Router {
+    let (api, _) = handlers::routes().finish();
     let protected = api
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            require_token,
+            access::authorize,
         ))
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX));
     let open = axum::Router::new()
         .route("/healthz", axum::routing::get(handlers::healthz))
         .merge(crate::ui::routes());
-    let mut all = listed;
-    all.push(("get", "/healthz"));
-    let router = open
-        .merge(protected)
+    open.merge(protected)
         // An unknown route or a wrong method answers the documented error
         // body, not an empty one.
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
-        .with_state(state);
-    (router, all)
+        .with_state(state)
+}
+
+/// The access settings over every route under the token.
+fn access_of(tls: bool, audit_retention: Duration) -> access::Access {
+    let (_, listed) = handlers::routes().finish();
+    access::Access {
+        tls,
+        audit_retention,
+        ..access::Access::new(&listed)
+    }
 }
 
 async fn no_route(uri: axum::http::Uri) -> ApiError {
@@ -126,13 +138,6 @@ async fn no_route(uri: axum::http::Uri) -> ApiError {
 
 async fn wrong_method(method: Method, uri: axum::http::Uri) -> ApiError {
     ApiError::method_not_allowed(format!("{} does not take {method}", uri.path()))
-}
-
-/// The token of an `Authorization` header: its scheme is matched without
-/// regard to case (RFC 7235: `Bearer`, `bearer`, `BEARER`).
-fn bearer_token(value: &str) -> Option<&str> {
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then_some(token)
 }
 
 /// The router over `engine` without a listener, for in-process callers
@@ -151,57 +156,27 @@ pub fn app(engine: Arc<Engine>, token: &str, data_dir: PathBuf) -> axum::Router 
         metrics: metrics::Metrics::install(),
         started_at_ms,
         stop: tokio_util::sync::CancellationToken::new(),
+        access: access_of(false, access::audit::AUDIT_RETENTION_DEFAULT),
     };
-    router(state).0
+    router(state)
 }
 
 /// Every (method, path) the server answers, as the router is built.
 pub fn routes_served() -> Vec<(&'static str, &'static str)> {
-    let (_, mut listed) = handlers::routes().finish();
+    let mut listed: Vec<_> = routes_with_roles()
+        .into_iter()
+        .map(|(m, p, _)| (m, p))
+        .collect();
     listed.push(("get", "/healthz"));
     listed.sort();
     listed
 }
 
-async fn require_token(
-    State(state): State<AppState>,
-    req: Request,
-    next: Next,
-) -> Result<Response, ApiError> {
-    let given = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token);
-    match given {
-        Some(t) if !discovery::token_eq(t.trim(), &state.token) => {
-            Err(ApiError::unauthorized("the token is not this engine's"))
-        }
-        Some(_) => Ok(next.run(req).await),
-        None => {
-            // A browser: its session cookie stands for the token, and
-            // since a browser sends cookies on its own, every request that
-            // changes something must also carry the anti-CSRF header that
-            // only the UI's own pages can read.
-            let session = crate::ui::session::Session::new(&state.token);
-            if !session.has_cookie(req.headers()) {
-                return Err(ApiError::unauthorized(
-                    "this route needs `Authorization: Bearer TOKEN` (the token is in DATA/token)",
-                ));
-            }
-            let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-            if !safe && !session.has_csrf(req.headers()) {
-                tracing::warn!(method = %req.method(), path = %req.uri().path(), "action refused: no anti-CSRF token");
-                return Err(ApiError::forbidden(format!(
-                    "{} {}: a browser action needs the {} header (the UI sends it)",
-                    req.method(),
-                    req.uri().path(),
-                    crate::ui::session::CSRF_HEADER
-                )));
-            }
-            Ok(next.run(req).await)
-        }
-    }
+/// Every route under the token with the role it needs.
+pub fn routes_with_roles() -> Vec<routes::RouteSpec> {
+    let (_, mut listed) = handlers::routes().finish();
+    listed.sort();
+    listed
 }
 
 /// Starts serving `engine`: binds, writes `engine.json`, and serves until
@@ -249,19 +224,39 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
         metrics,
         started_at_ms,
         stop: cancel.clone(),
+        access: access_of(opts.tls.is_some(), opts.audit_retention),
     };
-    let (app, _) = router(state);
+    let app = router(state).into_make_service_with_connect_info::<listen::ClientAddr>();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let join = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-            let _ = stop_rx.await;
-        });
-        if let Err(e) = serve.await {
-            tracing::error!(error = %e, "api server failed");
+    let scheme = if opts.tls.is_some() { "https" } else { "http" };
+    let join = match opts.tls.clone() {
+        None => tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stop_rx.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "api server failed");
+            }
+        }),
+        Some(acceptor) => {
+            let listener = listen::TlsListener::new(listener, acceptor).map_err(|source| {
+                ServeError::Bind {
+                    addr: opts.listen,
+                    source,
+                }
+            })?;
+            tokio::spawn(async move {
+                let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                    let _ = stop_rx.await;
+                });
+                if let Err(e) = serve.await {
+                    tracing::error!(error = %e, "api server failed");
+                }
+            })
         }
-    });
+    };
     let info = EngineInfo {
-        url: format!("http://{addr}"),
+        url: format!("{scheme}://{addr}"),
         pid: std::process::id(),
         started_at_ms,
         data_dir: std::path::absolute(&opts.data_dir).unwrap_or(opts.data_dir.clone()),
@@ -283,6 +278,7 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
         pump,
         reloader: opts.reloader,
         engine,
+        tls: opts.tls.is_some(),
     })
 }
 
@@ -294,7 +290,11 @@ impl Server {
 
     /// The API's base URL.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!(
+            "{}://{}",
+            if self.tls { "https" } else { "http" },
+            self.addr
+        )
     }
 
     /// Reloads the definitions (SIGHUP), if it has a reloader.

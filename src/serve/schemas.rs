@@ -50,6 +50,10 @@ pub fn components() -> serde_json::Map<String, serde_json::Value> {
         crate::BreakerView,
         crate::WorkerView,
         crate::AssetView,
+        h::access::TokenView,
+        h::access::TokenMade,
+        h::access::Revoked,
+        h::access::AuditView,
     );
     g.take_definitions(true)
 }

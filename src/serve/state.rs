@@ -43,4 +43,6 @@ pub struct AppState {
     /// Cancelled at stop: ends the open event and log streams, so the
     /// graceful shutdown does not wait on them.
     pub(crate) stop: tokio_util::sync::CancellationToken,
+    /// Roles of routes, the audit log's settings, TLS.
+    pub(crate) access: super::access::settings::Access,
 }

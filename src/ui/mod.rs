@@ -13,6 +13,7 @@ use axum::routing::{get, post};
 use axum::Json;
 use serde::Deserialize;
 
+use crate::serve::access::{caller_of, tokens, Caller, Role};
 use crate::serve::error::ApiError;
 use crate::serve::state::AppState;
 use session::Session;
@@ -63,6 +64,16 @@ const ASSETS: &[Asset] = &[
         path: "dag.js",
         content_type: JS,
         body: include_str!("assets/dag.js"),
+    },
+    Asset {
+        path: "role.js",
+        content_type: JS,
+        body: include_str!("assets/role.js"),
+    },
+    Asset {
+        path: "pages/audit.js",
+        content_type: JS,
+        body: include_str!("assets/pages/audit.js"),
     },
     Asset {
         path: "actions.js",
@@ -149,28 +160,36 @@ async fn asset(axum::extract::Path(path): axum::extract::Path<String>) -> Respon
     serve_asset(&path)
 }
 
-/// The session's answer: the anti-CSRF token the page sends with actions.
+/// The session's answer: the anti-CSRF token the page sends with actions,
+/// and who the session is (the page shows only what the role allows).
 #[derive(Debug, serde::Serialize)]
 struct SessionBody {
     csrf: String,
+    name: String,
+    role: Role,
+}
+
+fn session_body(caller: &Caller) -> SessionBody {
+    SessionBody {
+        csrf: Session::new(&caller.name, &caller.hash).csrf().to_string(),
+        name: caller.name.clone(),
+        role: caller.role,
+    }
 }
 
 async fn session_check(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    let session = Session::new(&s.token);
-    if !session.has_cookie(&headers) {
-        return hardened(
-            ApiError::unauthorized("no session: log in with the engine token").into_response(),
-        );
+    match caller_of(&s, &axum::http::Method::GET, &headers) {
+        Ok(caller) if Session::name_in(&headers).is_some() => {
+            hardened(Json(session_body(&caller)).into_response())
+        }
+        Ok(_) | Err(_) => hardened(
+            ApiError::unauthorized("no session: log in with a token (DATA/token is the admin's)")
+                .into_response(),
+        ),
     }
-    hardened(
-        Json(SessionBody {
-            csrf: session.csrf().to_string(),
-        })
-        .into_response(),
-    )
 }
 
-/// `POST /ui-session/login`: the engine token, once.
+/// `POST /ui-session/login`: a token, once.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LoginBody {
@@ -188,34 +207,42 @@ async fn login(
             ApiError::bad("body: a JSON object {\"token\": \"...\"} is expected").into_response(),
         );
     };
-    if !crate::serve::discovery::token_eq(body.token.trim(), &s.token) {
-        tracing::warn!("ui login refused: the token is not this engine's");
-        return hardened(
-            ApiError::unauthorized("the token is not this engine's (it is in DATA/token)")
-                .into_response(),
-        );
-    }
-    let session = Session::new(&s.token);
-    tracing::info!("ui login");
-    let mut r = Json(SessionBody {
-        csrf: session.csrf().to_string(),
-    })
-    .into_response();
-    if let Ok(v) = HeaderValue::from_str(&session.set_cookie()) {
+    let caller = match tokens::authenticate(
+        s.engine.store(),
+        &s.token,
+        body.token.trim(),
+        s.engine.now_ms(),
+    ) {
+        Ok(c) => c,
+        Err(tokens::AuthError::Refused(why)) => {
+            tracing::warn!(reason = %why, "ui login refused");
+            return hardened(
+                ApiError::unauthorized(format!("{why} (the admin's token is in DATA/token)"))
+                    .into_response(),
+            );
+        }
+        Err(tokens::AuthError::Store(e)) => return hardened(ApiError::from(e).into_response()),
+    };
+    tracing::info!(who = %caller.name, role = %caller.role, "ui login");
+    let session = Session::new(&caller.name, &caller.hash);
+    let mut r = Json(session_body(&caller)).into_response();
+    if let Ok(v) = HeaderValue::from_str(&session.set_cookie(s.access.tls)) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     hardened(r)
 }
 
 async fn logout(State(s): State<AppState>, headers: HeaderMap) -> Response {
-    let session = Session::new(&s.token);
-    if session.has_cookie(&headers) && !session.has_csrf(&headers) {
-        return hardened(
-            ApiError::forbidden("logging out needs the X-Weir-CSRF header").into_response(),
-        );
+    // A logout is a change: with a session, it needs the anti-CSRF header.
+    if Session::name_in(&headers).is_some() {
+        if let Err(e) = caller_of(&s, &axum::http::Method::DELETE, &headers) {
+            if e.status == StatusCode::FORBIDDEN {
+                return hardened(e.into_response());
+            }
+        }
     }
     let mut r = StatusCode::NO_CONTENT.into_response();
-    if let Ok(v) = HeaderValue::from_str(&Session::clear_cookie()) {
+    if let Ok(v) = HeaderValue::from_str(&Session::clear_cookie(s.access.tls)) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     hardened(r)

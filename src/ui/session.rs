@@ -1,11 +1,14 @@
-//! The browser's credentials: the engine token is asked for once, then kept
-//! as an HttpOnly, SameSite=Strict cookie; every mutating request a cookie
-//! authenticates must also carry the anti-CSRF token in a header.
+//! The browser's credentials: a token is asked for once, then kept as an
+//! HttpOnly, SameSite=Strict cookie (and `Secure` under TLS); every
+//! mutating request a cookie authenticates must also carry the anti-CSRF
+//! token in a header.
 //!
-//! Both values are derived from the engine token (blake3 with a context
-//! string), so they survive an engine restart and change when the token
-//! does; neither reveals the token. A request with `Authorization: Bearer`
-//! carries no ambient credential and needs no anti-CSRF token.
+//! The cookie is `NAME.VALUE`: the token's name, and a value derived from
+//! the token's stored hash (blake3 with a context string). Both values
+//! survive an engine restart, die with the token (a revoked token's
+//! session opens nothing) and reveal neither the token nor its hash. A
+//! request with `Authorization: Bearer` carries no ambient credential and
+//! needs no anti-CSRF token.
 
 use axum::http::HeaderMap;
 
@@ -16,7 +19,7 @@ pub const CSRF_HEADER: &str = "x-weir-csrf";
 /// How long a browser keeps the session cookie.
 pub const SESSION_MAX_AGE_S: u64 = 30 * 24 * 3600;
 
-/// The session and anti-CSRF values of one engine token.
+/// The session and anti-CSRF values of one token.
 #[derive(Clone)]
 pub struct Session {
     cookie: String,
@@ -24,12 +27,20 @@ pub struct Session {
 }
 
 impl Session {
-    /// The values derived from `token`.
-    pub fn new(token: &str) -> Session {
-        let key = blake3::derive_key("weir ui session v1", token.as_bytes());
-        let cookie = blake3::keyed_hash(&key, b"session").to_hex().to_string();
+    /// The values of token `name`, derived from its stored `hash`.
+    pub fn new(name: &str, hash: &str) -> Session {
+        let key = blake3::derive_key("weir ui session v2", hash.as_bytes());
+        let cookie = format!("{name}.{}", blake3::keyed_hash(&key, b"session").to_hex());
         let csrf = blake3::keyed_hash(&key, b"csrf").to_hex().to_string();
         Session { cookie, csrf }
+    }
+
+    /// The token name a request's session cookie claims (unchecked).
+    pub fn name_in(headers: &HeaderMap) -> Option<&str> {
+        cookie_value(headers, SESSION_COOKIE)?
+            .split_once('.')
+            .map(|(name, _)| name)
+            .filter(|n| !n.is_empty())
     }
 
     /// The anti-CSRF token the page sends in [`CSRF_HEADER`].
@@ -37,17 +48,22 @@ impl Session {
         &self.csrf
     }
 
-    /// The `Set-Cookie` value that logs a browser in.
-    pub fn set_cookie(&self) -> String {
+    /// The `Set-Cookie` value that logs a browser in (`Secure` when the
+    /// engine serves TLS: the cookie never travels in the clear).
+    pub fn set_cookie(&self, secure: bool) -> String {
         format!(
-            "{SESSION_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_MAX_AGE_S}",
-            self.cookie
+            "{SESSION_COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={SESSION_MAX_AGE_S}{}",
+            self.cookie,
+            if secure { "; Secure" } else { "" }
         )
     }
 
     /// The `Set-Cookie` value that logs a browser out.
-    pub fn clear_cookie() -> String {
-        format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+    pub fn clear_cookie(secure: bool) -> String {
+        format!(
+            "{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0{}",
+            if secure { "; Secure" } else { "" }
+        )
     }
 
     /// Whether the request carries this session's cookie.
@@ -84,15 +100,18 @@ mod tests {
 
     #[test]
     fn values_are_derived_from_the_token_and_differ_from_it() {
-        let a = Session::new("secret-a");
-        let b = Session::new("secret-b");
+        let a = Session::new("admin", "hash-a");
+        let b = Session::new("admin", "hash-b");
         assert_ne!(a.csrf(), b.csrf());
         assert_ne!(a.cookie, a.csrf);
-        assert!(!a.set_cookie().contains("secret-a"));
-        assert!(a.set_cookie().contains("HttpOnly"));
-        assert!(a.set_cookie().contains("SameSite=Strict"));
+        assert!(!a.set_cookie(false).contains("hash-a"));
+        assert!(a.set_cookie(false).contains("HttpOnly"));
+        assert!(a.set_cookie(false).contains("SameSite=Strict"));
+        assert!(!a.set_cookie(false).contains("Secure"));
+        assert!(a.set_cookie(true).ends_with("; Secure"));
+        assert!(a.cookie.starts_with("admin."));
         assert_eq!(
-            Session::new("secret-a").csrf(),
+            Session::new("admin", "hash-a").csrf(),
             a.csrf(),
             "stable across restarts"
         );
@@ -100,14 +119,15 @@ mod tests {
 
     #[test]
     fn the_cookie_is_found_among_others_and_checked() {
-        let s = Session::new("t");
+        let s = Session::new("ci", "t");
         let mut h = HeaderMap::new();
         h.insert(
             axum::http::header::COOKIE,
             HeaderValue::from_str(&format!("a=1; {SESSION_COOKIE}={}; b=2", s.cookie)).unwrap(),
         );
         assert!(s.has_cookie(&h));
-        assert!(!Session::new("u").has_cookie(&h));
+        assert!(!Session::new("ci", "u").has_cookie(&h));
+        assert_eq!(Session::name_in(&h), Some("ci"));
         assert!(!s.has_csrf(&h));
         h.insert(CSRF_HEADER, HeaderValue::from_str(s.csrf()).unwrap());
         assert!(s.has_csrf(&h));

@@ -17,7 +17,8 @@ pub fn weir() -> Command {
     c.env("RUST_LOG", "warn")
         .env_remove("WEIR_DATA_DIR")
         .env_remove("WEIR_ENGINE")
-        .env_remove("WEIR_TOKEN");
+        .env_remove("WEIR_TOKEN")
+        .env_remove("WEIR_CA");
     c
 }
 
@@ -42,6 +43,9 @@ pub struct Served {
     pub url: String,
     pub token: String,
     pub stderr: PathBuf,
+    /// The CA the CLI trusts (`$WEIR_CA`) when the engine serves TLS: the
+    /// `ca.pem` beside its `--tls-cert` (see [`tls_files`]).
+    pub ca: Option<PathBuf>,
 }
 
 impl Drop for Served {
@@ -94,24 +98,30 @@ pub fn start_on(args: &[&str], defs: &Path, data: &Path, listen: &str) -> Served
         .unwrap()
         .trim()
         .to_string();
+    let ca = args
+        .iter()
+        .position(|a| *a == "--tls-cert")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|cert| Path::new(cert).parent().map(|d| d.join("ca.pem")))
+        .filter(|ca| ca.exists());
     Served {
         child,
         data: data.to_path_buf(),
         url,
         token,
         stderr,
+        ca,
     }
 }
 
 impl Served {
     /// `weir ARGS --data DATA`.
     pub fn cli(&self, args: &[&str]) -> Output {
-        weir()
-            .args(args)
-            .arg("--data")
-            .arg(&self.data)
-            .output()
-            .unwrap()
+        let mut c = weir();
+        if let Some(ca) = &self.ca {
+            c.env("WEIR_CA", ca);
+        }
+        c.args(args).arg("--data").arg(&self.data).output().unwrap()
     }
 
     /// `weir ARGS --data DATA`, which must exit 0; its stdout.
@@ -138,7 +148,11 @@ impl Served {
     /// An HTTP client with the engine's token.
     pub fn http(&self) -> Http {
         Http {
-            addr: self.url.trim_start_matches("http://").to_string(),
+            addr: self
+                .url
+                .trim_start_matches("http://")
+                .trim_start_matches("https://")
+                .to_string(),
             token: Some(self.token.clone()),
         }
     }
@@ -179,10 +193,74 @@ impl Served {
         )
     }
 
+    /// Makes a token `name` with `role` (`weir token create`); its secret.
+    pub fn token(&self, name: &str, role: &str, expires: Option<&str>) -> String {
+        let mut args = vec!["token", "create", "--name", name, "--role", role];
+        if let Some(e) = expires {
+            args.extend(["--expires", e]);
+        }
+        let v = self.json(&args);
+        v["secret"].as_str().unwrap().to_string()
+    }
+
+    /// An HTTP client with `secret` as its token.
+    pub fn http_as(&self, secret: &str) -> Http {
+        Http {
+            token: Some(secret.to_string()),
+            ..self.http()
+        }
+    }
+
     /// The engine's stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
+}
+
+/// A `weir serve` of one [`chain_def`] graph `name` in a new temporary
+/// folder (definitions in `defs/`, data in `data/`).
+pub fn served(name: &str) -> (tempfile::TempDir, Served) {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(&defs, name, &chain_def(name));
+    let s = start(&["serve"], &defs, &dir.path().join("data"));
+    (dir, s)
+}
+
+/// Fills a route template's parameters with names nothing has.
+pub fn concrete(path: &str) -> String {
+    path.replace("{graph}", "nosuchgraph")
+        .replace("{partition}", "2026-11-01")
+        .replace("{node}", "nosuchnode")
+        .replace("{key}", "nosuchkey")
+        .replace("{target}", "nosuchtarget")
+        .replace("{name}", "nosuchtoken")
+}
+
+/// A CA, and an engine certificate for 127.0.0.1 signed by it: PEM files
+/// (ca.pem, cert.pem, key.pem) in `dir`.
+pub fn tls_files(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let (ca_p, cert_p, key_p) = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&ca_p, ca.pem()).unwrap();
+    std::fs::write(&cert_p, cert.pem()).unwrap();
+    std::fs::write(&key_p, key.serialize_pem()).unwrap();
+    (ca_p, cert_p, key_p)
 }
 
 /// Writes a definition file `name.toml` into `dir`.

@@ -1,6 +1,8 @@
 // The JSON API, called with the session cookie (sent by the browser) and,
 // for every action, the anti-CSRF token the session route gave us.
 
+import { setSession } from "./role.js";
+
 let csrf = null;
 let onUnauthorized = () => {};
 
@@ -39,6 +41,7 @@ export async function checkSession() {
   if (res.status === 401) return false;
   const body = await parse(res);
   csrf = body.csrf;
+  setSession(body.name, body.role);
   return true;
 }
 
@@ -51,6 +54,7 @@ export async function login(token) {
   });
   const body = await parse(res);
   csrf = body.csrf;
+  setSession(body.name, body.role);
 }
 
 export async function logout() {

@@ -8,6 +8,8 @@ import * as graphsPage from "./pages/graphs.js";
 import * as graphPage from "./pages/graph.js";
 import * as runPage from "./pages/run.js";
 import * as queuePage from "./pages/queue.js";
+import * as auditPage from "./pages/audit.js";
+import { can, whoami } from "./role.js";
 
 const main = document.getElementById("main");
 let current = null;
@@ -32,6 +34,8 @@ function pageFor(parts) {
       return { page: runPage, args: parts.slice(1), nav: "graphs" };
     case "queue":
       return { page: queuePage, args: [], nav: "queue" };
+    case "audit":
+      return { page: auditPage, args: [], nav: "audit" };
     default:
       return null;
   }
@@ -88,12 +92,15 @@ async function redraw() {
 function showLogin(message) {
   live.stop();
   document.getElementById("logout").hidden = true;
+  document.getElementById("whoami").textContent = "";
+  document.getElementById("nav-audit").hidden = true;
   const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "current-password", required: true });
   const err = h("p", { class: "error", id: "login-error", role: "alert" }, message || "");
   const form = h("form", { id: "login", class: "login" },
     h("h1", {}, "Log in to this engine"),
-    h("p", {}, "Paste the engine's token: it is in the data directory, in the file ", h("code", {}, "token"),
-      " (", h("code", {}, "cat .weir/token"), "). It is asked for once: the browser keeps a session cookie."),
+    h("p", {}, "Paste a token: the engine's admin token is in the data directory, in the file ", h("code", {}, "token"),
+      " (", h("code", {}, "cat .weir/token"), "); others are made with ", h("code", {}, "weir token create"),
+      ". It is asked for once: the browser keeps a session cookie."),
     h("p", { class: "field" }, h("label", { for: "token" }, "Token"), " ", input),
     err,
     h("button", { type: "submit", class: "primary" }, "Log in"));
@@ -114,6 +121,9 @@ function showLogin(message) {
 function start() {
   const out = document.getElementById("logout");
   out.hidden = false;
+  const me = whoami();
+  document.getElementById("whoami").textContent = `${me.name} (${me.role})`;
+  document.getElementById("nav-audit").hidden = !can("admin");
   out.onclick = async () => {
     await logout();
     showLogin("Logged out.");

@@ -2,6 +2,8 @@
 // engine (names, keys, outputs, log lines) becomes a text node, so a key
 // like `<img src=x onerror=...>` shows as text and runs nothing.
 
+import { can } from "./role.js";
+
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 function append(el, child) {
@@ -30,8 +32,14 @@ function setAttrs(el, attrs) {
   }
 }
 
-// An HTML element: h("a", {href: "#/"}, "text", child, [more]).
+// An HTML element: h("a", {href: "#/"}, "text", child, [more]). With
+// `needs: "operator"` (or "admin") it is drawn only for a session with that
+// role or above: an action the session may not take is not shown.
 export function h(tag, attrs, ...children) {
+  if (attrs && attrs.needs) {
+    if (!can(attrs.needs)) return null;
+    attrs = { ...attrs, needs: null, "data-needs": attrs.needs };
+  }
   const el = document.createElement(tag);
   setAttrs(el, attrs);
   append(el, children);

@@ -67,10 +67,11 @@ export async function render(root, [graph, selected]) {
     const windows = !["none", "keyed"].includes(sum.partitioning);
     replace(actions,
       sum.paused
-        ? h("button", { id: "act-unpause", onclick: () => act("Unpause the triggers", `Cron firings, backfills and key schedules of ${graph} start runs again.`, () => post(p("graphs", graph, "unpause"))) }, "Unpause")
-        : h("button", { id: "act-pause", onclick: () => act("Pause the triggers", `No cron firing, backfill window or key schedule of ${graph} starts a run until it is unpaused. Explicit starts and reruns still run.`, () => post(p("graphs", graph, "pause"))) }, "Pause"),
-      h("button", { id: "act-trigger", onclick: () => act("Trigger now", triggerText(sum.partitioning), () => post(p("graphs", graph, "trigger"))) }, "Trigger now"),
+        ? h("button", { needs: "operator", id: "act-unpause", onclick: () => act("Unpause the triggers", `Cron firings, backfills and key schedules of ${graph} start runs again.`, () => post(p("graphs", graph, "unpause"))) }, "Unpause")
+        : h("button", { needs: "operator", id: "act-pause", onclick: () => act("Pause the triggers", `No cron firing, backfill window or key schedule of ${graph} starts a run until it is unpaused. Explicit starts and reruns still run.`, () => post(p("graphs", graph, "pause"))) }, "Pause"),
+      h("button", { needs: "operator", id: "act-trigger", onclick: () => act("Trigger now", triggerText(sum.partitioning), () => post(p("graphs", graph, "trigger"))) }, "Trigger now"),
       sum.partitioning === "keyed" ? null : h("button", {
+        needs: "operator",
         id: "act-start",
         onclick: () => confirmAction({
           title: "Start a run",
@@ -97,6 +98,7 @@ export async function render(root, [graph, selected]) {
         }).then(refresh),
       }, "Start run…"),
       windows ? h("button", {
+        needs: "operator",
         id: "act-backfill",
         onclick: () => confirmAction({
           title: "Backfill a range",
@@ -153,6 +155,7 @@ export async function render(root, [graph, selected]) {
       h("td", {}, String(k.consecutive_failures)),
       h("td", { class: "error-cell" }, k.last_error ? h("details", {}, h("summary", {}, "error"), h("pre", {}, k.last_error)) : "—"),
       h("td", {}, h("button", {
+        needs: "operator",
         class: "signal",
         "data-focus": `sig-${k.key}`,
         onclick: () => confirmAction({

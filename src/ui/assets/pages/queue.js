@@ -36,6 +36,7 @@ export async function render(root) {
         h("td", {}, String(b.consecutive_failures)),
         h("td", {}, b.open_until_ms ? `${fmtTime(b.open_until_ms)} (${fmtRel(b.open_until_ms)})` : "—"),
         h("td", {}, b.state === "closed" ? null : h("button", {
+          needs: "admin",
           "data-focus": `reset-${b.target}`,
           onclick: () => confirmAction({
             title: "Reset the breaker", text: `Close the breaker of ${b.target}: deferred work is handed out again.`,
@@ -46,6 +47,7 @@ export async function render(root) {
     const letters = dead.letters || [];
     replace(deadBox,
       letters.length ? h("div", { class: "actions" }, h("button", {
+        needs: "operator",
         id: "act-requeue-all",
         onclick: () => confirmAction({
           title: "Requeue every dead letter", text: `Requeue ${letters.length}${dead.next_cursor ? "+" : ""} dead letters: jobs run again with fresh tries, graph nodes are rerun with their downstreams.`,
@@ -62,6 +64,7 @@ export async function render(root) {
         h("td", {}, fmtTime(l.finished_ms)),
         h("td", { class: "error-cell" }, h("details", {}, h("summary", {}, (l.error || "").split("\n")[0] || "error"), h("pre", {}, l.error || ""))),
         h("td", {}, h("button", {
+          needs: "operator",
           "data-focus": `rq-${l.key}`,
           onclick: () => confirmAction({
             title: "Requeue", text: `Requeue ${l.key}.`, confirm: "Requeue",

@@ -74,6 +74,7 @@ export async function render(root, [graph, partition, selectedNode]) {
     const failed = run.nodes.some((n) => ["failed", "upstream_failed", "cancelled"].includes(n.state));
     replace(actions,
       run.state === "active" ? h("button", {
+        needs: "operator",
         id: "act-cancel", class: "danger",
         onclick: () => confirmAction({
           title: "Cancel the run", text: `Cancel ${graph} ${partition}: queued nodes are cancelled, running attempts are stopped.`,
@@ -81,6 +82,7 @@ export async function render(root, [graph, partition, selectedNode]) {
         }).then(refresh),
       }, "Cancel run") : null,
       failed ? h("button", {
+        needs: "operator",
         id: "act-clear",
         onclick: () => confirmAction({
           title: "Clear failed nodes", text: `Rerun every failed node of ${partition} with its downstreams.`,
@@ -211,6 +213,7 @@ export async function render(root, [graph, partition, selectedNode]) {
       ]),
       h("div", { class: "actions" },
         h("button", {
+          needs: "operator",
           id: "act-rerun",
           onclick: () => confirmAction({
             title: "Rerun the node", text: `Rerun ${n.node} of ${partition}.`,
@@ -219,6 +222,7 @@ export async function render(root, [graph, partition, selectedNode]) {
           }).then(refresh),
         }, "Rerun…"),
         h("button", {
+          needs: "operator",
           id: "act-mark-succeeded",
           onclick: () => confirmAction({
             title: "Mark succeeded", text: `Record ${n.node} of ${partition} as succeeded; its downstreams may start.`,
@@ -226,6 +230,7 @@ export async function render(root, [graph, partition, selectedNode]) {
           }).then(refresh),
         }, "Mark succeeded…"),
         h("button", {
+          needs: "operator",
           id: "act-mark-failed", class: "danger",
           onclick: () => confirmAction({
             title: "Mark failed", text: `Record ${n.node} of ${partition} as failed.`, danger: true,

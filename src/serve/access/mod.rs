@@ -1,0 +1,227 @@
+//! Who may do what, and what they did: every route under the token names
+//! the [`Role`] it needs (the route table records it, the API document
+//! states it), each request is tied to a caller (a token, or a UI session
+//! standing for one), a caller beyond its role gets 403 naming the role it
+//! needs, and every request that may change something is written to the
+//! audit log before it runs ([`audit`]).
+
+pub mod audit;
+pub mod role;
+pub mod settings;
+pub mod tokens;
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::listen::ClientAddr;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::{ApiError, ErrorBody};
+use super::state::{AppState, BODY_BYTES_MAX};
+use crate::ui::session::{self, Session};
+pub use role::Role;
+pub use settings::Access;
+pub use tokens::Caller;
+
+/// An error body is read back for the audit log up to this many bytes.
+const ERROR_BODY_BYTES_MAX: usize = 16 * 1024;
+
+/// The token of an `Authorization` header: its scheme is matched without
+/// regard to case (RFC 7235: `Bearer`, `bearer`, `BEARER`).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
+fn refused(e: tokens::AuthError) -> ApiError {
+    match e {
+        tokens::AuthError::Refused(why) => ApiError::unauthorized(why.to_string()),
+        tokens::AuthError::Store(s) => s.into(),
+    }
+}
+
+/// The caller of a request: its bearer token's, or its UI session's (then
+/// a request that changes something must carry the anti-CSRF header too,
+/// since a browser sends cookies on its own).
+pub fn caller_of(
+    state: &AppState,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Caller, ApiError> {
+    let now_ms = state.engine.now_ms();
+    let store = state.engine.store();
+    let given = headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token);
+    if let Some(secret) = given {
+        return tokens::authenticate(store, &state.token, secret.trim(), now_ms).map_err(refused);
+    }
+    let Some(name) = Session::name_in(headers) else {
+        return Err(ApiError::unauthorized(
+            "this route needs `Authorization: Bearer TOKEN` (the token is in DATA/token)",
+        ));
+    };
+    let caller = tokens::by_name(store, &state.token, name, now_ms)?
+        .filter(|c| Session::new(&c.name, &c.hash).has_cookie(headers))
+        .ok_or_else(|| {
+            ApiError::unauthorized(
+                "the session's token is revoked, expired or unknown: log in again",
+            )
+        })?;
+    let safe = matches!(*method, Method::GET | Method::HEAD);
+    if !safe && !Session::new(&caller.name, &caller.hash).has_csrf(headers) {
+        return Err(ApiError::forbidden(format!(
+            "a browser action needs the {} header (the UI sends it)",
+            session::CSRF_HEADER
+        )));
+    }
+    Ok(caller)
+}
+
+/// The middleware in front of every route under the token: finds the
+/// caller, writes the audit entry of a request that may change something,
+/// refuses a caller beyond its role, and records how the request ended.
+pub async fn authorize(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let caller = match caller_of(&state, &method, req.headers()) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(%method, %path, error = %e.message, "request refused: no caller");
+            return Err(e);
+        }
+    };
+    let route: &'static str = req
+        .extensions()
+        .get::<MatchedPath>()
+        .and_then(|m| {
+            state
+                .access
+                .roles
+                .keys()
+                .find(|(_, p)| *p == m.as_str())
+                .map(|(_, p)| *p)
+        })
+        .unwrap_or("");
+    let method_name = method.as_str().to_ascii_lowercase();
+    // A route missing from the table needs the highest role: a route added
+    // without a role is closed, not open.
+    let needed = state
+        .access
+        .roles
+        .get(&(method_name.as_str(), route))
+        .copied()
+        .unwrap_or(Role::Admin);
+    let mutating = !matches!(method, Method::GET | Method::HEAD);
+    let mut req = req;
+    req.extensions_mut().insert(caller.clone());
+    if !mutating {
+        if !caller.role.allows(needed) {
+            return Err(beyond_role(&method, &path, needed, &caller));
+        }
+        return Ok(next.run(req).await);
+    }
+    // The body is read here (the route's own limit) so the entry holds its
+    // parameters; the handler gets the same bytes.
+    let (parts, body) = req.into_parts();
+    let bytes = match axum::body::to_bytes(body, BODY_BYTES_MAX).await {
+        Ok(b) => b,
+        Err(_) => {
+            return Err(ApiError {
+                status: axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                kind: "too_large",
+                message: format!("the body is over {BODY_BYTES_MAX} bytes"),
+            })
+        }
+    };
+    let client = parts
+        .extensions
+        .get::<ConnectInfo<ClientAddr>>()
+        .map_or_else(|| "unknown".to_string(), |c| c.0 .0.to_string());
+    let entry = audit::AuditEntry {
+        at_ms: state.engine.now_ms(),
+        who: caller.name.clone(),
+        role: caller.role,
+        method: method.to_string(),
+        route: route.to_string(),
+        path: parts
+            .uri
+            .path_and_query()
+            .map_or(path.clone(), |p| p.to_string()),
+        params: audit::params_of(&bytes),
+        client,
+        outcome: None,
+        boot_ms: state.started_at_ms,
+    };
+    let seq = state.access.seq.fetch_add(1, Ordering::Relaxed);
+    // Written ahead: if the log cannot hold it, nothing happens.
+    let pending = audit::begin(
+        state.engine.store(),
+        entry,
+        seq,
+        state.access.audit_retention,
+    )?;
+    let (resp, error) = if caller.role.allows(needed) {
+        let req = Request::from_parts(parts, Body::from(bytes));
+        let resp = next.run(req).await;
+        if resp.status().as_u16() >= 400 {
+            error_of(resp).await
+        } else {
+            (resp, None)
+        }
+    } else {
+        let e = beyond_role(&method, &path, needed, &caller);
+        let message = e.message.clone();
+        (e.into_response(), Some(message))
+    };
+    let outcome = audit::Outcome {
+        status: resp.status().as_u16(),
+        error,
+        took_ms: started.elapsed().as_millis() as u64,
+    };
+    tracing::info!(
+        who = %caller.name, %method, route, status = outcome.status,
+        "audited request"
+    );
+    audit::finish(state.engine.store(), pending, outcome)?;
+    Ok(resp)
+}
+
+fn beyond_role(method: &Method, path: &str, needed: Role, caller: &Caller) -> ApiError {
+    tracing::warn!(who = %caller.name, role = %caller.role, %method, path, needed = %needed, "request beyond the caller's role");
+    ApiError::forbidden(format!(
+        "{method} {path} needs the {needed} role; token {:?} has the {} role",
+        caller.name, caller.role
+    ))
+}
+
+/// An error answer's message, and the answer rebuilt from its bytes.
+async fn error_of(resp: Response) -> (Response, Option<String>) {
+    let (parts, body) = resp.into_parts();
+    match axum::body::to_bytes(body, ERROR_BODY_BYTES_MAX).await {
+        Ok(bytes) => {
+            let message = serde_json::from_slice::<ErrorBody>(&bytes)
+                .map(|b| b.error.message)
+                .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
+            (
+                Response::from_parts(parts, Body::from(bytes)),
+                Some(message),
+            )
+        }
+        Err(_) => (
+            Response::from_parts(parts, Body::empty()),
+            Some("(the error's body was over the audit's limit)".into()),
+        ),
+    }
+}

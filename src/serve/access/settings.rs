@@ -1,0 +1,35 @@
+//! The access settings the server holds: each route's role, the audit
+//! log's numbering and retention, whether TLS is on.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::audit;
+use super::role::Role;
+
+/// The access settings every handler shares.
+#[derive(Clone)]
+pub struct Access {
+    /// The role each (method, route) needs.
+    pub roles: Arc<BTreeMap<(&'static str, &'static str), Role>>,
+    /// Numbers audit entries within one process.
+    pub seq: Arc<AtomicU64>,
+    /// How long audit entries are kept.
+    pub audit_retention: Duration,
+    /// Whether the API is served over TLS (the session cookie is `Secure`).
+    pub tls: bool,
+}
+
+impl Access {
+    /// Access over `routes` (method, path, role).
+    pub fn new(routes: &[(&'static str, &'static str, Role)]) -> Access {
+        Access {
+            roles: Arc::new(routes.iter().map(|(m, p, r)| ((*m, *p), *r)).collect()),
+            seq: Arc::new(AtomicU64::new(0)),
+            audit_retention: audit::AUDIT_RETENTION_DEFAULT,
+            tls: false,
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! API tokens: named secrets with a role, stored hashed in the engine's
+//! records (`token/NAME`), never in plain text.
+//!
+//! A secret is 256 random bits (`weir_` and 64 hex digits), shown once when
+//! it is made. The store keeps its blake3 hash: a secret that random needs
+//! no slow hash, and a stolen store yields no token. A request's secret is
+//! hashed and compared with every live token's hash in constant time.
+//!
+//! The token of `DATA/token` is the first admin's (named `admin`): it is
+//! not in the records, so a data directory made before tokens existed keeps
+//! working, and losing the records never locks its owner out. A revoked
+//! token stays listed (the audit log names it); its name may be taken
+//! again by a new token.
+
+use serde::{Deserialize, Serialize};
+use weir_actors::store::{Store, StoreError};
+
+use super::role::Role;
+use crate::serve::discovery::{new_token, token_eq};
+
+/// The records' key prefix.
+pub const TOKEN_PREFIX: &str = "token/";
+/// The name of `DATA/token`'s holder.
+pub const FILE_TOKEN_NAME: &str = "admin";
+/// The prefix of every secret weir makes.
+pub const SECRET_PREFIX: &str = "weir_";
+/// Tokens one engine holds at most (revoked ones included).
+pub const TOKENS_MAX: usize = 1_000;
+
+/// A stored token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    /// Its name, e.g. `grafana`.
+    pub name: String,
+    /// What it may do.
+    pub role: Role,
+    /// The blake3 hash of its secret, as hex (the secret is not stored).
+    pub hash: String,
+    /// When it was made (ms since the epoch).
+    pub created_ms: u64,
+    /// Who made it (a token's name).
+    pub created_by: String,
+    /// When it stops working, if ever.
+    pub expires_ms: Option<u64>,
+    /// When it was revoked, if it was.
+    pub revoked_ms: Option<u64>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
+
+/// Who a request comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The token's name.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// Its secret's hash: the UI session's values derive from it.
+    pub hash: String,
+}
+
+/// Why a secret opens nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No token has this secret.
+    #[error("the token is not one of this engine's")]
+    Unknown,
+    /// The token was revoked.
+    #[error("token {name:?} was revoked")]
+    Revoked {
+        /// Its name.
+        name: String,
+    },
+    /// The token expired.
+    #[error("token {name:?} expired")]
+    Expired {
+        /// Its name.
+        name: String,
+    },
+}
+
+/// Why a token cannot be made or revoked.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The request is wrong (a 400 or 409).
+    #[error("{0}")]
+    Invalid(String),
+    /// No such token (a 404).
+    #[error("no token named {0:?}")]
+    NotFound(String),
+    /// A token of that name is live (a 409).
+    #[error("a token named {0:?} exists and is live: revoke it first")]
+    Exists(String),
+    /// The store refused.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The hash of a secret, as stored.
+pub fn hash_secret(secret: &str) -> String {
+    blake3::hash(secret.as_bytes()).to_hex().to_string()
+}
+
+fn key(name: &str) -> String {
+    format!("{TOKEN_PREFIX}{name}")
+}
+
+impl TokenRecord {
+    /// Whether it opens anything at `now_ms`.
+    pub fn refusal(&self, now_ms: u64) -> Option<Refusal> {
+        if self.revoked_ms.is_some() {
+            return Some(Refusal::Revoked {
+                name: self.name.clone(),
+            });
+        }
+        if self.expires_ms.is_some_and(|at| at <= now_ms) {
+            return Some(Refusal::Expired {
+                name: self.name.clone(),
+            });
+        }
+        None
+    }
+}
+
+/// Every stored token, by name.
+pub fn list(store: &Store) -> Result<Vec<TokenRecord>, StoreError> {
+    Ok(store
+        .scan::<TokenRecord>(TOKEN_PREFIX)?
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect())
+}
+
+/// The caller a secret stands for at `now_ms`: the file token's holder,
+/// or a live stored token.
+pub fn authenticate(
+    store: &Store,
+    file_token: &str,
+    secret: &str,
+    now_ms: u64,
+) -> Result<Caller, AuthError> {
+    if token_eq(secret, file_token) {
+        return Ok(Caller {
+            name: FILE_TOKEN_NAME.to_string(),
+            role: Role::Admin,
+            hash: hash_secret(file_token),
+        });
+    }
+    let hash = hash_secret(secret);
+    // Every record is compared, so the time taken does not say which one
+    // matched or how much of a hash did.
+    let mut found = None;
+    for r in list(store)? {
+        if token_eq(&r.hash, &hash) {
+            found = Some(r);
+        }
+    }
+    let r = found.ok_or(AuthError::Refused(Refusal::Unknown))?;
+    match r.refusal(now_ms) {
+        Some(why) => Err(AuthError::Refused(why)),
+        None => Ok(Caller {
+            name: r.name,
+            role: r.role,
+            hash: r.hash,
+        }),
+    }
+}
+
+/// The caller a UI session names (by token name), if that token is live.
+pub fn by_name(
+    store: &Store,
+    file_token: &str,
+    name: &str,
+    now_ms: u64,
+) -> Result<Option<Caller>, StoreError> {
+    if name == FILE_TOKEN_NAME {
+        return Ok(Some(Caller {
+            name: FILE_TOKEN_NAME.to_string(),
+            role: Role::Admin,
+            hash: hash_secret(file_token),
+        }));
+    }
+    if weir_core::names::Name::new(name).is_err() {
+        return Ok(None);
+    }
+    Ok(store
+        .get::<TokenRecord>(&key(name))?
+        .filter(|r| r.refusal(now_ms).is_none())
+        .map(|r| Caller {
+            name: r.name,
+            role: r.role,
+            hash: r.hash,
+        }))
+}
+
+/// Why a request has no caller.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The secret opens nothing.
+    #[error(transparent)]
+    Refused(Refusal),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A token just made: its record and its secret (shown once).
+#[derive(Debug, Clone)]
+pub struct Made {
+    /// The record as stored.
+    pub record: TokenRecord,
+    /// The secret, which is nowhere else.
+    pub secret: String,
+}
+
+/// Makes a token `name` with `role`, valid until `expires_ms`; `by` is the
+/// maker's name. Durable before it returns.
+pub fn create(
+    store: &Store,
+    name: &str,
+    role: Role,
+    expires_ms: Option<u64>,
+    by: &str,
+    now_ms: u64,
+) -> Result<Made, TokenError> {
+    weir_core::names::Name::new(name).map_err(|e| TokenError::Invalid(format!("name: {e}")))?;
+    if name == FILE_TOKEN_NAME {
+        return Err(TokenError::Invalid(format!(
+            "name: {FILE_TOKEN_NAME:?} is DATA/token's holder; choose another name"
+        )));
+    }
+    if expires_ms.is_some_and(|at| at <= now_ms) {
+        return Err(TokenError::Invalid(
+            "expires: the token would be expired already".into(),
+        ));
+    }
+    let existing = store.get_with_raw::<TokenRecord>(&key(name))?;
+    if let Some((r, _)) = &existing {
+        if r.revoked_ms.is_none() && r.refusal(now_ms).is_none() {
+            return Err(TokenError::Exists(name.to_string()));
+        }
+    } else if store.scan_keys(TOKEN_PREFIX)?.len() >= TOKENS_MAX {
+        return Err(TokenError::Invalid(format!(
+            "this engine holds {TOKENS_MAX} tokens, the most it keeps: revoke and reuse a name"
+        )));
+    }
+    let secret = format!(
+        "{SECRET_PREFIX}{}",
+        new_token().map_err(|e| TokenError::Invalid(format!("cannot make a secret: {e}")))?
+    );
+    let record = TokenRecord {
+        name: name.to_string(),
+        role,
+        hash: hash_secret(&secret),
+        created_ms: now_ms,
+        created_by: by.to_string(),
+        expires_ms,
+        revoked_ms: None,
+        revoked_by: None,
+    };
+    let bytes = store.encode("token", &record)?;
+    let expected = existing.as_ref().map(|(_, raw)| raw.as_slice());
+    // Compare-and-put: two makers of one name cannot both win.
+    if !store.compare_and_put(&key(name), expected, Some(&bytes), &[], &[])? {
+        return Err(TokenError::Exists(name.to_string()));
+    }
+    tracing::info!(token = name, role = %role, by, "token created");
+    Ok(Made { record, secret })
+}
+
+/// Revokes token `name`; `by` is the revoker's name. Revoking a revoked
+/// token changes nothing and says so (`false`).
+pub fn revoke(store: &Store, name: &str, by: &str, now_ms: u64) -> Result<bool, TokenError> {
+    if name == FILE_TOKEN_NAME {
+        return Err(TokenError::Invalid(format!(
+            "{FILE_TOKEN_NAME:?} is DATA/token's holder: replace that file (and restart) to change it"
+        )));
+    }
+    weir_core::names::Name::new(name).map_err(|e| TokenError::Invalid(format!("name: {e}")))?;
+    let Some((mut r, raw)) = store.get_with_raw::<TokenRecord>(&key(name))? else {
+        return Err(TokenError::NotFound(name.to_string()));
+    };
+    if r.revoked_ms.is_some() {
+        return Ok(false);
+    }
+    r.revoked_ms = Some(now_ms);
+    r.revoked_by = Some(by.to_string());
+    let bytes = store.encode("token", &r)?;
+    if !store.compare_and_put(&key(name), Some(&raw), Some(&bytes), &[], &[])? {
+        // Changed under us (made again or revoked): say what is there now.
+        return Err(TokenError::Invalid(format!(
+            "token {name:?} changed while it was being revoked; try again"
+        )));
+    }
+    tracing::info!(token = name, by, "token revoked");
+    Ok(true)
+}
