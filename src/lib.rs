@@ -22,6 +22,7 @@ pub mod logs;
 mod ops;
 pub mod serve;
 pub mod task;
+pub mod trace;
 mod triggers;
 pub mod ui;
 pub mod worker;

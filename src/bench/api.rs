@@ -444,6 +444,7 @@ async fn measure(
             reloader: None,
             tls: None,
             audit_retention: serve::access::audit::AUDIT_RETENTION_DEFAULT,
+            otlp_endpoint: None,
         },
     )
     .await

@@ -190,15 +190,18 @@ pub fn reloader(path: PathBuf) -> Reloader {
     })
 }
 
-/// How the API is secured beyond its tokens.
+/// How the API is served beyond its address and token: TLS, plain-HTTP
+/// consent, the audit log's retention, where traces go.
 #[derive(Debug, Clone, Default)]
-pub struct ApiSecurity {
+pub struct ApiSettings {
     /// TLS: the certificate chain and the private key (PEM files).
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Plain HTTP on a non-loopback address, asked for on purpose.
     pub insecure_http: bool,
     /// How long audit entries are kept (default 90 days).
     pub audit_retention: Option<std::time::Duration>,
+    /// The OTLP/HTTP collector run traces go to, if any.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The address to listen on. A non-loopback one needs a token file given
@@ -208,7 +211,7 @@ pub struct ApiSecurity {
 pub fn listen_addr(
     listen: &str,
     token_file: Option<&Path>,
-    security: &ApiSecurity,
+    security: &ApiSettings,
 ) -> Result<SocketAddr, Failure> {
     let addr: SocketAddr = listen.parse().map_err(|e| {
         Failure::input(format!(
@@ -237,7 +240,7 @@ pub async fn serve_api(
     listen: &str,
     token_file: Option<&Path>,
     reloader: Option<Reloader>,
-    security: &ApiSecurity,
+    security: &ApiSettings,
 ) -> Result<Server, Failure> {
     let listen = listen_addr(listen, token_file, security)?;
     let token = match token_file {
@@ -260,6 +263,11 @@ pub async fn serve_api(
         audit_retention: security
             .audit_retention
             .unwrap_or(serve::access::audit::AUDIT_RETENTION_DEFAULT),
+        otlp_endpoint: security.otlp_endpoint.clone().or_else(|| {
+            std::env::var(crate::trace::export::ENV_OTLP_ENDPOINT)
+                .ok()
+                .filter(|e| !e.is_empty())
+        }),
     };
     serve::start(engine, opts).await.map_err(|e| match e {
         serve::ServeError::Refused(m) => Failure::input(m),

@@ -103,7 +103,7 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     super::host::listen_addr(
         &args.listen,
         args.token_file.as_deref(),
-        &super::host::ApiSecurity::default(),
+        &super::host::ApiSettings::default(),
     )?;
     if let Some(d) = &args.run_for {
         definition::parse_duration_ms(d).map_err(|e| Failure::input(format!("--for: {e}")))?;
@@ -212,7 +212,7 @@ async fn run_async(
         &args.listen,
         args.token_file.as_deref(),
         Some(super::host::reloader(args.path.clone())),
-        &super::host::ApiSecurity::default(),
+        &super::host::ApiSettings::default(),
     )
     .await?;
     eprintln!(

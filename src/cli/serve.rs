@@ -65,6 +65,10 @@ pub struct ServeArgs {
     /// How long the audit log keeps an entry, e.g. 90d (the default) or 1y.
     #[arg(long, default_value = "90d")]
     pub audit_retention: String,
+    /// Export each run's trace to this OTLP/HTTP collector, e.g.
+    /// http://127.0.0.1:4318 (default: $OTEL_EXPORTER_OTLP_ENDPOINT).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// With --cluster: no pool actors in this process; workers serve every
     /// pool.
     #[arg(long, requires = "cluster")]
@@ -185,17 +189,18 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
 }
 
 /// The API's TLS, plain-HTTP consent and audit retention from the flags.
-fn api_security(a: &ServeArgs) -> Result<host::ApiSecurity, Failure> {
+fn api_security(a: &ServeArgs) -> Result<host::ApiSettings, Failure> {
     let retention = humantime::parse_duration(&a.audit_retention).map_err(|e| {
         Failure::input(format!(
             "--audit-retention {:?}: {e} (write e.g. 90d)",
             a.audit_retention
         ))
     })?;
-    Ok(host::ApiSecurity {
+    Ok(host::ApiSettings {
         tls: a.tls_cert.clone().zip(a.tls_key.clone()),
         insecure_http: a.insecure_http,
         audit_retention: Some(retention),
+        otlp_endpoint: a.otlp_endpoint.clone(),
     })
 }
 

@@ -63,6 +63,8 @@ pub struct ServeOptions {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// How long audit entries are kept.
     pub audit_retention: Duration,
+    /// The OTLP/HTTP collector run traces are sent to, if any.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// A running server.
@@ -76,6 +78,7 @@ pub struct Server {
     reloader: Option<Reloader>,
     engine: Arc<Engine>,
     tls: bool,
+    trace: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// A failure to start serving.
@@ -193,6 +196,15 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
         source,
     })?;
     let started_at_ms = engine.now_ms();
+    // Checked before anything listens: a wrong endpoint is the caller's
+    // mistake, not a silent loss of traces.
+    let trace = match &opts.otlp_endpoint {
+        None => None,
+        Some(endpoint) => Some(
+            crate::trace::export::spawn(engine.clone(), opts.data_dir.clone(), endpoint)
+                .map_err(|e| ServeError::Refused(e.to_string()))?,
+        ),
+    };
     let cancel = tokio_util::sync::CancellationToken::new();
     let hub = EventHub::new(started_at_ms);
     let metrics = metrics::Metrics::install();
@@ -279,6 +291,7 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
         reloader: opts.reloader,
         engine,
         tls: opts.tls.is_some(),
+        trace,
     })
 }
 
@@ -320,6 +333,10 @@ impl Server {
         }
         self.pump.abort();
         let _ = (&mut self.pump).await;
+        if let Some(t) = self.trace.take() {
+            t.abort();
+            let _ = t.await;
+        }
     }
 }
 

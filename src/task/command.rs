@@ -315,6 +315,12 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         .env("WEIR_NODE", &input.node)
         .env("WEIR_ATTEMPT", &attempt)
         .env("WEIR_RUN_ID", ctx.key.as_ref())
+        // The attempt's span in the run's trace: the command's own spans
+        // join it (W3C trace context).
+        .env(
+            "TRACEPARENT",
+            crate::trace::ids::traceparent(&input.graph, &input.partition, &ctx.key, ctx.attempt),
+        )
         .env("WEIR_UPSTREAMS", &upstreams_path)
         .env("WEIR_OUTPUT", &output_path)
         .env("WEIR_DATA", &work)
