@@ -711,6 +711,11 @@ async fn check_example(b: &ui_support::Browser, url: &str, graph: &str, nodes: u
         &format!("return document.querySelectorAll('svg.dag g.dag-node').length === {nodes} && document.querySelectorAll('table.grid thead th[data-partition]').length > 0;"),
     )
     .await;
+    let through = b.edges_through_boxes().await;
+    assert!(
+        through.is_empty(),
+        "{graph}: edges under node boxes: {through:?}"
+    );
     b.shot(&format!("{name}-graph")).await;
     b.click("table.grid thead th[data-partition] a").await;
     b.click("#dag p a").await;
@@ -729,6 +734,11 @@ async fn check_example(b: &ui_support::Browser, url: &str, graph: &str, nodes: u
         b.js("return document.querySelector('#page-error');", vec![])
             .await,
         Value::Null
+    );
+    let faults = b.run_page_faults().await;
+    assert!(
+        faults.is_empty(),
+        "{graph}'s run page at 1280 px: {faults:?}"
     );
     b.shot(&format!("{name}-run")).await;
 }
@@ -940,6 +950,9 @@ async fn a_mapped_nodes_members_and_the_asset_lineage_show() {
         .await;
     assert!(log.as_str().unwrap().contains("eu: "), "{log}");
     b.shot("mapped-run").await;
+    // At 1280 px the members table fits the panel, its Error column too.
+    let faults = b.run_page_faults().await;
+    assert!(faults.is_empty(), "orders' run page: {faults:?}");
     // The sensor's node shows its kind.
     let kinds = b
         .js(
@@ -955,6 +968,21 @@ async fn a_mapped_nodes_members_and_the_asset_lineage_show() {
             ["count", "mapped"]
         ])
     );
+    // No edge of orders' DAG runs under a node's box (receiver_up →
+    // publish crosses count's layer through a lane of its own).
+    b.goto(&format!("{}/{}", engine.url, route(&["graph", "orders"])))
+        .await;
+    b.wait_js(
+        "orders' DAG",
+        "return !!document.querySelector('svg.dag path.dag-edge');",
+    )
+    .await;
+    let through = b.edges_through_boxes().await;
+    assert!(
+        through.is_empty(),
+        "orders: edges under node boxes: {through:?}"
+    );
+    b.shot("orders-graph").await;
     b.goto(&format!("{}/", engine.url)).await;
     let lineage = b
         .wait_js(
@@ -1178,6 +1206,19 @@ async fn each_role_sees_only_its_actions_and_an_admin_the_audit_log() {
         .http_as(&operator)
         .post("/api/v1/graphs/slow/runs", &json!({"partitions": ["none"]}));
     assert_eq!(a.status, 200, "{}", a.body);
+    // The login page names the admin token's file to a browser on the
+    // engine's machine (#31 item 12).
+    b.goto(&format!("{}/", engine.url)).await;
+    let hint = b
+        .wait_js(
+            "the token's path",
+            "const c = document.querySelector('#token-path'); return c && c.textContent.startsWith('cat /') ? c.textContent : null;",
+        )
+        .await;
+    assert_eq!(
+        hint,
+        json!(format!("cat {}", engine.data.join("token").display()))
+    );
     let graph_page = format!("{}/{}", engine.url, route(&["graph", "slow"]));
     let run_page = format!("{}/{}", engine.url, route(&["run", "slow", "none"]));
     // (token, who, actions on the graph and run pages, the audit link)

@@ -445,6 +445,7 @@ async fn measure(
             tls: None,
             audit_retention: serve::access::audit::AUDIT_RETENTION_DEFAULT,
             otlp_endpoint: None,
+            token_file: None,
         },
     )
     .await

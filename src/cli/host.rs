@@ -254,9 +254,14 @@ pub async fn serve_api(
                 .map_err(|e| Failure::input(format!("--tls-cert/--tls-key: {e}")))?,
         ),
     };
+    let token_path = token_file.map_or_else(
+        || data.join(serve::discovery::TOKEN_FILE),
+        Path::to_path_buf,
+    );
     let opts = ServeOptions {
         listen,
         token,
+        token_file: Some(std::path::absolute(&token_path).unwrap_or(token_path)),
         data_dir: data.to_path_buf(),
         reloader,
         tls,

@@ -63,6 +63,9 @@ pub struct ServeOptions {
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// How long audit entries are kept.
     pub audit_retention: Duration,
+    /// The file the admin's token was read from (the login page names it
+    /// to a browser on this machine).
+    pub token_file: Option<PathBuf>,
     /// The OTLP/HTTP collector run traces are sent to, if any.
     pub otlp_endpoint: Option<String>,
 }
@@ -236,7 +239,10 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
         metrics,
         started_at_ms,
         stop: cancel.clone(),
-        access: access_of(opts.tls.is_some(), opts.audit_retention),
+        access: access::Access {
+            token_file: opts.token_file.clone().map(Arc::new),
+            ..access_of(opts.tls.is_some(), opts.audit_retention)
+        },
     };
     let app = router(state).into_make_service_with_connect_info::<listen::ClientAddr>();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();

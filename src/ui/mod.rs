@@ -118,6 +118,7 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/ui/{*path}", get(asset))
         .route("/ui-session", get(session_check).delete(logout))
         .route("/ui-session/login", post(login))
+        .route("/ui-session/hint", get(hint))
 }
 
 fn hardened(mut r: Response) -> Response {
@@ -187,6 +188,29 @@ async fn session_check(State(s): State<AppState>, headers: HeaderMap) -> Respons
                 .into_response(),
         ),
     }
+}
+
+/// Where the admin's token is, for the login page: told only to a browser
+/// on this machine (a path is no secret there, and it is what the person
+/// at the keyboard needs); others get an empty answer.
+#[derive(Debug, serde::Serialize)]
+struct HintBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token_file: Option<String>,
+}
+
+async fn hint(State(s): State<AppState>, req: axum::extract::Request) -> Response {
+    let local = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<crate::serve::listen::ClientAddr>>()
+        .is_some_and(|c| c.0 .0.ip().is_loopback());
+    let token_file = s
+        .access
+        .token_file
+        .as_ref()
+        .filter(|_| local)
+        .map(|p| p.display().to_string());
+    hardened(Json(HintBody { token_file }).into_response())
 }
 
 /// `POST /ui-session/login`: a token, once.

@@ -298,6 +298,62 @@ impl Browser {
         self.client.set_window_size(w, h).await.unwrap();
     }
 
+    /// The edges of the page's DAG that run through a node's box, as
+    /// `from->to through node` (each edge sampled every 2 px).
+    pub async fn edges_through_boxes(&self) -> Vec<String> {
+        let v = self
+            .js(
+                "const boxes = [...document.querySelectorAll('svg.dag g.dag-node')].map(g => {
+                   const m = g.transform.baseVal.consolidate().matrix; const r = g.querySelector('rect');
+                   return { n: g.dataset.node, x: m.e, y: m.f, w: r.width.baseVal.value, h: r.height.baseVal.value };
+                 });
+                 const bad = new Set();
+                 for (const p of document.querySelectorAll('svg.dag path.dag-edge')) {
+                   const len = p.getTotalLength();
+                   for (let l = 0; l <= len; l += 2) {
+                     const pt = p.getPointAtLength(l);
+                     for (const b of boxes) {
+                       if (pt.x > b.x + 1 && pt.x < b.x + b.w - 1 && pt.y > b.y + 1 && pt.y < b.y + b.h - 1) {
+                         bad.add(`${p.dataset.from}->${p.dataset.to} through ${b.n}`);
+                       }
+                     }
+                   }
+                 }
+                 return [...bad];",
+                vec![],
+            )
+            .await;
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// What the run page's layout cuts or breaks: a node's name over two
+    /// lines, a table of the node panel wider than the panel, an attempt's
+    /// stderr cut.
+    pub async fn run_page_faults(&self) -> Vec<String> {
+        let v = self
+            .js(
+                "const bad = [];
+                 for (const a of document.querySelectorAll('table.nodes tbody th a')) {
+                   if (a.getClientRects().length !== 1) bad.push(`node name ${a.textContent} breaks over lines`);
+                 }
+                 const panel = document.querySelector('#node-panel');
+                 const right = panel.getBoundingClientRect().right;
+                 for (const w of panel.querySelectorAll('.table-wrap')) {
+                   const t = w.querySelector('table');
+                   if (w.scrollWidth > w.clientWidth + 1 || t.getBoundingClientRect().right > right + 1) {
+                     bad.push(`${t.className} table wider than the panel (${w.scrollWidth} > ${w.clientWidth})`);
+                   }
+                 }
+                 for (const pre of panel.querySelectorAll('pre.stderr')) {
+                   if (pre.scrollHeight > pre.clientHeight + 1 || pre.scrollWidth > pre.clientWidth + 1) bad.push('a stderr tail is cut');
+                 }
+                 return bad;",
+                vec![],
+            )
+            .await;
+        serde_json::from_value(v).unwrap()
+    }
+
     /// Ends the session.
     pub async fn close(self) {
         let _ = self.client.clone().close().await;

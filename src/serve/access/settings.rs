@@ -20,6 +20,9 @@ pub struct Access {
     pub audit_retention: Duration,
     /// Whether the API is served over TLS (the session cookie is `Secure`).
     pub tls: bool,
+    /// The file holding the admin's token, shown on the login page to a
+    /// browser on this machine.
+    pub token_file: Option<std::sync::Arc<std::path::PathBuf>>,
 }
 
 impl Access {
@@ -30,6 +33,7 @@ impl Access {
             seq: Arc::new(AtomicU64::new(0)),
             audit_retention: audit::AUDIT_RETENTION_DEFAULT,
             tls: false,
+            token_file: None,
         }
     }
 }

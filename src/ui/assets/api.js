@@ -45,6 +45,16 @@ export async function checkSession() {
   return true;
 }
 
+// Where the admin's token is (told to a browser on the engine's machine).
+export async function tokenHint() {
+  try {
+    const res = await fetch("/ui-session/hint", { credentials: "same-origin" });
+    return res.ok ? (await res.json()).token_file || null : null;
+  } catch (_) {
+    return null;
+  }
+}
+
 export async function login(token) {
   const res = await fetch("/ui-session/login", {
     method: "POST",

@@ -1,7 +1,7 @@
 // The UI's entry: the session (login once), the hash router, and the live
 // stream that redraws the current page.
 
-import { checkSession, login, logout, setUnauthorizedHandler, ApiError } from "./api.js";
+import { checkSession, login, logout, setUnauthorizedHandler, tokenHint, ApiError } from "./api.js";
 import { h, replace } from "./dom.js";
 import * as live from "./live.js";
 import * as graphsPage from "./pages/graphs.js";
@@ -98,9 +98,9 @@ function showLogin(message) {
   const err = h("p", { class: "error", id: "login-error", role: "alert" }, message || "");
   const form = h("form", { id: "login", class: "login" },
     h("h1", {}, "Log in to this engine"),
-    h("p", {}, "Paste a token: the engine's admin token is in the data directory, in the file ", h("code", {}, "token"),
-      " (", h("code", {}, "cat .weir/token"), "); others are made with ", h("code", {}, "weir token create"),
-      ". It is asked for once: the browser keeps a session cookie."),
+    h("p", {}, "Paste a token: the engine's admin token is in its data directory's file ", h("code", {}, "token"),
+      " (", h("code", { id: "token-path" }, "cat DATA/token"), "; ", h("code", {}, "weir serve"), " prints where); others are made with ",
+      h("code", {}, "weir token create"), ". It is asked for once: the browser keeps a session cookie."),
     h("p", { class: "field" }, h("label", { for: "token" }, "Token"), " ", input),
     err,
     h("button", { type: "submit", class: "primary" }, "Log in"));
@@ -116,6 +116,10 @@ function showLogin(message) {
   });
   replace(main, form);
   input.focus();
+  tokenHint().then((path) => {
+    const shown = document.getElementById("token-path");
+    if (path && shown) shown.textContent = `cat ${path}`;
+  });
 }
 
 function start() {

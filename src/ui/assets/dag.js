@@ -1,8 +1,12 @@
 // The graph drawn as SVG: a layered layout, left to right. A node's layer
 // is its longest path from a root; within a layer nodes are ordered by the
 // mean position of their neighbours (a few barycentre sweeps, which undo
-// most crossings in the graphs people write); edges are curves with
-// arrowheads; a trigger rule other than all_success is written on the node.
+// most crossings in the graphs people write). An edge that spans layers
+// gets a waypoint in each layer it crosses, ordered and spaced like a
+// node, so it runs through a lane of its own and never under a node's box
+// (as Sugiyama's dummy nodes do in Airflow's and Dagster's graphs); edges
+// are curves between columns with arrowheads; a trigger rule other than
+// all_success is written on the node.
 
 import { s, stateInfo } from "./dom.js";
 
@@ -14,7 +18,15 @@ const PAD = 12;
 const SWEEPS = 6;
 const NAME_CHARS_MAX = 20;
 
-// Layers and order of `nodes` ([{name, upstreams}]): [[name, ...], ...].
+// A waypoint's name: never a node's (names are [A-Za-z0-9_.-]).
+const WAY = "\u0000";
+
+export function isWaypoint(name) {
+  return name.startsWith(WAY);
+}
+
+// Layers and order of `nodes` ([{name, upstreams}]): [[name, ...], ...],
+// with the waypoints of the edges that span layers (see `routes`).
 export function layout(nodes) {
   const byName = new Map(nodes.map((n) => [n.name, n]));
   const layer = new Map();
@@ -33,15 +45,29 @@ export function layout(nodes) {
     return d;
   };
   nodes.forEach((n) => depth(n.name));
+  // The graph the layout orders: every edge between adjacent layers, a
+  // longer one through a chain of waypoints.
+  const ups = new Map(nodes.map((n) => [n.name, []]));
+  for (const n of nodes) {
+    for (const u of n.upstreams || []) {
+      if (!byName.has(u)) continue;
+      let prev = u;
+      for (let l = layer.get(u) + 1; l < layer.get(n.name); l++) {
+        const w = `${WAY}${u}>${n.name}>${l}`;
+        layer.set(w, l);
+        ups.set(w, [prev]);
+        prev = w;
+      }
+      ups.get(n.name).push(prev);
+    }
+  }
   const layers = [];
-  for (const n of nodes) {
-    const d = layer.get(n.name);
-    (layers[d] = layers[d] || []).push(n.name);
+  for (const name of ups.keys()) {
+    const d = layer.get(name);
+    (layers[d] = layers[d] || []).push(name);
   }
-  const downs = new Map(nodes.map((n) => [n.name, []]));
-  for (const n of nodes) {
-    for (const u of n.upstreams || []) if (downs.has(u)) downs.get(u).push(n.name);
-  }
+  const downs = new Map([...ups.keys()].map((n) => [n, []]));
+  for (const [n, us] of ups) for (const u of us) downs.get(u).push(n);
   const pos = new Map();
   const index = () => layers.forEach((l) => l.forEach((name, i) => pos.set(name, i / Math.max(1, l.length - 1 || 1))));
   index();
@@ -54,7 +80,7 @@ export function layout(nodes) {
   };
   for (let sweep = 0; sweep < SWEEPS; sweep++) {
     if (sweep % 2 === 0) {
-      for (let i = 1; i < layers.length; i++) sortBy(layers[i], (n) => (byName.get(n).upstreams || []));
+      for (let i = 1; i < layers.length; i++) sortBy(layers[i], (n) => ups.get(n));
     } else {
       for (let i = layers.length - 2; i >= 0; i--) sortBy(layers[i], (n) => downs.get(n));
     }
@@ -87,14 +113,29 @@ export function drawDag(nodes, stateOf, hrefOf) {
       const a = at.get(u);
       const b = at.get(n.name);
       if (!a || !b) continue;
-      const x1 = a.x + NODE_W;
-      const y1 = a.y + NODE_H / 2;
-      const x2 = b.x - 3;
-      const y2 = b.y + NODE_H / 2;
-      const mid = (x1 + x2) / 2;
+      // From u's right side, through the lane of each layer between (in at
+      // its column's left, out at its right), to n's left side; the curves
+      // stay in the gaps between columns.
+      const points = [[a.x + NODE_W, a.y + NODE_H / 2]];
+      for (const [w, p] of at) {
+        if (w.startsWith(`${WAY}${u}>${n.name}>`)) points.push([p.x, p.y + NODE_H / 2], [p.x + NODE_W, p.y + NODE_H / 2]);
+      }
+      points.sort((p, q) => p[0] - q[0]);
+      points.push([b.x - 3, b.y + NODE_H / 2]);
+      let d = `M${points[0][0]},${points[0][1]}`;
+      for (let i = 1; i < points.length; i++) {
+        const [x1, y1] = points[i - 1];
+        const [x2, y2] = points[i];
+        if (i % 2 === 0) {
+          d += ` L${x2},${y2}`; // along a lane, inside a column
+        } else {
+          const mid = (x1 + x2) / 2;
+          d += ` C${mid},${y1} ${mid},${y2} ${x2},${y2}`;
+        }
+      }
       edges.push(s("path", {
         class: "dag-edge",
-        d: `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`,
+        d,
         "marker-end": "url(#arrow)",
         "data-from": u,
         "data-to": n.name,

@@ -242,13 +242,17 @@ export async function render(root, [graph, partition, selectedNode]) {
       h("h3", {}, "Output"), outputView,
       attempts.length ? [
         h("h3", {}, "Attempts"),
-        table(["#", "Outcome", "Exit", "Started", "Took", "stderr (tail)"], attempts.map((a) => h("tr", { "data-attempt": a.attempt },
+        // An attempt's stderr tail has a row of its own below it: the
+        // panel's whole width, never cut.
+        table(["#", "Outcome", "Exit", "Started", "Took"], attempts.map((a) => [h("tr", { "data-attempt": a.attempt },
           h("td", {}, String(a.attempt)),
           h("td", {}, badge(a.finished_ms ? a.outcome : "running")),
           h("td", {}, a.exit_code === null || a.exit_code === undefined ? "—" : String(a.exit_code)),
           h("td", {}, fmtTime(a.started_ms)),
-          h("td", {}, a.finished_ms ? fmtDur(a.finished_ms - a.started_ms) : "—"),
-          h("td", {}, a.stderr_tail && a.stderr_tail.length ? h("pre", { class: "stderr" }, a.stderr_tail.join("\n")) : "—"))), { class: "attempts" }),
+          h("td", {}, a.finished_ms ? fmtDur(a.finished_ms - a.started_ms) : "—")),
+          a.stderr_tail && a.stderr_tail.length
+            ? h("tr", { class: "stderr-row", "data-stderr-of": a.attempt }, h("td", { colspan: 5 }, h("pre", { class: "stderr", "aria-label": `stderr of attempt ${a.attempt}` }, a.stderr_tail.join("\n"))))
+            : null]), { class: "attempts" }),
         h("h3", {}, "Logs ", pick), logBox,
       ] : h("p", { class: "muted" }, "No attempt has logs yet."));
     if (attempts.length) await showLogs(Number(pick.value), attempts, logBox);
