@@ -1,0 +1,264 @@
+//! The README's walkthroughs, run in order as a reader would: every `sh`
+//! block (but `cargo test`) line by line, in a copy of the repository's
+//! examples, `cargo run --release --` standing for this build's `weir`.
+//! Long-running commands (`serve`, `worker`) run in the background, as in
+//! their own terminals; the fixed ports and `/tmp` folder the text names
+//! are swapped for free ones so tests can run side by side. Each command
+//! must succeed and do what the text says: the main job settles its week,
+//! the served engine backfills the next week, the rerun is submitted, and
+//! the workers' run has every node run on the worker.
+
+mod serve_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use serve_support::wait_for;
+
+const README: &str = include_str!("../README.md");
+const WAIT: Duration = Duration::from_secs(120);
+
+/// The README's `sh` blocks, each as its lines (comments kept).
+fn blocks() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur: Option<Vec<String>> = None;
+    for line in README.lines() {
+        match (&mut cur, line.trim_start()) {
+            (None, l) if l.starts_with("```sh") => cur = Some(Vec::new()),
+            (Some(_), l) if l.starts_with("```") => out.push(cur.take().unwrap()),
+            (Some(b), l) if !l.is_empty() => b.push(l.to_string()),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == ".weir") {
+                continue;
+            }
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+struct Walk {
+    root: PathBuf,
+    background: Vec<Child>,
+    swaps: Vec<(String, String)>,
+}
+
+impl Drop for Walk {
+    fn drop(&mut self) {
+        for c in &mut self.background {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Walk {
+    /// `sh -c LINE` from the root; `exec` for a background command, so
+    /// killing the child kills weir.
+    fn shell(&self, line: &str, exec: bool) -> Command {
+        let mut l = line.replace(
+            "cargo run --release --",
+            &format!("'{}'", env!("CARGO_BIN_EXE_weir")),
+        );
+        for (a, b) in &self.swaps {
+            l = l.replace(a, b);
+        }
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(if exec { format!("exec {l}") } else { l })
+            .current_dir(&self.root)
+            .env("RUST_LOG", "warn")
+            .env_remove("WEIR_DATA_DIR")
+            .env_remove("WEIR_ENGINE")
+            .env_remove("WEIR_TOKEN");
+        c
+    }
+
+    /// `weir ARGS --json` from the root, parsed (None when it fails).
+    fn json(&self, args: &[&str]) -> Option<Value> {
+        let o = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(args)
+            .arg("--json")
+            .current_dir(&self.root)
+            .env("RUST_LOG", "warn")
+            .env_remove("WEIR_DATA_DIR")
+            .output()
+            .unwrap();
+        o.status
+            .success()
+            .then(|| serde_json::from_slice(&o.stdout).ok())
+            .flatten()
+    }
+
+    fn wait_settled(&self, graph: &str, partition: &str, data: &[&str]) -> Value {
+        wait_for(&format!("{graph} {partition} settled"), WAIT, || {
+            let mut args = vec!["status", graph, partition];
+            args.extend(data);
+            self.json(&args).filter(|v| v["state"] != "active")
+        })
+    }
+}
+
+#[test]
+fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples"),
+        &root.join("examples"),
+    );
+    let workers_data = root.join("weir-workers");
+    let mut w = Walk {
+        root: root.clone(),
+        background: Vec::new(),
+        swaps: vec![
+            (
+                "127.0.0.1:7451".into(),
+                format!("127.0.0.1:{}", free_port()),
+            ),
+            (
+                "/tmp/weir-workers".into(),
+                workers_data.display().to_string(),
+            ),
+        ],
+    };
+    let blocks = blocks();
+    assert_eq!(
+        blocks.len(),
+        4,
+        "the README's sh blocks changed: {blocks:#?}"
+    );
+    let mut ran = 0;
+    for block in blocks.iter().filter(|b| b[0] != "cargo test") {
+        for line in block {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let cmd = words
+                .iter()
+                .position(|w| *w == "--")
+                .and_then(|i| words.get(i + 1))
+                .copied()
+                .unwrap_or("");
+            match cmd {
+                "serve" | "worker" => {
+                    let mut c = w.shell(
+                        &if cmd == "serve" && !line.contains("--listen") {
+                            // The text's default port, 7450, may be taken here.
+                            format!("{} --listen 127.0.0.1:0", line.split(" #").next().unwrap())
+                        } else {
+                            line.clone()
+                        },
+                        true,
+                    );
+                    let child = c
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .unwrap();
+                    w.background.push(child);
+                    if cmd == "serve" {
+                        let data = if line.contains("--data") {
+                            workers_data.clone()
+                        } else {
+                            root.join("examples/etl/.weir")
+                        };
+                        wait_for("the engine to serve", WAIT, || {
+                            data.join("engine.json").exists().then_some(())
+                        });
+                    }
+                }
+                _ => {
+                    // A reader looks at a run once it settled, and reruns a
+                    // node of a settled run.
+                    if matches!(cmd, "status" | "rerun") {
+                        w.wait_settled(words[5], words[6], &[]);
+                    }
+                    let o = w.shell(line, false).output().unwrap();
+                    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+                    assert!(
+                        o.status.success(),
+                        "README: {line}\nexit {:?}\nstdout {stdout}\nstderr {}",
+                        o.status.code(),
+                        String::from_utf8_lossy(&o.stderr)
+                    );
+                    check(&w, cmd, line, &stdout, &workers_data);
+                }
+            }
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 10, "every line of the walkthroughs ran");
+}
+
+/// What the text says each command does.
+fn check(w: &Walk, cmd: &str, line: &str, stdout: &str, workers_data: &Path) {
+    match cmd {
+        "run" => assert!(
+            stdout.contains("7 run(s): 7 settled, 0 failed"),
+            "{line}: {stdout}"
+        ),
+        "backfill" => {
+            for day in 8..=14 {
+                let p = format!("2026-11-{day:02}");
+                let run = w.wait_settled("etl", &p, &[]);
+                assert_eq!(run["state"], "complete", "{p}: {run}");
+            }
+        }
+        "runs" => {
+            for day in 1..=14 {
+                let p = format!("2026-11-{day:02}");
+                assert!(stdout.contains(&p), "{line}: {p} missing:\n{stdout}");
+            }
+        }
+        "status" => assert!(
+            stdout.contains("report") && stdout.contains("complete"),
+            "{stdout}"
+        ),
+        "rerun" => {
+            assert!(stdout.contains("submitted"), "{line}: {stdout}");
+            let run = w.wait_settled("etl", "2026-11-10", &[]);
+            let clean = run["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["node"] == "clean")
+                .unwrap();
+            assert_eq!(clean["rerun"], 1, "{run}");
+        }
+        "start" => {
+            let data = workers_data.display().to_string();
+            let run = w.wait_settled("fanout", "none", &["--data", &data]);
+            assert_eq!(run["state"], "complete", "{run}");
+            for n in run["nodes"].as_array().unwrap() {
+                assert_ne!(
+                    n["worker"], "local",
+                    "{}: ran in the engine, not on the worker",
+                    n["node"]
+                );
+                assert!(n["worker"].is_string(), "{n}");
+            }
+        }
+        _ => {}
+    }
+}
