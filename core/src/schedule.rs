@@ -275,12 +275,20 @@ pub fn signal(
     let running = running(&updated, now_ms);
     // A new window opens with the first signal after a run began: a window
     // that began before the running run was answered by it.
+    // A signal taken while the key runs came after that run began, even in
+    // the same millisecond: its window opens after the start, so the run's
+    // completion sees it pending (a window at the start instant would read
+    // as answered by the run, and the signal would be lost).
+    let opened = match updated.last_started_at_ms {
+        Some(started) if running => at.max(started.saturating_add(1)),
+        _ => at,
+    };
     let window = match (
         updated.signal_window_started_at_ms,
         updated.last_started_at_ms,
     ) {
-        (None, _) => at,
-        (Some(window), Some(started)) if running && window <= started => at,
+        (None, _) => opened,
+        (Some(window), Some(started)) if running && window <= started => opened,
         (Some(window), _) => window,
     };
     let due = if signal.immediate {
@@ -1115,6 +1123,29 @@ mod tests {
             r.signal_window_started_at_ms, None,
             "the window was answered"
         );
+    }
+
+    #[test]
+    fn a_signal_in_the_millisecond_a_run_began_is_not_lost() {
+        // The run is claimed at T0 and the signal taken while it runs, in
+        // the same millisecond (a paused clock, a coarse one): the run
+        // began before the signal, so it does not answer it.
+        let settings = ScheduleSettings {
+            interval_ms: 3600 * S,
+            retry_interval_ms: 0,
+            jitter_ms: 0,
+        };
+        let d = Debounce::default();
+        let r = discovered(key(), T0, &settings, 0);
+        let Claim::Claimed(r) = claim(&r, "a", T0, 600 * S) else {
+            panic!("due at discovery")
+        };
+        let r = signal(Some(&r), &key(), &sig("trigger", None, true), T0, &d);
+        let r = completed(&r, "a", T0, None, &settings, 0)
+            .into_record()
+            .unwrap();
+        assert_eq!(r.due_reason, by_signal("trigger"), "{r:?}");
+        assert_eq!(r.due_at_ms, T0, "due now, not at the next interval");
     }
 
     #[test]
