@@ -89,6 +89,7 @@ async fn serve() -> (String, Hits) {
                     axum::Json(json!({
                         "uri": uri.to_string(),
                         "count": headers.get("x-count").and_then(|v| v.to_str().ok()),
+                        "traceparent": headers.get("traceparent").and_then(|v| v.to_str().ok()),
                         "body": body,
                     }))
                 },
@@ -321,6 +322,8 @@ async fn templates_fill_the_url_headers_and_body() {
         json!({
             "uri": "/echo/orders%202026/a%20b%2Fc?from=2026-11-01T00%3A00%3A00Z",
             "count": "7",
+            // The attempt's span in the run's trace.
+            "traceparent": weir::trace::ids::traceparent("hx", "2026-11-01", "hx/2026-11-01/put/0", 1),
             "body": "{\"name\": \"a b/c\", \"count\": 7}",
         }),
         "{run}"

@@ -263,3 +263,69 @@ async fn a_run_with_a_retry_exports_its_span_tree() {
     }
     assert_eq!(got.lock().unwrap().len(), 11);
 }
+
+/// A mapped node's members are spans under the node, each with its
+/// attempt, and each member's command sees its own attempt's span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapped_nodes_members_are_spans_under_it() {
+    let (url, got) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    write_def(
+        &defs,
+        "m",
+        r#"name = "m"
+partitioning = "none"
+[pools]
+default = 2
+
+[[nodes]]
+name = "each"
+items = ["one", "two"]
+command = ["sh", "-c", "echo \"$1 $TRACEPARENT\" >> traceparents.log", "sh", "{item}"]
+"#,
+    );
+    let data = dir.path().join("data");
+    let spans = tokio::task::spawn_blocking({
+        let (defs, data, url, got) = (defs.clone(), data.clone(), url.clone(), got.clone());
+        move || {
+            let s = start(&["serve", "--otlp-endpoint", &url], &defs, &data);
+            s.ok(&["start", "m", "none"]);
+            s.wait_run("m", "none", "complete");
+            wait_for("6 spans", Duration::from_secs(30), || {
+                let g = got.lock().unwrap();
+                (g.len() >= 6).then(|| g.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>())
+            })
+        }
+    })
+    .await
+    .unwrap();
+    eprintln!("{}", tree(&spans));
+    assert_eq!(spans.len(), 6, "{}", tree(&spans));
+    let node = spans.iter().find(|s| s.name == "node each").unwrap();
+    let mut members: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id == node.span_id)
+        .collect();
+    members.sort_by(|a, b| a.name.cmp(&b.name));
+    assert_eq!(
+        members.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["member 0", "member 1"]
+    );
+    let seen = std::fs::read_to_string(defs.join("traceparents.log")).unwrap();
+    for (m, item) in members.iter().zip(["one", "two"]) {
+        let shown = attr(m, "weir.item").unwrap_or_default();
+        assert!(shown.contains(item), "{}: item {shown:?}", m.name);
+        let attempts: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == m.span_id)
+            .collect();
+        assert_eq!(attempts.len(), 1, "{}", m.name);
+        let want = format!(
+            "{item} 00-{}-{}-01",
+            hex(&node.trace_id),
+            hex(&attempts[0].span_id)
+        );
+        assert!(seen.lines().any(|l| l == want), "{want} not in\n{seen}");
+    }
+}

@@ -318,6 +318,17 @@ async fn run(
         (url, headers, body)
     };
     let mut req = client.request(method.clone(), &url);
+    // The attempt's span in the run's trace (W3C trace context), unless
+    // the definition sets the header itself: the service's spans join it.
+    if !headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("traceparent"))
+    {
+        req = req.header(
+            "traceparent",
+            crate::trace::ids::traceparent(&input.graph, &input.partition, &ctx.key, ctx.attempt),
+        );
+    }
     for (k, v) in headers {
         req = req.header(k.as_str(), v);
     }

@@ -179,9 +179,11 @@ fn plan_run(
     let attempts = run
         .nodes
         .iter()
-        .map(|n| {
-            let a = crate::logs::attempts(&paths, &n.run_id).unwrap_or_default();
-            (n.run_id.clone(), a)
+        .map(|n| n.run_id.clone())
+        .chain(super::plan::member_ids(&run).into_values())
+        .map(|id| {
+            let a = crate::logs::attempts(&paths, &id).unwrap_or_default();
+            (id, a)
         })
         .collect();
     Ok(spans_of(&run, &attempts, sent))

@@ -8,7 +8,9 @@
 //! start, to the attempt's start), `deferred` (hand-outs a breaker put
 //! off), and `retry` at each attempt after the first (with the error that
 //! caused it). Attempt spans carry the exit code and outcome; a failed one
-//! has an error status.
+//! has an error status. A mapped node's members are spans under the node
+//! (the first [`weir_actors::views::run::MEMBER_VIEWS_MAX`] the view lists),
+//! each with its attempts.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -55,6 +57,7 @@ pub fn spans_of(
     let Some(settled_ms) = run.settled_at_ms else {
         return Vec::new();
     };
+    let member_ids = member_ids(run);
     let trace = ids::trace_id(&run.graph, run.partition.as_str());
     let root = ids::run_span(&run.graph, run.partition.as_str());
     let started_ms = run.started_at_ms;
@@ -160,7 +163,88 @@ pub fn spans_of(
                     .unwrap_or_else(|| format!("the node {}", n.state))
             }),
         });
-        for a in tries {
+        out.extend(attempt_spans(trace, node_span, &n.run_id, tries, end_ms));
+        for m in n.members.iter().flat_map(|ms| ms.list.iter()) {
+            let Some(id) = member_ids.get(&(n.node.clone(), m.index)) else {
+                continue;
+            };
+            let tries = attempts.get(id).map_or(&[][..], Vec::as_slice);
+            let (Some(first), Some(last)) = (tries.first(), tries.last()) else {
+                continue; // never started
+            };
+            let member_end = last.finished_ms.unwrap_or(end_ms).max(first.started_ms);
+            let span = ids::node_span(id);
+            let mut attrs = vec![
+                ("weir.member", m.index.to_string()),
+                ("weir.state", m.state.clone()),
+                ("weir.run_id", id.clone()),
+            ];
+            if let Some(item) = &m.item {
+                attrs.push(("weir.item", item.chars().take(ITEM_CHARS_MAX).collect()));
+            }
+            out.push(SpanPlan {
+                trace,
+                span,
+                parent: Some(node_span),
+                name: format!("member {}", m.index),
+                start_ms: first.started_ms,
+                end_ms: member_end,
+                attrs,
+                events: Vec::new(),
+                error: (m.state != "succeeded").then(|| {
+                    m.error
+                        .clone()
+                        .unwrap_or_else(|| format!("the member {}", m.state))
+                }),
+            });
+            out.extend(attempt_spans(trace, span, id, tries, member_end));
+        }
+    }
+    out
+}
+
+/// A member's item is cut to this many characters in its span.
+pub const ITEM_CHARS_MAX: usize = 200;
+
+/// The run ids of the members of `run`'s mapped nodes (those the view
+/// lists), by node and index: their attempts are read under these.
+pub fn member_ids(run: &RunDetail) -> BTreeMap<(String, usize), String> {
+    let Ok(p) = run.partition.parse::<weir_core::partition::Partition>() else {
+        return BTreeMap::new();
+    };
+    run.nodes
+        .iter()
+        .flat_map(|n| {
+            let p = &p;
+            n.members.iter().flat_map(move |ms| {
+                ms.list.iter().map(move |m| {
+                    (
+                        (n.node.clone(), m.index),
+                        weir_actors::records::keys::member_id(
+                            &run.graph,
+                            p,
+                            &n.node,
+                            m.rerun,
+                            m.index as u32,
+                        ),
+                    )
+                })
+            })
+        })
+        .collect()
+}
+
+/// The spans of a node instance's (or member's) attempts, under `parent`.
+fn attempt_spans(
+    trace: TraceBytes,
+    parent: SpanBytes,
+    run_id: &str,
+    tries: &[AttemptRecord],
+    end_ms: u64,
+) -> Vec<SpanPlan> {
+    tries
+        .iter()
+        .map(|a| {
             let mut attrs = vec![("weir.attempt", a.attempt.to_string())];
             if let Some(o) = &a.outcome {
                 attrs.push(("weir.outcome", o.to_string()));
@@ -172,18 +256,17 @@ pub fn spans_of(
                 .outcome
                 .as_ref()
                 .is_some_and(|o| *o != crate::logs::Outcome::Succeeded);
-            out.push(SpanPlan {
+            SpanPlan {
                 trace,
-                span: ids::attempt_span(&n.run_id, a.attempt),
-                parent: Some(node_span),
+                span: ids::attempt_span(run_id, a.attempt),
+                parent: Some(parent),
                 name: format!("attempt {}", a.attempt),
                 start_ms: a.started_ms,
                 end_ms: a.finished_ms.unwrap_or(end_ms).max(a.started_ms),
                 attrs,
                 events: Vec::new(),
                 error: failed.then(|| a.error.clone().unwrap_or_else(|| "failed".into())),
-            });
-        }
-    }
-    out
+            }
+        })
+        .collect()
 }
