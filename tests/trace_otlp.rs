@@ -329,3 +329,51 @@ command = ["sh", "-c", "echo \"$1 $TRACEPARENT\" >> traceparents.log", "sh", "{i
         assert!(seen.lines().any(|l| l == want), "{want} not in\n{seen}");
     }
 }
+
+/// `weir run --until-idle` exits right after its last run settles: that
+/// run's trace is sent before it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weir_run_sends_its_last_runs_trace_before_it_exits() {
+    let (url, got) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    let file = write_def(
+        &defs,
+        "one",
+        "name = \"one\"\npartitioning = \"none\"\n[[nodes]]\nname = \"only\"\ncommand = [\"true\"]\n",
+    );
+    let data = dir.path().join("data");
+    let out = tokio::task::spawn_blocking(move || {
+        weir()
+            .arg("run")
+            .arg(&file)
+            .args([
+                "--partition",
+                "none",
+                "--until-idle",
+                "--otlp-endpoint",
+                &url,
+                "--data",
+            ])
+            .arg(&data)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans: Vec<Span> = got.lock().unwrap().iter().map(|(_, s)| s.clone()).collect();
+    let mut names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["attempt 1", "node only", "run one none"],
+        "{}",
+        tree(&spans)
+    );
+}

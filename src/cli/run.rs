@@ -76,6 +76,10 @@ pub struct RunArgs {
     /// A file holding the API token (default: DATA/token, made at first start).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+    /// Export each run's trace to this OTLP/HTTP collector, e.g.
+    /// http://127.0.0.1:4318 (default: $OTEL_EXPORTER_OTLP_ENDPOINT).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
 }
 
 /// Sets up logging to stderr at `default_level` (RUST_LOG overrides),
@@ -212,7 +216,10 @@ async fn run_async(
         &args.listen,
         args.token_file.as_deref(),
         Some(super::host::reloader(args.path.clone())),
-        &super::host::ApiSettings::default(),
+        &super::host::ApiSettings {
+            otlp_endpoint: args.otlp_endpoint.clone(),
+            ..Default::default()
+        },
     )
     .await?;
     eprintln!(

@@ -201,14 +201,19 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
     let started_at_ms = engine.now_ms();
     // Checked before anything listens: a wrong endpoint is the caller's
     // mistake, not a silent loss of traces.
+    let cancel = tokio_util::sync::CancellationToken::new();
     let trace = match &opts.otlp_endpoint {
         None => None,
         Some(endpoint) => Some(
-            crate::trace::export::spawn(engine.clone(), opts.data_dir.clone(), endpoint)
-                .map_err(|e| ServeError::Refused(e.to_string()))?,
+            crate::trace::export::spawn(
+                engine.clone(),
+                opts.data_dir.clone(),
+                endpoint,
+                cancel.clone(),
+            )
+            .map_err(|e| ServeError::Refused(e.to_string()))?,
         ),
     };
-    let cancel = tokio_util::sync::CancellationToken::new();
     let hub = EventHub::new(started_at_ms);
     let metrics = metrics::Metrics::install();
     let pump = {
@@ -339,9 +344,14 @@ impl Server {
         }
         self.pump.abort();
         let _ = (&mut self.pump).await;
-        if let Some(t) = self.trace.take() {
-            t.abort();
-            let _ = t.await;
+        // The exporter sends what settled before the stop (it drains on
+        // the cancel above), within its export timeout.
+        if let Some(mut t) = self.trace.take() {
+            let grace = crate::trace::export::EXPORT_TIMEOUT + Duration::from_secs(1);
+            if tokio::time::timeout(grace, &mut t).await.is_err() {
+                t.abort();
+                let _ = t.await;
+            }
         }
     }
 }

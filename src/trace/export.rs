@@ -56,11 +56,15 @@ pub fn traces_url(endpoint: &str) -> Result<String, ExportError> {
     Ok(format!("{}/v1/traces", endpoint.trim_end_matches('/')))
 }
 
-/// Starts exporting the traces of `engine`'s runs to `endpoint`.
+/// Starts exporting the traces of `engine`'s runs to `endpoint`, until
+/// `stop`: then the runs that settled before it are still sent (a `weir
+/// run --until-idle` ends right after its last run settles), and the task
+/// ends.
 pub fn spawn(
     engine: Arc<Engine>,
     data_dir: PathBuf,
     endpoint: &str,
+    stop: tokio_util::sync::CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ExportError> {
     let url = traces_url(endpoint)?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
@@ -77,8 +81,25 @@ pub fn spawn(
     tracing::info!(url = %url, "exporting run traces");
     Ok(tokio::spawn(async move {
         let mut sent = Sent::default();
+        let mut draining = false;
         loop {
-            let (graph, partition) = match events.recv().await {
+            use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+            let event = if draining {
+                match events.try_recv() {
+                    Ok(e) => Ok(e),
+                    Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                    Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                }
+            } else {
+                tokio::select! {
+                    e = events.recv() => e,
+                    () = stop.cancelled() => {
+                        draining = true;
+                        continue;
+                    }
+                }
+            };
+            let (graph, partition) = match event {
                 Ok(EngineEvent::RunSettled {
                     graph, partition, ..
                 }) => (graph, partition),
