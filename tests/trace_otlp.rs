@@ -5,6 +5,7 @@
 //! three nodes under it, four attempts under their nodes, the retry as an
 //! event, and the `TRACEPARENT` the command saw naming its attempt's span.
 
+mod cluster_support;
 mod serve_support;
 
 use std::sync::{Arc, Mutex};
@@ -375,5 +376,60 @@ async fn weir_run_sends_its_last_runs_trace_before_it_exits() {
         ["attempt 1", "node only", "run one none"],
         "{}",
         tree(&spans)
+    );
+}
+
+/// The span context crosses processes: a node run by a worker process
+/// gets its attempt's span as `TRACEPARENT` there, and the node's span
+/// names the worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_on_a_worker_joins_its_attempts_span() {
+    let (url, got) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let defs = root.join("defs");
+    let log = root.join("traceparent.log");
+    write_def(
+        &defs,
+        "w",
+        &format!(
+            "name = \"w\"\npartitioning = \"none\"\n[pools]\ndefault = 2\n[[nodes]]\nname = \"remote\"\ncommand = [\"sh\", \"-c\", \"echo $TRACEPARENT >> {}\"]\n",
+            log.display()
+        ),
+    );
+    let spans = tokio::task::spawn_blocking(move || {
+        let c = cluster_support::start(
+            &root,
+            &defs,
+            cluster_support::free_port(),
+            5_000,
+            &["--otlp-endpoint", &url],
+        );
+        let _w = c.worker("w1", &["default=2"]);
+        c.wait_joined(&["w1"]);
+        c.served.ok(&["start", "w", "none"]);
+        c.served.wait_run("w", "none", "complete");
+        wait_for("3 spans", Duration::from_secs(30), || {
+            let g = got.lock().unwrap();
+            (g.len() >= 3).then(|| g.iter().map(|(_, s)| s.clone()).collect::<Vec<_>>())
+        })
+    })
+    .await
+    .unwrap();
+    let node = spans.iter().find(|s| s.name == "node remote").unwrap();
+    assert_eq!(
+        attr(node, "weir.worker").as_deref(),
+        Some("w1"),
+        "{}",
+        tree(&spans)
+    );
+    let attempt = spans
+        .iter()
+        .find(|s| s.parent_span_id == node.span_id)
+        .unwrap();
+    let seen = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        seen.trim(),
+        format!("00-{}-{}-01", hex(&node.trace_id), hex(&attempt.span_id))
     );
 }
