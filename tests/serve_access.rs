@@ -259,8 +259,22 @@ fn a_scripted_session_is_in_the_audit_log_across_a_kill() {
     );
     assert!(a.status >= 400, "g is not keyed: {a:?}");
     drop(s); // kill -9
+             // With no engine running, `weir audit` reads the store.
+    let o = weir()
+        .args(["audit", "--json", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let offline: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
     let s = start(&["serve"], &defs, &data);
     let log = audit(&s);
+    assert_eq!(offline, log, "the store's log is the engine's");
     let rows: Vec<(String, String, String, String)> = log
         .iter()
         .map(|e| {

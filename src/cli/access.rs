@@ -4,11 +4,12 @@
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
-use super::client::Conn;
+use super::client::{self, Conn, Source};
 use super::control::{call, get, post, s};
 use super::failure::Failure;
 use super::output::out;
 use super::table;
+use crate::serve::access::audit::{self, AuditFilter, AuditView};
 
 /// `weir token ...`.
 #[derive(Debug, Args)]
@@ -144,49 +145,74 @@ fn since_ms(text: &str, now_ms: u64) -> Result<u64, Failure> {
         })
 }
 
-/// Runs `weir audit`.
+/// Runs `weir audit`: from the engine's API, or, when no engine runs, from
+/// its store (an entry without outcome then reads `interrupted`).
 pub fn audit(a: AuditArgs) -> Result<u8, Failure> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut query = vec![];
-    if let Some(t) = &a.since {
-        query.push(("since_ms", since_ms(t, now_ms)?.to_string()));
-    }
-    if let Some(w) = &a.who {
-        query.push(("who", w.clone()));
-    }
-    if let Some(l) = a.limit {
-        query.push(("limit", l.to_string()));
-    }
-    call(
-        &a.conn,
-        get(&["api", "v1", "audit"], query),
-        |rows: &Vec<Value>| {
-            if rows.is_empty() {
-                out("no audit entries");
-                return Ok(0);
+    let since_ms = a
+        .since
+        .as_deref()
+        .map(|t| since_ms(t, now_ms))
+        .transpose()?;
+    let rows: Vec<Value> = match client::source(&a.conn)? {
+        Source::Engine(c) => {
+            let mut query = vec![];
+            if let Some(ms) = since_ms {
+                query.push(("since_ms", ms.to_string()));
             }
-            let mut t = table::new(&["at", "who", "request", "params", "outcome", "client"]);
-            for r in rows {
-                let outcome = match (r.get("status").and_then(Value::as_u64), s(r, "error")) {
-                    (Some(st), e) if e != "-" => format!("{} {st}: {e}", s(r, "outcome")),
-                    (Some(st), _) => format!("{} {st}", s(r, "outcome")),
-                    (None, _) => s(r, "outcome"),
-                };
-                t.add_row(vec![
-                    table::time(r.get("at_ms").and_then(Value::as_u64)),
-                    format!("{} ({})", s(r, "who"), s(r, "role")),
-                    format!("{} {}", s(r, "method"), s(r, "path")),
-                    s(r, "params"),
-                    outcome,
-                    s(r, "client"),
-                ]);
+            if let Some(w) = &a.who {
+                query.push(("who", w.clone()));
             }
-            table::print(&t);
-            Ok(0)
-        },
-    )
+            if let Some(l) = a.limit {
+                query.push(("limit", l.to_string()));
+            }
+            client::block_on(async move {
+                c.get::<Vec<Value>>(&["api", "v1", "audit"], &query).await
+            })???
+        }
+        Source::Store(dir) => {
+            let (store, _) = super::inspect::open(&dir)?;
+            let filter = AuditFilter {
+                since_ms,
+                who: a.who.clone(),
+                limit: a.limit,
+            };
+            audit::list(&store, &filter)
+                .map_err(|e| Failure::store(e.to_string()))?
+                .into_iter()
+                // No engine runs: an entry without outcome was interrupted.
+                .map(|e| serde_json::to_value(AuditView::of(e, 0)).unwrap_or(Value::Null))
+                .collect()
+        }
+    };
+    if a.conn.json {
+        out(&serde_json::to_string_pretty(&rows).unwrap_or_default());
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        out("no audit entries");
+        return Ok(0);
+    }
+    let mut t = table::new(&["at", "who", "request", "params", "outcome", "client"]);
+    for r in &rows {
+        let outcome = match (r.get("status").and_then(Value::as_u64), s(r, "error")) {
+            (Some(st), e) if e != "-" => format!("{} {st}: {e}", s(r, "outcome")),
+            (Some(st), _) => format!("{} {st}", s(r, "outcome")),
+            (None, _) => s(r, "outcome"),
+        };
+        t.add_row(vec![
+            table::time(r.get("at_ms").and_then(Value::as_u64)),
+            format!("{} ({})", s(r, "who"), s(r, "role")),
+            format!("{} {}", s(r, "method"), s(r, "path")),
+            s(r, "params"),
+            outcome,
+            s(r, "client"),
+        ]);
+    }
+    table::print(&t);
+    Ok(0)
 }
 
 #[cfg(test)]

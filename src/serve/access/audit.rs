@@ -191,6 +191,63 @@ fn cut(mut s: String, max: usize) -> String {
     s
 }
 
+/// An audit entry as read.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct AuditView {
+    /// When the request arrived (ms since the epoch).
+    pub at_ms: u64,
+    /// The caller's token name.
+    pub who: String,
+    /// The caller's role.
+    pub role: Role,
+    /// The HTTP method.
+    pub method: String,
+    /// The route as the API document names it.
+    pub route: String,
+    /// The path and query.
+    pub path: String,
+    /// The JSON body, secrets left out.
+    pub params: String,
+    /// The client's address.
+    pub client: String,
+    /// `ok`, `refused` (4xx), `failed` (5xx), `running`, or `interrupted`
+    /// (the engine stopped before answering).
+    pub outcome: String,
+    /// The HTTP status answered, if it answered.
+    pub status: Option<u16>,
+    /// The error's message, for a refusal or failure.
+    pub error: Option<String>,
+    /// How long it took.
+    pub took_ms: Option<u64>,
+}
+
+impl AuditView {
+    /// The entry as read by the engine process that started at `boot_ms`.
+    pub fn of(e: AuditEntry, boot_ms: u64) -> AuditView {
+        let outcome = match &e.outcome {
+            Some(o) if o.status < 400 => "ok",
+            Some(o) if o.status < 500 => "refused",
+            Some(_) => "failed",
+            None if e.boot_ms == boot_ms => "running",
+            None => "interrupted",
+        };
+        AuditView {
+            at_ms: e.at_ms,
+            who: e.who,
+            role: e.role,
+            method: e.method,
+            route: e.route,
+            path: e.path,
+            params: e.params,
+            client: e.client,
+            outcome: outcome.to_string(),
+            status: e.outcome.as_ref().map(|o| o.status),
+            error: e.outcome.as_ref().and_then(|o| o.error.clone()),
+            took_ms: e.outcome.as_ref().map(|o| o.took_ms),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
