@@ -67,15 +67,20 @@ pub fn caller_of(
             "this route needs `Authorization: Bearer TOKEN` (the token is in DATA/token)",
         ));
     };
-    let caller = tokens::by_name(store, &state.token, name, now_ms)?
-        .filter(|c| Session::new(&c.name, &c.hash).has_cookie(headers))
-        .ok_or_else(|| {
-            ApiError::unauthorized(
-                "the session's token is revoked, expired or unknown: log in again",
-            )
-        })?;
+    let live = tokens::by_name(store, &state.token, name, now_ms)?;
+    let Some((caller, session)) = live
+        .map(|c| {
+            let s = Session::new(&c.name, &c.hash);
+            (c, s)
+        })
+        .filter(|(_, s)| s.has_cookie(headers))
+    else {
+        return Err(ApiError::unauthorized(
+            "the session's token is revoked, expired or unknown: log in again",
+        ));
+    };
     let safe = matches!(*method, Method::GET | Method::HEAD);
-    if !safe && !Session::new(&caller.name, &caller.hash).has_csrf(headers) {
+    if !safe && !session.has_csrf(headers) {
         return Err(ApiError::forbidden(format!(
             "a browser action needs the {} header (the UI sends it)",
             session::CSRF_HEADER
@@ -102,27 +107,19 @@ pub async fn authorize(
             return Err(e);
         }
     };
-    let route: &'static str = req
+    let method_name = method.as_str().to_ascii_lowercase();
+    let matched = req
         .extensions()
         .get::<MatchedPath>()
-        .and_then(|m| {
-            state
-                .access
-                .roles
-                .keys()
-                .find(|(_, p)| *p == m.as_str())
-                .map(|(_, p)| *p)
-        })
-        .unwrap_or("");
-    let method_name = method.as_str().to_ascii_lowercase();
+        .map(MatchedPath::as_str);
     // A route missing from the table needs the highest role: a route added
     // without a role is closed, not open.
-    let needed = state
+    let (route, needed) = state
         .access
         .roles
-        .get(&(method_name.as_str(), route))
-        .copied()
-        .unwrap_or(Role::Admin);
+        .iter()
+        .find(|((m, p), _)| *m == method_name && Some(*p) == matched)
+        .map_or(("", Role::Admin), |((_, p), r)| (*p, *r));
     let mutating = !matches!(method, Method::GET | Method::HEAD);
     let mut req = req;
     req.extensions_mut().insert(caller.clone());

@@ -59,6 +59,27 @@ pub struct Caller {
     pub hash: String,
 }
 
+impl Caller {
+    /// The holder of `DATA/token`: the first admin.
+    fn of_file_token(file_token: &str) -> Caller {
+        Caller {
+            name: FILE_TOKEN_NAME.to_string(),
+            role: Role::Admin,
+            hash: hash_secret(file_token),
+        }
+    }
+}
+
+impl From<TokenRecord> for Caller {
+    fn from(r: TokenRecord) -> Caller {
+        Caller {
+            name: r.name,
+            role: r.role,
+            hash: r.hash,
+        }
+    }
+}
+
 /// Why a secret opens nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -140,11 +161,7 @@ pub fn authenticate(
     now_ms: u64,
 ) -> Result<Caller, AuthError> {
     if token_eq(secret, file_token) {
-        return Ok(Caller {
-            name: FILE_TOKEN_NAME.to_string(),
-            role: Role::Admin,
-            hash: hash_secret(file_token),
-        });
+        return Ok(Caller::of_file_token(file_token));
     }
     let hash = hash_secret(secret);
     // Every record is compared, so the time taken does not say which one
@@ -158,11 +175,7 @@ pub fn authenticate(
     let r = found.ok_or(AuthError::Refused(Refusal::Unknown))?;
     match r.refusal(now_ms) {
         Some(why) => Err(AuthError::Refused(why)),
-        None => Ok(Caller {
-            name: r.name,
-            role: r.role,
-            hash: r.hash,
-        }),
+        None => Ok(Caller::from(r)),
     }
 }
 
@@ -174,11 +187,7 @@ pub fn by_name(
     now_ms: u64,
 ) -> Result<Option<Caller>, StoreError> {
     if name == FILE_TOKEN_NAME {
-        return Ok(Some(Caller {
-            name: FILE_TOKEN_NAME.to_string(),
-            role: Role::Admin,
-            hash: hash_secret(file_token),
-        }));
+        return Ok(Some(Caller::of_file_token(file_token)));
     }
     if weir_core::names::Name::new(name).is_err() {
         return Ok(None);
@@ -186,11 +195,7 @@ pub fn by_name(
     Ok(store
         .get::<TokenRecord>(&key(name))?
         .filter(|r| r.refusal(now_ms).is_none())
-        .map(|r| Caller {
-            name: r.name,
-            role: r.role,
-            hash: r.hash,
-        }))
+        .map(Caller::from))
 }
 
 /// Why a request has no caller.
