@@ -109,6 +109,10 @@ pub struct EngineBuilder {
     assets: weir_actors::assets::AssetsSettings,
     logs_dir: Option<PathBuf>,
     cluster: Option<ClusterConfig>,
+    /// A store opened already (a replicated engine's member, whose state
+    /// machine keeps it open): the engine recovers from it instead of
+    /// opening `dir`.
+    opened: Option<Store>,
 }
 
 /// Worker processes may join the engine (ractor_cluster): where its node
@@ -178,7 +182,15 @@ impl EngineBuilder {
             assets: Default::default(),
             logs_dir: Some(dir.as_ref().join(crate::logs::LOGS_DIR)),
             cluster: None,
+            opened: None,
         }
+    }
+
+    /// Runs on `store`, opened already (a replicated engine's leader): the
+    /// open recovers the queue from it as a restart does.
+    pub fn opened_store(mut self, store: Store) -> Self {
+        self.opened = Some(store);
+        self
     }
 
     /// Lets worker processes join (see [`ClusterConfig`]); a pool may then
@@ -350,8 +362,15 @@ impl EngineBuilder {
         }
         let dir = self.dir.clone();
         let store_settings = self.store.clone();
+        let opened = self.opened.clone();
         let (store, recovered) = tokio::task::spawn_blocking(move || {
-            let (store, recovered) = Store::open(dir, store_settings)?;
+            let (store, recovered) = match opened {
+                None => Store::open(dir, store_settings)?,
+                Some(store) => {
+                    let recovered = store.recover()?;
+                    (store, recovered)
+                }
+            };
             // Blobs no record names (a crash between a blob's write and
             // its record, or between a record's expiry and its blob's
             // removal): nothing runs yet, so none is on its way to a record.

@@ -20,6 +20,7 @@ pub mod fuzzing;
 mod graphs;
 pub mod logs;
 mod ops;
+pub mod replica;
 pub mod serve;
 pub mod task;
 pub mod trace;

@@ -51,7 +51,14 @@ pub struct Client {
     base: reqwest::Url,
     token: String,
     http: reqwest::Client,
+    /// A replicated engine's other members: tried in turn when one does
+    /// not answer, or answers that the leader is changing.
+    members: Vec<reqwest::Url>,
 }
+
+/// How long a client keeps trying a replicated engine's members while
+/// none answers or a leader is being elected.
+const FAILOVER_WAIT: Duration = Duration::from_secs(10);
 
 /// Where a read-only command reads from.
 pub enum Source {
@@ -109,7 +116,12 @@ fn client(conn: &Conn, url: &str, token: String) -> Result<Client, Failure> {
     let http = builder
         .build()
         .map_err(|e| Failure::store(format!("cannot make an HTTP client: {e}")))?;
-    Ok(Client { base, token, http })
+    Ok(Client {
+        base,
+        token,
+        http,
+        members: Vec::new(),
+    })
 }
 
 /// The engine to talk to, if one runs: `--engine`, `$WEIR_ENGINE`, or the
@@ -131,7 +143,13 @@ pub fn find(conn: &Conn) -> Result<(Option<Client>, Option<PathBuf>), Failure> {
         Some(info) => {
             let token = token_for(conn, Some(&data))?;
             announce(conn, Some(&data), Some(&info.url));
-            Ok((Some(client(conn, &info.url, token)?), Some(data)))
+            let mut c = client(conn, &info.url, token)?;
+            c.members = info
+                .members
+                .iter()
+                .filter_map(|u| reqwest::Url::parse(u).ok())
+                .collect();
+            Ok((Some(c), Some(data)))
         }
         None => {
             announce(conn, Some(&data), None);
@@ -236,23 +254,65 @@ impl Client {
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, String), Failure> {
-        let resp = req
+        let req = req
             .bearer_auth(&self.token)
             .timeout(REQUEST_TIMEOUT)
-            .send()
-            .await
-            .map_err(|e| {
-                Failure::store(format!(
-                    "the engine at {} does not answer: {e} (is it running? `weir serve PATH`)",
-                    self.base
-                ))
-            })?;
+            .build()
+            .map_err(|e| Failure::input(format!("a request that cannot be built: {e}")))?;
+        let resp = self.execute(req).await?;
         let status = resp.status().as_u16();
         let text = resp
             .text()
             .await
             .map_err(|e| Failure::store(format!("reading the engine's answer: {e}")))?;
         Ok((status, text))
+    }
+
+    /// Sends `req`; to a replicated engine, to each member in turn while
+    /// one cannot be connected to or answers 503 (no leader to pass the
+    /// request to: it was not sent on), for up to [`FAILOVER_WAIT`]. A
+    /// request that may have reached an engine is never sent twice.
+    async fn execute(&self, req: reqwest::Request) -> Result<reqwest::Response, Failure> {
+        let unanswered = |base: &reqwest::Url, e: reqwest::Error| {
+            Failure::store(format!(
+                "the engine at {base} does not answer: {e} (is it running? `weir serve PATH`)"
+            ))
+        };
+        if self.members.is_empty() {
+            return self
+                .http
+                .execute(req)
+                .await
+                .map_err(|e| unanswered(&self.base, e));
+        }
+        let mut bases = vec![self.base.clone()];
+        bases.extend(self.members.iter().filter(|m| **m != self.base).cloned());
+        let deadline = tokio::time::Instant::now() + FAILOVER_WAIT;
+        let mut round = 0usize;
+        loop {
+            let base = &bases[round % bases.len()];
+            round += 1;
+            let Some(mut r) = req.try_clone() else {
+                return self
+                    .http
+                    .execute(req)
+                    .await
+                    .map_err(|e| unanswered(&self.base, e));
+            };
+            let _ = r.url_mut().set_scheme(base.scheme());
+            let _ = r.url_mut().set_host(base.host_str());
+            let _ = r.url_mut().set_port(base.port());
+            let last = tokio::time::Instant::now() >= deadline;
+            match self.http.execute(r).await {
+                Ok(resp) if resp.status().as_u16() != 503 || last => return Ok(resp),
+                Ok(_) => {}
+                Err(e) if last || !e.is_connect() => return Err(unanswered(base, e)),
+                Err(_) => {}
+            }
+            if round.is_multiple_of(bases.len()) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
     }
 
     fn decode<T: DeserializeOwned>(

@@ -27,7 +27,7 @@ pub async fn open_engine(
     durability: Durability,
     default_capacity: Option<u32>,
 ) -> Result<Arc<Engine>, Failure> {
-    open_engine_with(defs, data, durability, default_capacity, None).await
+    open_engine_with(defs, data, durability, default_capacity, None, None).await
 }
 
 /// Opens the engine for `defs` on `data`, with a cluster when asked (and
@@ -38,6 +38,7 @@ pub async fn open_engine_with(
     durability: Durability,
     default_capacity: Option<u32>,
     cluster: Option<(ClusterConfig, bool)>,
+    opened: Option<weir_actors::store::Store>,
 ) -> Result<Arc<Engine>, Failure> {
     let default_capacity = default_capacity.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -57,6 +58,9 @@ pub async fn open_engine_with(
     let mut builder = Engine::builder(data)
         .store_settings(store_settings)
         .hold_triggers();
+    if let Some(store) = opened {
+        builder = builder.opened_store(store);
+    }
     let local_workers = match &cluster {
         Some((_, true)) => 0,
         _ => 1,

@@ -15,8 +15,10 @@ mod datadir;
 mod failure;
 mod host;
 mod inspect;
+mod members;
 mod output;
 mod progress;
+mod replicated;
 mod run;
 mod serve;
 mod show;
@@ -103,6 +105,8 @@ enum Command {
     Worker(workers::WorkerArgs),
     /// The worker processes of the engine's cluster.
     Workers(workers::WorkersArgs),
+    /// A replicated engine's members: leader, term, lag; add or remove one.
+    Members(members::MembersArgs),
     /// Shows store health: entries, snapshot, size, last sequence (while no engine runs).
     Inspect {
         /// The data directory.
@@ -199,10 +203,12 @@ pub fn main() -> ExitCode {
         Command::Audit(a) => access::audit(a),
         Command::Worker(a) => workers::worker(a),
         Command::Workers(a) => workers::workers(a),
+        Command::Members(a) => members::run(a),
         Command::Inspect { data } => {
             datadir::for_client(data.as_deref()).and_then(|d| inspect::run(&d))
         }
         Command::Run(args) => run::run(args),
+        Command::Serve(args) if args.raft_id.is_some() => replicated::run(args),
         Command::Serve(args) => serve::run(args),
     };
     match result {

@@ -77,6 +77,20 @@ pub struct ServeArgs {
     /// attempts requeued.
     #[arg(long, requires = "cluster")]
     pub lease_ms: Option<u64>,
+    /// A replicated engine: this member's id among --raft-peers.
+    #[arg(long, requires = "raft_peers")]
+    pub raft_id: Option<u64>,
+    /// A replicated engine's members: ID=HOST:PORT of each one's Raft
+    /// listener, e.g. 1=127.0.0.1:7501,2=127.0.0.1:7502,3=127.0.0.1:7503.
+    /// Needs --cookie-file (the members' shared secret) and a shared
+    /// --token-file.
+    #[arg(long, requires = "raft_id")]
+    pub raft_peers: Option<String>,
+    /// A replicated engine's election timeout (ms): a follower that hears
+    /// no leader this long (up to 1.5 times it) stands for election; a
+    /// leader that hears no majority this long stops its engine.
+    #[arg(long, requires = "raft_id", default_value_t = crate::replica::ELECTION_MIN_MS_DEFAULT)]
+    pub election_timeout_ms: u64,
 }
 
 /// A lease shorter than this draws a warning: TCP's retransmissions on a
@@ -98,7 +112,8 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
         let engine =
-            host::open_engine_with(&defs, &data, durability, a.default_capacity, cluster).await?;
+            host::open_engine_with(&defs, &data, durability, a.default_capacity, cluster, None)
+                .await?;
         let graphs: Vec<String> = defs
             .graphs
             .iter()
@@ -189,7 +204,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
 }
 
 /// The API's TLS, plain-HTTP consent and audit retention from the flags.
-fn api_security(a: &ServeArgs) -> Result<host::ApiSettings, Failure> {
+pub(super) fn api_security(a: &ServeArgs) -> Result<host::ApiSettings, Failure> {
     let retention = humantime::parse_duration(&a.audit_retention).map_err(|e| {
         Failure::input(format!(
             "--audit-retention {:?}: {e} (write e.g. 90d)",
@@ -212,7 +227,7 @@ pub fn cluster_config(
     root: &Path,
 ) -> Result<Option<(ClusterConfig, bool)>, Failure> {
     let Some(listen) = &a.cluster else {
-        if a.cookie_file.is_some() {
+        if a.cookie_file.is_some() && a.raft_id.is_none() {
             return Err(Failure::input("--cookie-file goes with --cluster ADDR"));
         }
         return Ok(None);

@@ -34,6 +34,10 @@ pub struct EngineInfo {
     pub data_dir: PathBuf,
     /// weir's version.
     pub version: String,
+    /// A replicated engine's members' URLs (every member serves the API;
+    /// a client tries the next when one does not answer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
 }
 
 /// Writes `path` atomically (temp file + rename) with mode 0600.
@@ -101,7 +105,9 @@ pub fn pid_alive(pid: u32) -> bool {
 pub fn find_engine(data_dir: &Path) -> Result<Option<EngineInfo>, String> {
     let path = data_dir.join(ENGINE_FILE);
     match read_engine_file_raw(&path)? {
-        Some(info) if pid_alive(info.pid) => Ok(Some(info)),
+        // A member of a replicated engine that died leaves its peers'
+        // URLs: the client goes to them.
+        Some(info) if pid_alive(info.pid) || !info.members.is_empty() => Ok(Some(info)),
         Some(info) => {
             tracing::debug!(file = %path.display(), pid = info.pid, "stale engine file ignored");
             Ok(None)
@@ -192,6 +198,7 @@ mod tests {
             started_at_ms: 1,
             data_dir: dir.path().to_path_buf(),
             version: "x".into(),
+            members: vec![],
         };
         write_engine_file(dir.path(), &info).unwrap();
         assert_eq!(find_engine(dir.path()).unwrap(), Some(info.clone()));

@@ -284,6 +284,7 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
         started_at_ms,
         data_dir: std::path::absolute(&opts.data_dir).unwrap_or(opts.data_dir.clone()),
         version: env!("CARGO_PKG_VERSION").to_string(),
+        members: vec![],
     };
     discovery::write_engine_file(&opts.data_dir, &info).map_err(|source| {
         ServeError::EngineFile {

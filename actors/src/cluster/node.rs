@@ -213,8 +213,12 @@ pub fn subscribe_gateway(server: &ActorRef<NodeServerMessage>, gateway: ActorRef
 #[derive(Clone)]
 pub struct Connector {
     server: ActorRef<NodeServerMessage>,
-    address: String,
-    tls: Option<(tokio_rustls::TlsConnector, ServerName<'static>)>,
+    /// The engine's addresses: one, or a replicated engine's members (only
+    /// the leader listens; a follower refuses the connection at once).
+    addresses: Arc<Vec<String>>,
+    /// The address tried first: the last one that answered.
+    current: Arc<std::sync::atomic::AtomicUsize>,
+    tls: Option<tokio_rustls::TlsConnector>,
     /// How long the kernel may hold unacknowledged data or an idle
     /// connection without an answer before it drops it: the engine's lease
     /// once a welcome said it.
@@ -226,33 +230,31 @@ pub struct Connector {
 pub const SILENCE_MS_DEFAULT: u64 = 5_000;
 
 impl Connector {
-    /// Connects through `server` to `address` (`host:port`), over TLS when
-    /// `tls` is set.
+    /// Connects through `server` to `address` (`host:port`, or several
+    /// separated by commas: the members of a replicated engine, tried in
+    /// turn), over TLS when `tls` is set.
     pub fn new(
         server: ActorRef<NodeServerMessage>,
         address: String,
         tls: Option<tokio_rustls::TlsConnector>,
     ) -> Result<Connector, NodeError> {
-        let tls = match tls {
-            None => None,
-            Some(c) => {
-                let host = address
-                    .rsplit_once(':')
-                    .map_or(address.as_str(), |(h, _)| h)
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_string();
-                let name = match host.parse::<IpAddr>() {
-                    Ok(ip) => ServerName::IpAddress(ip.into()),
-                    Err(_) => ServerName::try_from(host.clone())
-                        .map_err(|e| NodeError::Tls(format!("server name {host:?}: {e}")))?,
-                };
-                Some((c, name))
+        let addresses: Vec<String> = address
+            .split(',')
+            .map(|a| a.trim().to_string())
+            .filter(|a| !a.is_empty())
+            .collect();
+        if addresses.is_empty() {
+            return Err(NodeError::Tls(format!("no engine address in {address:?}")));
+        }
+        if tls.is_some() {
+            for a in &addresses {
+                server_name(a)?;
             }
-        };
+        }
         Ok(Connector {
             server,
-            address,
+            addresses: Arc::new(addresses),
+            current: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             tls,
             silence_ms: Arc::new(std::sync::atomic::AtomicU64::new(SILENCE_MS_DEFAULT)),
         })
@@ -278,9 +280,10 @@ impl Connector {
         close_all(&self.server).await;
     }
 
-    /// The engine's address.
+    /// The engine's address tried first (the last that answered).
     pub fn address(&self) -> &str {
-        &self.address
+        let i = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        &self.addresses[i % self.addresses.len()]
     }
 
     /// Sends `link` the node server's session events.
@@ -299,8 +302,32 @@ impl Connector {
     /// that drops packets silently would otherwise hold a dead connection
     /// for as long as the kernel's retransmissions last.
     pub async fn connect(&self) -> Result<(), ConnectError> {
+        // Each member in turn from the last that answered: a follower of a
+        // replicated engine does not listen, so it refuses at once.
+        let n = self.addresses.len();
+        let first = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        let mut last_error = None;
+        for k in 0..n {
+            let i = (first + k) % n;
+            match self.connect_to(&self.addresses[i]).await {
+                Ok(()) => {
+                    self.current.store(i, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(());
+                }
+                Err(e) => {
+                    if n > 1 {
+                        tracing::debug!(engine = %self.addresses[i], error = %e, "member refused; trying the next");
+                    }
+                    last_error = Some(e);
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ConnectError::Unreachable("no address".into())))
+    }
+
+    async fn connect_to(&self, address: &str) -> Result<(), ConnectError> {
         let unreachable = |e: std::io::Error| ConnectError::Unreachable(e.to_string());
-        let stream = tokio::net::TcpStream::connect(self.address.as_str())
+        let stream = tokio::net::TcpStream::connect(address)
             .await
             .map_err(unreachable)?;
         stream.set_nodelay(true).map_err(unreachable)?;
@@ -316,14 +343,17 @@ impl Connector {
                 local_addr,
                 stream,
             },
-            Some((c, name)) => ractor_cluster::NetworkStream::TlsClient {
-                peer_addr,
-                local_addr,
-                stream: c
-                    .connect(name.clone(), stream)
-                    .await
-                    .map_err(|e| ConnectError::Tls(e.to_string()))?,
-            },
+            Some(c) => {
+                let name = server_name(address).map_err(|e| ConnectError::Tls(e.to_string()))?;
+                ractor_cluster::NetworkStream::TlsClient {
+                    peer_addr,
+                    local_addr,
+                    stream: c
+                        .connect(name, stream)
+                        .await
+                        .map_err(|e| ConnectError::Tls(e.to_string()))?,
+                }
+            }
         };
         self.server
             .cast(NodeServerMessage::ConnectionOpened {
@@ -331,6 +361,21 @@ impl Connector {
                 is_server: false,
             })
             .map_err(|e| ConnectError::Unreachable(format!("the cluster node stopped: {e}")))
+    }
+}
+
+/// The TLS server name of `address` (`host:port`).
+fn server_name(address: &str) -> Result<ServerName<'static>, NodeError> {
+    let host = address
+        .rsplit_once(':')
+        .map_or(address, |(h, _)| h)
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    match host.parse::<IpAddr>() {
+        Ok(ip) => Ok(ServerName::IpAddress(ip.into())),
+        Err(_) => ServerName::try_from(host.clone())
+            .map_err(|e| NodeError::Tls(format!("server name {host:?}: {e}"))),
     }
 }
 

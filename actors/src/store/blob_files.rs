@@ -38,6 +38,20 @@ impl Store {
             .pins()
             .entry(blob.hash.clone())
             .or_insert(0) += 1;
+        if self.is_replicated() {
+            // The blob travels in an entry of its own, committed before
+            // the entry of the record naming it.
+            let set = super::WriteSet {
+                what: "blob".into(),
+                blobs: vec![serde_bytes::ByteBuf::from(bytes)],
+                ..super::WriteSet::default()
+            };
+            if let Err(e) = self.replicate(set) {
+                self.unpin_blob(&blob);
+                return Err(e);
+            }
+            return Ok(blob);
+        }
         let written = self.write_blob_file(&blob, bytes);
         if let Err(e) = written {
             self.unpin_blob(&blob);
@@ -50,7 +64,7 @@ impl Store {
         Ok(blob)
     }
 
-    fn write_blob_file(&self, blob: &BlobRef, bytes: &[u8]) -> Result<(), StoreError> {
+    pub(super) fn write_blob_file(&self, blob: &BlobRef, bytes: &[u8]) -> Result<(), StoreError> {
         let path = self.blob_path(blob);
         if self.read_blob(blob).is_ok() {
             tracing::trace!(path = %path.display(), "blob already stored");

@@ -42,6 +42,7 @@ use super::layout::{
     chunk_key, decode_chunk, prefixed_number, run_error, CHUNK_PREFIX, COUNTS_KEY,
     TICKETS_PER_CHUNK,
 };
+use super::TreeId;
 use super::{printable, Store, StoreError, SNAPSHOT};
 
 const LEVEL_PREFIX: u8 = b'l';
@@ -177,7 +178,7 @@ impl IndexWrites {
     /// for [`IndexWrites::finish`].
     pub(crate) fn chunk<'t>(
         &mut self,
-        batch: &mut sled::Batch,
+        batch: &mut super::WriteBatch,
         counts: &mut BTreeMap<(String, i32), u64>,
         chunk: u64,
         old: impl IntoIterator<Item = &'t Ticket>,
@@ -197,14 +198,14 @@ impl IndexWrites {
             if old.levels.get(&(pool, priority)) != Some(span) {
                 batch.insert(
                     level_key(pool, priority, span.first_due_ms, chunk),
-                    &span.value(),
+                    span.value(),
                 );
             }
             *counts.entry((pool.to_string(), priority)).or_default() += u64::from(span.count);
         }
         match (old.running, new.running) {
-            (true, false) => batch.remove(&running_key(chunk)),
-            (false, true) => batch.insert(&running_key(chunk), &[] as &[u8]),
+            (true, false) => batch.remove(running_key(chunk)),
+            (false, true) => batch.insert(running_key(chunk), &[] as &[u8]),
             _ => {}
         }
         for (key, _) in old.keys.difference(&new.keys) {
@@ -291,11 +292,16 @@ impl Store {
     pub(crate) fn build_indexes(&self) -> Result<u64, StoreError> {
         const BATCH_ITEMS: usize = 50_000;
         let inner = &self.inner;
-        let flush = |batch: &mut sled::Batch| {
-            let full = std::mem::take(batch);
-            self.write_sled("snapshot index build", || inner.snapshot.apply_batch(full))
+        // A build is a migration of this node's files at open, before any
+        // write is replicated: it writes sled (the same entries on every
+        // node that opens the same store).
+        let flush = |batch: &mut super::WriteBatch| {
+            let full = std::mem::replace(batch, super::WriteBatch::local(TreeId::Snapshot));
+            self.write_sled("snapshot index build", || {
+                inner.snapshot.apply_batch(full.into_sled())
+            })
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = super::WriteBatch::local(TreeId::Snapshot);
         let mut in_batch = 0usize;
         for prefix in OLD_PREFIXES {
             for k in inner.snapshot.scan_prefix([prefix]).keys() {

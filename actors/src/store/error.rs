@@ -37,6 +37,17 @@ pub enum StoreError {
         /// The cause.
         source: sled::Error,
     },
+    /// A replicated write was not committed by a majority (clustered
+    /// mode): the leadership was lost or the majority is out of reach.
+    #[error("store {dir}: {what} was not committed by the group: {reason}")]
+    NotReplicated {
+        /// The data directory.
+        dir: PathBuf,
+        /// What was written.
+        what: String,
+        /// Why.
+        reason: String,
+    },
     /// sled's flush of its log failed.
     #[error("store {dir}: flush of {dir}/sled failed: {source}")]
     Flush {

@@ -23,6 +23,12 @@ pub(crate) const JOURNAL: &str = "journal";
 pub(crate) const SNAPSHOT: &str = "snapshot";
 pub(crate) const RECORDS: &str = "records";
 pub(crate) const EXPIRY: &str = "expiry";
+/// Tree of the replicated state machine's own values (applied log id,
+/// membership, the Raft vote): beside the store's trees in the same `Db`,
+/// so a set and the index it was applied at land in one transaction.
+pub(crate) const REPLICA: &str = "replica";
+/// Tree of the Raft log's entries.
+pub(crate) const RAFT_LOG: &str = "raft_log";
 
 /// A handle to the store; clones share it.
 #[derive(Clone)]
@@ -38,6 +44,12 @@ pub(super) struct Inner {
     pub(super) snapshot: sled::Tree,
     pub(super) records: sled::Tree,
     pub(super) expiry: sled::Tree,
+    /// The replicated state machine's values and the Raft log (clustered
+    /// mode; empty trees otherwise).
+    pub(super) replica: sled::Tree,
+    pub(super) raft_log: sled::Tree,
+    /// Where writes go in clustered mode (see the `replicated` module).
+    pub(super) replicator: std::sync::OnceLock<Arc<dyn super::write_set::Replicator>>,
     /// The file sled writes its log to, kept open to fsync it.
     pub(super) db_file: File,
     /// Set after a failed write; cleared only by reopening.

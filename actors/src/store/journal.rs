@@ -14,8 +14,10 @@ use sled::Transactional;
 use weir_core::codec;
 use weir_core::queue::Op;
 
+use serde_bytes::ByteBuf;
+
 use super::records::Expiring;
-use super::{Store, StoreError};
+use super::{Store, StoreError, TreeId, Write, WriteSet};
 
 /// One journal value: consecutive ops of one commit.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -142,7 +144,7 @@ impl Store {
             self.check_space()?;
         }
         // Encode before touching sled: an encoding error writes nothing.
-        let mut batch = sled::Batch::default();
+        let mut batch = self.batch(TreeId::Journal);
         let mut seq = self.last_seq();
         let mut entries = 0u64;
         let mut bytes = 0u64;
@@ -170,8 +172,48 @@ impl Store {
             seq += 1;
             entries += 1;
             bytes += buf.len() as u64;
-            batch.insert(&seq.to_be_bytes(), buf.as_slice());
+            batch.insert(seq.to_be_bytes(), buf.as_slice());
         }
+        if self.is_replicated() {
+            let mut writes = batch.into_writes();
+            records_writes(commit, &mut writes);
+            if !writes.is_empty() {
+                self.replicate(WriteSet {
+                    what: "journal commit".into(),
+                    writes,
+                    ..WriteSet::default()
+                })?;
+            }
+        } else {
+            self.write_commit(commit, batch.into_sled(), entries, seq, &buf)?;
+        }
+        self.sync()?;
+        inner.last_seq.store(seq, Ordering::Release);
+        inner
+            .ops_since_snapshot
+            .fetch_add(commit.ops.len() as u64, Ordering::Relaxed);
+        inner
+            .bytes_since_snapshot
+            .fetch_add(bytes, Ordering::Relaxed);
+        Ok(CommitInfo {
+            last_seq: seq,
+            entries,
+            bytes,
+        })
+    }
+
+    /// Writes a commit's journal values (`batch`; the last is `last` at
+    /// `seq`) and records into sled (single-node mode).
+    fn write_commit(
+        &self,
+        commit: &Commit,
+        batch: sled::Batch,
+        entries: u64,
+        seq: u64,
+        last: &[u8],
+    ) -> Result<(), StoreError> {
+        let inner = &self.inner;
+        let buf = last;
         let plain =
             commit.puts.is_empty() && commit.deletes.is_empty() && commit.expiring.is_empty();
         if plain {
@@ -179,7 +221,7 @@ impl Store {
                 // One value is atomic on its own; sled's batch would add a
                 // process-wide write lock and a batch marker in its log.
                 self.write_sled("journal commit", || {
-                    inner.journal.insert(seq.to_be_bytes(), buf.as_slice())
+                    inner.journal.insert(seq.to_be_bytes(), buf)
                 })?;
             } else if entries > 1 {
                 self.write_sled("journal commit", || inner.journal.apply_batch(batch))?;
@@ -212,19 +254,33 @@ impl Store {
                     })
             })?;
         }
-        self.sync()?;
-        inner.last_seq.store(seq, Ordering::Release);
-        inner
-            .ops_since_snapshot
-            .fetch_add(commit.ops.len() as u64, Ordering::Relaxed);
-        inner
-            .bytes_since_snapshot
-            .fetch_add(bytes, Ordering::Relaxed);
-        Ok(CommitInfo {
-            last_seq: seq,
-            entries,
-            bytes,
-        })
+        Ok(())
+    }
+}
+
+/// A commit's records, puts, deletes and expiry entries, as replicated
+/// writes after its journal values.
+fn records_writes(commit: &Commit, writes: &mut Vec<Write>) {
+    for (key, value) in &commit.puts {
+        writes.push(Write {
+            tree: TreeId::Records,
+            key: ByteBuf::from(key.as_bytes()),
+            value: Some(ByteBuf::from(value.as_slice())),
+        });
+    }
+    for key in &commit.deletes {
+        writes.push(Write {
+            tree: TreeId::Records,
+            key: ByteBuf::from(key.as_bytes()),
+            value: None,
+        });
+    }
+    for e in &commit.expiring {
+        writes.push(Write {
+            tree: TreeId::Expiry,
+            key: ByteBuf::from(e.index_key()),
+            value: Some(ByteBuf::new()),
+        });
     }
 }
 

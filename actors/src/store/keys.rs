@@ -250,12 +250,12 @@ impl KeyRuns {
 
 impl RunChange {
     /// Writes the change into a snapshot batch.
-    pub(crate) fn write(&self, batch: &mut sled::Batch) {
+    pub(crate) fn write(&self, batch: &mut super::WriteBatch) {
         for &id in &self.removed {
-            batch.remove(&run_key(id));
+            batch.remove(run_key(id));
         }
         for (id, bytes) in &self.written {
-            batch.insert(&run_key(*id), bytes.as_slice());
+            batch.insert(run_key(*id), bytes.as_slice());
         }
     }
 

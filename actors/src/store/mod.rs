@@ -44,6 +44,7 @@ mod disk;
 mod error;
 mod faults;
 mod handle;
+mod image;
 mod inspect;
 mod journal;
 mod key_index;
@@ -55,9 +56,11 @@ mod page;
 mod panics;
 mod records;
 mod replay;
+mod replicated;
 mod settings;
 mod snapshot;
 mod sync;
+mod write_set;
 
 pub use blobs::{BlobRef, BLOBS_DIR, BLOB_INLINE_BYTES_MAX};
 pub use cold::StoreCold;
@@ -65,6 +68,7 @@ pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use error::StoreError;
 pub use faults::{FaultErrno, FaultInjector, FaultPoint, ENV_FAULT_INJECT};
 pub use handle::Store;
+pub use image::{StoreImage, LOG_KEYS};
 pub use inspect::Inspect;
 pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use layout::decode_ticket_chunk;
@@ -76,6 +80,8 @@ pub use settings::{
     ENV_RESERVE_FILE_BYTES,
 };
 pub use snapshot::SnapshotMeta;
+pub(crate) use write_set::WriteBatch;
+pub use write_set::{Guard, Replicator, TreeId, Write, WriteSet};
 
 pub(crate) use error::printable;
-pub(crate) use handle::{EXPIRY, JOURNAL, RECORDS, SNAPSHOT};
+pub(crate) use handle::{EXPIRY, JOURNAL, RAFT_LOG, RECORDS, REPLICA, SNAPSHOT};

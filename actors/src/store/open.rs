@@ -14,7 +14,7 @@ use super::handle::{Inner, Store, SyncState, EXPIRY, JOURNAL, RECORDS, SNAPSHOT}
 use super::keys::KeyRuns;
 use super::panics;
 use super::replay::Recovered;
-use super::{damage, lock, replay, Durability, StoreError, StoreSettings};
+use super::{damage, lock, replay, Durability, StoreError, StoreSettings, RAFT_LOG, REPLICA};
 
 impl Store {
     /// Opens (creating) the store in `dir` and replays its queue state.
@@ -89,6 +89,8 @@ impl Store {
         let snapshot = db.open_tree(SNAPSHOT).map_err(sled_err)?;
         let records = db.open_tree(RECORDS).map_err(sled_err)?;
         let expiry = db.open_tree(EXPIRY).map_err(sled_err)?;
+        let replica = db.open_tree(REPLICA).map_err(sled_err)?;
+        let raft_log = db.open_tree(RAFT_LOG).map_err(sled_err)?;
         let db_path = dir.join("sled").join("db");
         let db_file = File::open(&db_path).map_err(|source| StoreError::Dir {
             dir: db_path.clone(),
@@ -104,6 +106,9 @@ impl Store {
                 snapshot,
                 records,
                 expiry,
+                replica,
+                raft_log,
+                replicator: std::sync::OnceLock::new(),
                 db_file,
                 failed: AtomicBool::new(false),
                 failure: Mutex::new(None),

@@ -14,7 +14,9 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 use weir_core::codec;
 
-use super::{printable, Store, StoreError, RECORDS};
+use serde_bytes::ByteBuf;
+
+use super::{printable, Guard, Store, StoreError, TreeId, Write, WriteBatch, WriteSet, RECORDS};
 
 /// An expiry index entry: delete record `key` at `at_ms`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +152,33 @@ impl Store {
     ) -> Result<bool, StoreError> {
         self.check_writable()?;
         self.check_space()?;
+        if self.is_replicated() {
+            let mut writes = vec![Write {
+                tree: TreeId::Records,
+                key: ByteBuf::from(key.as_bytes()),
+                value: new.map(ByteBuf::from),
+            }];
+            for (e, put) in expiring
+                .iter()
+                .map(|e| (e, true))
+                .chain(unexpiring.iter().map(|e| (e, false)))
+            {
+                writes.push(Write {
+                    tree: TreeId::Expiry,
+                    key: ByteBuf::from(e.index_key()),
+                    value: put.then(ByteBuf::new),
+                });
+            }
+            return self.replicate(WriteSet {
+                what: "record compare-and-put".into(),
+                guard: Some(Guard {
+                    key: key.to_string(),
+                    expected: expected.map(ByteBuf::from),
+                }),
+                blobs: Vec::new(),
+                writes,
+            });
+        }
         let inner = &self.inner;
         let written = self.write_sled("record compare-and-put", || {
             let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
@@ -192,7 +221,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.check_writable()?;
         self.check_space()?;
-        let mut batch = sled::Batch::default();
+        let mut batch = self.batch(TreeId::Records);
         for (k, v) in puts {
             batch.insert(k.as_bytes(), v.as_slice());
         }
@@ -201,7 +230,7 @@ impl Store {
             batch.remove(k.as_bytes());
             self.delete_blob_index(k, &mut batch, &mut blobs)?;
         }
-        self.write_sled("record batch", || self.inner.records.apply_batch(batch))?;
+        self.write_batches("record batch", vec![batch])?;
         self.sync()?;
         self.remove_unreferenced_blobs(&blobs)?;
         Ok(())
@@ -214,7 +243,7 @@ impl Store {
     fn delete_blob_index(
         &self,
         record_key: &str,
-        batch: &mut sled::Batch,
+        batch: &mut WriteBatch,
         blobs: &mut Vec<super::BlobRef>,
     ) -> Result<(), StoreError> {
         if let Some((keys, blob)) = self.blob_index_deletes(record_key)? {
@@ -269,16 +298,22 @@ impl Store {
         for k in &keys {
             before(k)?;
         }
-        let mut records = sled::Batch::default();
+        let mut records = self.batch(TreeId::Records);
         let mut blobs = Vec::new();
         for k in &keys {
             records.remove(k.as_bytes());
             self.delete_blob_index(k, &mut records, &mut blobs)?;
         }
-        let mut index = sled::Batch::default();
+        let mut index = self.batch(TreeId::Expiry);
         for k in &index_keys {
-            index.remove(k.clone());
+            index.remove(k);
         }
+        if self.is_replicated() {
+            self.write_batches("expiry of records", vec![records, index])?;
+            self.remove_unreferenced_blobs(&blobs)?;
+            return Ok(keys);
+        }
+        let (records, index) = (records.into_sled(), index.into_sled());
         self.write_sled("expiry of records", || {
             (&inner.records, &inner.expiry)
                 .transaction(|(r, x)| {
@@ -314,14 +349,12 @@ impl Store {
             if keys.is_empty() {
                 break;
             }
-            let mut batch = sled::Batch::default();
+            let mut batch = self.batch(TreeId::Records);
             for k in &keys {
-                batch.remove(k.clone());
+                batch.remove(k);
                 self.delete_blob_index(&String::from_utf8_lossy(k), &mut batch, &mut blobs)?;
             }
-            self.write_sled("deletion of records", || {
-                self.inner.records.apply_batch(batch)
-            })?;
+            self.write_batches("deletion of records", vec![batch])?;
             deleted += keys.len();
         }
         if deleted > 0 {

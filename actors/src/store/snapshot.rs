@@ -31,7 +31,7 @@ use super::layout::{
     chunk_key, decode_chunk, run_error, TicketChunkRef, COUNTS_KEY, LAYOUT_INDEXED, META_KEY,
     TICKETS_PER_CHUNK,
 };
-use super::{Store, StoreError, SNAPSHOT};
+use super::{Store, StoreError, TreeId, SNAPSHOT};
 
 /// What a snapshot covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -108,7 +108,7 @@ impl Store {
                 .or_default()
                 .push((id, ticket));
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = self.batch(TreeId::Snapshot);
         let mut buf = Vec::with_capacity(8 << 10);
         let mut index = IndexWrites::default();
         for (chunk, changes) in chunks {
@@ -132,7 +132,7 @@ impl Store {
                 live.values().copied(),
             );
             if live.is_empty() {
-                batch.remove(&key);
+                batch.remove(key);
                 continue;
             }
             buf.clear();
@@ -143,7 +143,7 @@ impl Store {
                 what: format!("ticket chunk {chunk}"),
                 source,
             })?;
-            batch.insert(&key, buf.as_slice());
+            batch.insert(key, buf.as_slice());
         }
         // The key index's change: planned now, installed in memory once
         // the batch has landed (nothing reads the runs meanwhile: the
@@ -158,7 +158,7 @@ impl Store {
         let meta_bytes = self.encode("snapshot meta", &meta)?;
         batch.insert(META_KEY, meta_bytes);
         let built_us = started.elapsed().as_micros() as u64;
-        self.write_sled("snapshot", || inner.snapshot.apply_batch(batch))?;
+        self.write_batches("snapshot", vec![batch])?;
         let applied_us = started.elapsed().as_micros() as u64;
         // The snapshot must be durable before the entries it covers go.
         self.sync()?;
@@ -195,7 +195,7 @@ impl Store {
     pub(crate) fn remove_journal_upto(&self, seq: u64) -> Result<u64, StoreError> {
         let inner = &self.inner;
         let end = seq.saturating_add(1).to_be_bytes();
-        let mut batch = sled::Batch::default();
+        let mut batch = self.batch(TreeId::Journal);
         let mut removed = 0u64;
         for key in inner.journal.range(..end.as_slice()).keys() {
             let key = key.map_err(|e| self.sled_err(e))?;
@@ -203,7 +203,7 @@ impl Store {
             removed += 1;
         }
         if removed > 0 {
-            self.write_sled("journal compaction", || inner.journal.apply_batch(batch))?;
+            self.write_batches("journal compaction", vec![batch])?;
         }
         Ok(removed)
     }

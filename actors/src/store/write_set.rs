@@ -1,0 +1,134 @@
+//! The shapes of a replicated write (see the `replicated` module): the
+//! changes one write path of the store makes at once, the trait the store
+//! proposes them through, and the batch that records them.
+
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+/// A tree a replicated write names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TreeId {
+    /// The queue's journal.
+    Journal,
+    /// The queue's snapshot.
+    Snapshot,
+    /// Records.
+    Records,
+    /// The expiry index.
+    Expiry,
+}
+
+/// One change of one tree: a put, or a removal (`value: None`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Write {
+    /// The tree.
+    pub tree: TreeId,
+    /// The key.
+    pub key: ByteBuf,
+    /// The new value; `None` removes the key.
+    pub value: Option<ByteBuf>,
+}
+
+/// The condition of a compare-and-put: record `key` holds `expected`
+/// (`None`: absent). Evaluated at apply time; when it fails, nothing of the
+/// set is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Guard {
+    /// The record's key.
+    pub key: String,
+    /// The value it must hold.
+    pub expected: Option<ByteBuf>,
+}
+
+/// One replicated write: what one write path of the store writes at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteSet {
+    /// What it is, for logs and errors ("journal commit", "snapshot").
+    pub what: String,
+    /// The condition, for a compare-and-put.
+    pub guard: Option<Guard>,
+    /// Blobs (content-addressed) written before the changes.
+    pub blobs: Vec<ByteBuf>,
+    /// The changes, applied atomically.
+    pub writes: Vec<Write>,
+}
+
+impl WriteSet {
+    /// Bytes it carries (blobs, keys and values), roughly its entry's size.
+    pub fn bytes(&self) -> usize {
+        self.blobs.iter().map(|b| b.len()).sum::<usize>()
+            + self
+                .writes
+                .iter()
+                .map(|w| w.key.len() + w.value.as_ref().map_or(0, |v| v.len()))
+                .sum::<usize>()
+    }
+}
+
+/// Where the store sends its writes in clustered mode.
+pub trait Replicator: Send + Sync + 'static {
+    /// Proposes `set`; returns once it is committed and applied on this
+    /// node, with whether its guard held (`true` without a guard). An error
+    /// means the set may or may not take effect later (a lost leadership,
+    /// a majority out of reach): the store fail-stops, as after a failed
+    /// write.
+    fn propose(&self, set: WriteSet) -> Result<bool, String>;
+}
+
+/// A batch of changes to one tree: a `sled::Batch` in single-node mode, a
+/// list of [`Write`]s to replicate in clustered mode.
+pub(crate) struct WriteBatch {
+    pub(super) tree: TreeId,
+    pub(super) sled: sled::Batch,
+    pub(super) recorded: Option<Vec<Write>>,
+}
+
+impl WriteBatch {
+    /// A sled batch whatever the mode: for what a node writes of its own
+    /// (a migration at open).
+    pub(crate) fn local(tree: TreeId) -> WriteBatch {
+        WriteBatch {
+            tree,
+            sled: sled::Batch::default(),
+            recorded: None,
+        }
+    }
+
+    /// Inserts `key` = `value`.
+    pub(crate) fn insert(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        match &mut self.recorded {
+            None => self.sled.insert(key.as_ref(), value.as_ref()),
+            Some(r) => r.push(Write {
+                tree: self.tree,
+                key: ByteBuf::from(key.as_ref()),
+                value: Some(ByteBuf::from(value.as_ref())),
+            }),
+        }
+    }
+
+    /// Removes `key`.
+    pub(crate) fn remove(&mut self, key: impl AsRef<[u8]>) {
+        match &mut self.recorded {
+            None => self.sled.remove(key.as_ref()),
+            Some(r) => r.push(Write {
+                tree: self.tree,
+                key: ByteBuf::from(key.as_ref()),
+                value: None,
+            }),
+        }
+    }
+
+    /// The sled batch (single-node mode).
+    pub(crate) fn into_sled(self) -> sled::Batch {
+        debug_assert!(
+            self.recorded.is_none(),
+            "a recorded batch goes to the replicator"
+        );
+        self.sled
+    }
+
+    /// The recorded writes (clustered mode).
+    pub(crate) fn into_writes(self) -> Vec<Write> {
+        self.recorded.unwrap_or_default()
+    }
+}

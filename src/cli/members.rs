@@ -1,0 +1,94 @@
+//! `weir members`: a replicated engine's members — who leads, the term,
+//! how far each follower is behind and when it last answered; and
+//! `weir members add ID HOST:PORT` / `weir members remove ID` (admin).
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value};
+
+use super::client::Conn;
+use super::control::{call, get, post, s};
+use super::{out, table, Failure};
+
+/// `weir members`.
+#[derive(Debug, Args)]
+pub struct MembersArgs {
+    #[command(subcommand)]
+    pub action: Option<MembersAction>,
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// What to do to the group.
+#[derive(Debug, Subcommand)]
+pub enum MembersAction {
+    /// Adds a member (started with --raft-id ID and the group's
+    /// --raft-peers plus its own): it catches up as a learner, from a
+    /// snapshot when the log behind was compacted, then votes.
+    Add {
+        /// Its id.
+        id: u64,
+        /// Its Raft address, HOST:PORT.
+        raft: String,
+    },
+    /// Removes a member from the group.
+    Remove {
+        /// Its id.
+        id: u64,
+    },
+}
+
+/// Runs `weir members`.
+pub fn run(a: MembersArgs) -> Result<u8, Failure> {
+    let req = match &a.action {
+        None => get(&["api", "v1", "members"], vec![]),
+        Some(MembersAction::Add { id, raft }) => {
+            post(&["api", "v1", "members"], json!({"id": id, "raft": raft}))
+        }
+        Some(MembersAction::Remove { id }) => post(
+            &["api", "v1", "members", &id.to_string(), "remove"],
+            json!({}),
+        ),
+    };
+    call(&a.conn, req, |v: &Value| {
+        out(&format!(
+            "term {}, leader {}; member {} answered ({}), log at {}, applied {}",
+            s(v, "term"),
+            s(v, "leader"),
+            s(v, "this"),
+            s(v, "state"),
+            s(v, "last_log_index"),
+            s(v, "applied_index"),
+        ));
+        let mut t = table::new(&[
+            "id",
+            "role",
+            "raft",
+            "api",
+            "matched",
+            "lag",
+            "last contact",
+        ]);
+        for m in v
+            .get("members")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let contact = match m.get("last_contact_ms_ago").and_then(Value::as_u64) {
+                Some(ms) => format!("{ms} ms ago"),
+                None => "-".into(),
+            };
+            t.add_row(vec![
+                s(m, "id"),
+                s(m, "role"),
+                s(m, "raft"),
+                s(m, "api_url"),
+                s(m, "matched_index"),
+                s(m, "lag"),
+                contact,
+            ]);
+        }
+        out(&t.to_string());
+        Ok(0)
+    })
+}

@@ -1,0 +1,128 @@
+//! What `weir members` and `GET /api/v1/members` show: each member, who
+//! leads, the term, and — from the leader — how far each follower is
+//! behind and when it last answered.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::node::Replica;
+use super::types::{wall_ms, ServerStateExt};
+
+/// One member.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberView {
+    /// Its Raft id.
+    pub id: u64,
+    /// Its Raft address.
+    pub raft: String,
+    /// Its API's URL (absent when it did not answer).
+    pub api_url: Option<String>,
+    /// `leader`, `follower` or `learner` (not voting yet).
+    pub role: String,
+    /// The last log index known replicated to it (the leader's view).
+    pub matched_index: Option<u64>,
+    /// Entries it is behind the leader's log (the leader's view).
+    pub lag: Option<u64>,
+    /// Milliseconds since it last answered this member (the leader's
+    /// view: its replication; a follower: what it asked).
+    pub last_contact_ms_ago: Option<u64>,
+}
+
+/// The group, as one member sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MembersView {
+    /// The member that answered.
+    pub this: u64,
+    /// Its state: leader, follower, candidate, learner.
+    pub state: String,
+    /// The leader it knows, if any.
+    pub leader: Option<u64>,
+    /// The current term.
+    pub term: u64,
+    /// Its last log index.
+    pub last_log_index: Option<u64>,
+    /// The last index applied to its store.
+    pub applied_index: Option<u64>,
+    /// Elections it saw since it started.
+    pub elections: u64,
+    /// Milliseconds since a majority acknowledged it (a leader only).
+    pub quorum_ack_ms_ago: Option<u64>,
+    /// Every member.
+    pub members: Vec<MemberView>,
+}
+
+/// How long a member's `/raft/info` may take before the view goes without
+/// its URL.
+const INFO_TIMEOUT: Duration = Duration::from_millis(400);
+
+impl Replica {
+    /// The view of the group from this member.
+    pub async fn members_view(&self) -> MembersView {
+        let m = self.raft.metrics().borrow().clone();
+        let membership = m.membership_config.membership().clone();
+        let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+        let now = wall_ms();
+        let contacts = self
+            .net
+            .contacts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut members = Vec::new();
+        let nodes: Vec<(u64, String)> = membership
+            .nodes()
+            .map(|(id, n)| (*id, n.raft.clone()))
+            .collect();
+        let infos = futures::future::join_all(nodes.iter().map(|(id, _)| async move {
+            if *id == self.settings.id {
+                return Some(self.settings.api_url.clone());
+            }
+            tokio::time::timeout(INFO_TIMEOUT, self.info_of(*id))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|i| i.api_url)
+        }))
+        .await;
+        for ((id, raft), api_url) in nodes.into_iter().zip(infos) {
+            let matched = m
+                .replication
+                .as_ref()
+                .and_then(|r| r.get(&id).cloned())
+                .flatten()
+                .map(|l| l.index);
+            let role = if m.current_leader == Some(id) {
+                "leader"
+            } else if voters.contains(&id) {
+                "follower"
+            } else {
+                "learner"
+            };
+            members.push(MemberView {
+                id,
+                raft,
+                api_url,
+                role: role.into(),
+                matched_index: matched,
+                lag: matched.map(|i| m.last_log_index.unwrap_or(0).saturating_sub(i)),
+                last_contact_ms_ago: if id == self.settings.id {
+                    Some(0)
+                } else {
+                    contacts.get(&id).map(|at| now.saturating_sub(*at))
+                },
+            });
+        }
+        MembersView {
+            this: self.settings.id,
+            state: m.state.name().into(),
+            leader: m.current_leader,
+            term: m.current_term,
+            last_log_index: m.last_log_index,
+            applied_index: m.last_applied.map(|l| l.index),
+            elections: self.elections(),
+            quorum_ack_ms_ago: m.millis_since_quorum_ack,
+            members,
+        }
+    }
+}

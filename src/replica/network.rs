@@ -1,0 +1,193 @@
+//! The Raft transport: each member serves `/raft/*` over HTTP on its own
+//! address (the `--raft-peers` one), bodies in MessagePack, and every
+//! request carries the cluster's cookie. A separate listener from the API:
+//! Raft's heartbeats must not queue behind an API request, and the API's
+//! tokens and roles say nothing about the peers.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::types::{wall_ms, Member, TypeConfig};
+
+/// The header the cookie travels in.
+pub const COOKIE_HEADER: &str = "x-weir-cookie";
+
+/// When each peer last answered (ms since the epoch), by id.
+pub type Contacts = Arc<Mutex<BTreeMap<u64, u64>>>;
+
+/// Makes clients to peers.
+#[derive(Clone)]
+pub struct Network {
+    /// How this member reaches each peer, from its flags: it wins over
+    /// the address the membership holds (a peer behind NAT, or a proxy).
+    pub(super) routes: Arc<BTreeMap<u64, String>>,
+    pub(super) http: reqwest::Client,
+    pub(super) cookie: Arc<str>,
+    pub(super) contacts: Contacts,
+    /// The least time a request may take: openraft bounds an append by the
+    /// heartbeat interval, which a follower's fsync on a busy disk
+    /// overruns; an append that times out is sent again, and a follower
+    /// that never gets one through stands for election.
+    pub(super) rpc_timeout_min: Duration,
+}
+
+impl Network {
+    pub(super) fn new(
+        cookie: &str,
+        routes: BTreeMap<u64, String>,
+        rpc_timeout_min: Duration,
+    ) -> Result<Network, String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(500))
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| format!("cannot build the Raft transport's client: {e}"))?;
+        Ok(Network {
+            routes: Arc::new(routes),
+            http,
+            cookie: Arc::from(cookie),
+            contacts: Arc::new(Mutex::new(BTreeMap::new())),
+            rpc_timeout_min,
+        })
+    }
+}
+
+/// A client to one peer.
+pub struct Peer {
+    net: Network,
+    target: u64,
+    base: String,
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: u64, node: &Member) -> Peer {
+        Peer {
+            net: self.clone(),
+            target,
+            base: format!(
+                "http://{}/raft",
+                self.routes.get(&target).unwrap_or(&node.raft)
+            ),
+        }
+    }
+}
+
+/// Why a call failed: the peer was not reached, or it answered an error.
+enum CallError<E> {
+    Unreachable(String),
+    Remote(E),
+}
+
+impl Peer {
+    async fn call<Req: Serialize, Resp: DeserializeOwned, E: DeserializeOwned>(
+        &self,
+        path: &str,
+        req: &Req,
+        ttl: Duration,
+    ) -> Result<Resp, CallError<E>> {
+        let body =
+            rmp_serde::to_vec_named(req).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        let resp = self
+            .net
+            .http
+            .post(format!("{}/{path}", self.base))
+            .header(COOKIE_HEADER, &*self.net.cookie)
+            .header("content-type", "application/msgpack")
+            .timeout(ttl.max(self.net.rpc_timeout_min))
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| CallError::Unreachable(e.to_string()))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| CallError::Unreachable(e.to_string()))?;
+        if !status.is_success() {
+            return Err(CallError::Unreachable(format!(
+                "{} answered {status}: {}",
+                self.base,
+                String::from_utf8_lossy(&bytes)
+            )));
+        }
+        let answer: Result<Resp, E> =
+            rmp_serde::from_slice(&bytes).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        self.net
+            .contacts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.target, wall_ms());
+        answer.map_err(CallError::Remote)
+    }
+}
+
+fn unreachable<E: std::error::Error>(why: String) -> RPCError<u64, Member, E> {
+    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(why)))
+}
+
+fn network<E: std::error::Error>(why: String) -> RPCError<u64, Member, E> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(why)))
+}
+
+impl RaftNetwork<TypeConfig> for Peer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
+        match self.call("append", &rpc, option.hard_ttl()).await {
+            Ok(r) => Ok(r),
+            Err(CallError::Unreachable(why)) => Err(unreachable(why)),
+            Err(CallError::Remote(e)) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<u64>,
+        RPCError<u64, Member, RaftError<u64, InstallSnapshotError>>,
+    > {
+        match self.call("snapshot", &rpc, option.hard_ttl()).await {
+            Ok(r) => Ok(r),
+            // A chunk that failed is sent again; the peer is there.
+            Err(CallError::Unreachable(why)) => Err(network(why)),
+            Err(CallError::Remote(e)) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
+        match self.call("vote", &rpc, option.hard_ttl()).await {
+            Ok(r) => Ok(r),
+            Err(CallError::Unreachable(why)) => Err(unreachable(why)),
+            Err(CallError::Remote(e)) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+        }
+    }
+}

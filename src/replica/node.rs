@@ -1,0 +1,289 @@
+//! A running member: its Raft node over its store, started, initialized
+//! and asked who leads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{Config, ServerState, SnapshotPolicy};
+use weir_actors::store::Store;
+
+use super::log_store::LogStore;
+use super::machine::Machine;
+use super::network::{self, COOKIE_HEADER};
+use super::proposer::Proposer;
+use super::rpc::{self, MemberInfo};
+use super::settings::ReplicaSettings;
+use super::types::{Member, Raft};
+
+/// A running member: its Raft node over its store.
+#[derive(Clone)]
+pub struct Replica {
+    /// The Raft node.
+    pub raft: Raft,
+    /// The member's store (the state machine).
+    pub store: Store,
+    /// Its settings.
+    pub settings: Arc<ReplicaSettings>,
+    pub(super) net: network::Network,
+    elections: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Replica {
+    /// Starts the member on `store` (opened, not yet written): binds its
+    /// Raft address, starts the node, sends the store's writes to it, and
+    /// — on the lowest id, when the group is new — makes the group of
+    /// `peers`.
+    pub async fn start(store: Store, settings: ReplicaSettings) -> Result<Replica, String> {
+        let own = settings.peers.get(&settings.id).ok_or_else(|| {
+            format!(
+                "--raft-id {}: not among --raft-peers ({})",
+                settings.id,
+                settings
+                    .peers
+                    .keys()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?;
+        let listener = rpc::bind(own).await?;
+        let config = Config {
+            cluster_name: "weir".into(),
+            heartbeat_interval: settings.heartbeat_ms,
+            election_timeout_min: settings.election_min_ms,
+            election_timeout_max: settings.election_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_entries),
+            max_in_snapshot_log_to_keep: (settings.snapshot_entries / 2).min(1_000),
+            max_payload_entries: 256,
+            install_snapshot_timeout: 10_000,
+            ..Config::default()
+        }
+        .validate()
+        .map_err(|e| format!("Raft settings: {e}"))?;
+        let mut routes = settings.peers.clone();
+        routes.remove(&settings.id);
+        let net = network::Network::new(
+            &settings.cookie,
+            routes,
+            Duration::from_millis(settings.election_min_ms),
+        )?;
+        let logs = LogStore {
+            store: store.clone(),
+        };
+        let machine = Machine::new(store.clone());
+        let raft = Raft::new(settings.id, Arc::new(config), net.clone(), logs, machine)
+            .await
+            .map_err(|e| format!("cannot start the Raft node: {e}"))?;
+        store.set_replicator(Arc::new(Proposer::new(
+            raft.clone(),
+            Duration::from_millis(settings.election_max_ms * 3),
+        )));
+        rpc::spawn(
+            listener,
+            raft.clone(),
+            &settings.cookie,
+            MemberInfo {
+                id: settings.id,
+                api_url: settings.api_url.clone(),
+                cluster: settings.cluster.clone(),
+            },
+        );
+        let replica = Replica {
+            raft,
+            store,
+            settings: Arc::new(settings),
+            net,
+            elections: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        };
+        replica.watch_elections();
+        replica.initialize_if_new().await?;
+        Ok(replica)
+    }
+
+    /// The lowest id makes a new group of every peer; a group made before
+    /// (this member's log or vote says so) is left as it is.
+    async fn initialize_if_new(&self) -> Result<(), String> {
+        let s = &self.settings;
+        if s.peers.keys().next() != Some(&s.id) {
+            return Ok(());
+        }
+        let voted = self
+            .store
+            .replica_tree()
+            .contains_key("vote")
+            .unwrap_or(true);
+        let logged = !self.store.raft_log_tree().is_empty();
+        if voted || logged {
+            return Ok(());
+        }
+        let members: BTreeMap<u64, Member> = s
+            .peers
+            .iter()
+            .map(|(id, raft)| (*id, Member { raft: raft.clone() }))
+            .collect();
+        match self.raft.initialize(members).await {
+            Ok(()) => {
+                tracing::info!(members = s.peers.len(), "replica: group made");
+                Ok(())
+            }
+            Err(openraft::error::RaftError::APIError(
+                openraft::error::InitializeError::NotAllowed(_),
+            )) => Ok(()),
+            Err(e) => Err(format!("cannot make the Raft group: {e}")),
+        }
+    }
+
+    /// Counts the terms this member saw begin, and logs each change of
+    /// leader.
+    fn watch_elections(&self) {
+        let mut rx = self.raft.metrics();
+        let elections = self.elections.clone();
+        let id = self.settings.id;
+        tokio::spawn(async move {
+            let mut last = (0u64, None::<u64>);
+            while rx.changed().await.is_ok() {
+                let m = rx.borrow_and_update().clone();
+                if m.current_term != last.0 || m.current_leader != last.1 {
+                    if m.current_term > last.0 && last.0 != 0 {
+                        elections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    tracing::info!(member = id, term = m.current_term, leader = ?m.current_leader, state = ?m.state, "replica: leadership");
+                    metrics::gauge!("weir_raft_term").set(m.current_term as f64);
+                    last = (m.current_term, m.current_leader);
+                }
+            }
+        });
+    }
+
+    /// Whether this member leads and has heard a majority within
+    /// `election_min_ms`: only then may its engine run.
+    pub fn leads(&self) -> bool {
+        let m = self.raft.metrics().borrow().clone();
+        m.state == ServerState::Leader
+            && m.current_leader == Some(self.settings.id)
+            && self.heard_majority(&m)
+    }
+
+    /// Waits until this member leads with every entry of its term applied:
+    /// its store is then the group's, and the engine may open on it.
+    pub async fn until_leading(&self) {
+        let mut rx = self.raft.metrics();
+        loop {
+            {
+                let m = rx.borrow_and_update();
+                let applied = m.last_applied.map(|l| l.index);
+                // A majority heard in this term: a member restarted with
+                // its own vote (openraft resumes leading then) waits until
+                // the others confirm it, not on its word alone.
+                if m.state == ServerState::Leader
+                    && m.current_leader == Some(self.settings.id)
+                    && applied.is_some()
+                    && applied == m.last_log_index
+                    && self.heard_majority(&m)
+                {
+                    return;
+                }
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    fn heard_majority(&self, m: &openraft::RaftMetrics<u64, Member>) -> bool {
+        m.millis_since_quorum_ack
+            .is_some_and(|ms| ms < self.settings.election_min_ms)
+    }
+
+    /// The leader's id, as this member knows it.
+    pub fn leader(&self) -> Option<u64> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// What `/raft/info` of member `id` says.
+    pub async fn info_of(&self, id: u64) -> Result<MemberInfo, String> {
+        let addr = self
+            .address_of(id)
+            .ok_or_else(|| format!("no member {id}"))?;
+        let resp = self
+            .net
+            .http
+            .get(format!("http://{addr}/raft/info"))
+            .header(COOKIE_HEADER, &*self.net.cookie)
+            .timeout(Duration::from_millis(1_000))
+            .send()
+            .await
+            .map_err(|e| format!("member {id} at {addr}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("member {id} at {addr} answered {}", resp.status()));
+        }
+        resp.json()
+            .await
+            .map_err(|e| format!("member {id} at {addr}: {e}"))
+    }
+
+    /// How this member reaches member `id`: the flags' address, else the
+    /// membership's.
+    pub fn address_of(&self, id: u64) -> Option<String> {
+        if let Some(a) = self.net.routes.get(&id) {
+            return Some(a.clone());
+        }
+        let m = self.raft.metrics().borrow().clone();
+        m.membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.raft.clone())
+            .or_else(|| self.settings.peers.get(&id).cloned())
+    }
+
+    /// Adds member `id` at Raft address `raft`: a learner first, which
+    /// catches up (from a snapshot when the log behind was purged), then a
+    /// voter.
+    pub async fn add_member(&self, id: u64, raft: String) -> Result<(), String> {
+        self.raft
+            .add_learner(id, Member { raft }, true)
+            .await
+            .map_err(|e| format!("member {id} not added: {e}"))?;
+        let mut voters: BTreeSet<u64> = self.voters();
+        voters.insert(id);
+        self.raft
+            .change_membership(voters, false)
+            .await
+            .map_err(|e| format!("member {id} not made a voter: {e}"))?;
+        Ok(())
+    }
+
+    /// Removes member `id` from the group.
+    pub async fn remove_member(&self, id: u64) -> Result<(), String> {
+        let mut voters = self.voters();
+        if !voters.remove(&id) {
+            return Err(format!("no member {id} in the group"));
+        }
+        if voters.is_empty() {
+            return Err("the last member cannot be removed".into());
+        }
+        self.raft
+            .change_membership(voters, false)
+            .await
+            .map_err(|e| format!("member {id} not removed: {e}"))?;
+        Ok(())
+    }
+
+    fn voters(&self) -> BTreeSet<u64> {
+        let m = self.raft.metrics().borrow().clone();
+        m.membership_config.membership().voter_ids().collect()
+    }
+
+    /// Elections this member saw since it started.
+    pub fn elections(&self) -> u64 {
+        self.elections.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stops the Raft node.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "replica: Raft shutdown");
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! A member's settings, and `--raft-peers` parsed.
+
+use std::collections::BTreeMap;
+
+/// A member's settings.
+#[derive(Debug, Clone)]
+pub struct ReplicaSettings {
+    /// This member's id.
+    pub id: u64,
+    /// Every member's Raft address by id, this one's included.
+    pub peers: BTreeMap<u64, String>,
+    /// The cluster's cookie (peers prove it on every request).
+    pub cookie: String,
+    /// This member's API URL.
+    pub api_url: String,
+    /// Where workers join this member, if they may.
+    pub cluster: Option<String>,
+    /// Leader heartbeats, ms.
+    pub heartbeat_ms: u64,
+    /// A follower that hears no leader for a random time in this range
+    /// (ms) stands for election; a leader that has not heard a majority for
+    /// `election_min_ms` stops its engine.
+    pub election_min_ms: u64,
+    /// See `election_min_ms`.
+    pub election_max_ms: u64,
+    /// Entries between snapshots of the state machine (the log behind one
+    /// is purged).
+    pub snapshot_entries: u64,
+}
+
+/// Heartbeat interval (ms) by default.
+pub const HEARTBEAT_MS_DEFAULT: u64 = 150;
+/// Election timeout range (ms) by default: on loopback or a LAN, three
+/// heartbeats missed at least.
+pub const ELECTION_MIN_MS_DEFAULT: u64 = 600;
+/// See [`ELECTION_MIN_MS_DEFAULT`].
+pub const ELECTION_MAX_MS_DEFAULT: u64 = 900;
+/// Entries between snapshots by default.
+pub const SNAPSHOT_ENTRIES_DEFAULT: u64 = 20_000;
+/// Sets the entries between snapshots (tests make them frequent).
+pub const ENV_SNAPSHOT_ENTRIES: &str = "WEIR_RAFT_SNAPSHOT_ENTRIES";
+
+/// Entries between snapshots: [`ENV_SNAPSHOT_ENTRIES`], else the default.
+pub fn snapshot_entries() -> u64 {
+    std::env::var(ENV_SNAPSHOT_ENTRIES)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(SNAPSHOT_ENTRIES_DEFAULT)
+}
+
+impl ReplicaSettings {
+    /// Parses `--raft-peers` (`1=HOST:PORT,2=HOST:PORT,…`).
+    pub fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, String> {
+        let mut peers = BTreeMap::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (id, addr) = part.split_once('=').ok_or_else(|| {
+                format!("--raft-peers: {part:?} is not ID=HOST:PORT (write e.g. 1=127.0.0.1:7501)")
+            })?;
+            let id: u64 = id
+                .trim()
+                .parse()
+                .map_err(|e| format!("--raft-peers: id {id:?} in {part:?}: {e}"))?;
+            if id == 0 {
+                return Err(format!("--raft-peers: {part:?}: ids start at 1"));
+            }
+            let addr = addr.trim();
+            addr.parse::<std::net::SocketAddr>().map_err(|e| {
+                format!("--raft-peers: address {addr:?} of member {id}: {e} (write HOST:PORT with an IP)")
+            })?;
+            if peers.insert(id, addr.to_string()).is_some() {
+                return Err(format!("--raft-peers: member {id} is named twice"));
+            }
+        }
+        if peers.is_empty() {
+            return Err("--raft-peers: no member (write e.g. 1=127.0.0.1:7501,2=…,3=…)".into());
+        }
+        Ok(peers)
+    }
+}
