@@ -9,6 +9,7 @@ mod cluster;
 mod core;
 mod crash;
 pub mod drain;
+mod failover;
 pub mod graphs;
 mod growth;
 pub mod keys;
@@ -59,6 +60,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "growth" => growth::run(quick),
         "torture" => torture::run(quick),
         "soak" => soak::run(quick),
+        "failover" => failover::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

@@ -1,0 +1,561 @@
+//! `weir bench failover`: a replicated engine of three `weir serve
+//! --raft-id` processes on loopback beside a single `weir serve`, in the
+//! same run and through the same API.
+//!
+//! - Drain: a backfill of N one-node runs (the command is `true`), runs/s
+//!   from the request to the last run complete; `replicated_drain_ratio` =
+//!   replicated / single (goal ≥ 0.5).
+//! - Chain: one run of a chain of K nodes; ms per node;
+//!   `replicated_chain_ratio` = replicated / single (goal ≤ 2).
+//! - Failover: K times, runs are started, the leader is killed (SIGKILL)
+//!   and restarted; from the kill to the first command a new leader hands
+//!   out (its commands write their parent's pid and the time). p50, p99
+//!   beside the election timeout (goal: p99 ≤ 2 s).
+//! - Lost, duplicated: every start acknowledged over the kills must end in
+//!   exactly one complete run whose nodes are each recorded once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::procs::{free_addr, Proc, Root};
+use super::report::{result_line, BenchError};
+
+const COOKIE: &str = "weir-bench-failover-cookie";
+const TOKEN: &str = "weir-bench-failover-token-0123456789";
+
+fn failed<E: std::fmt::Display>(e: E) -> BenchError {
+    BenchError::Failed(e.to_string())
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// A blocking HTTP client of the engines' API.
+struct Api {
+    http: reqwest::Client,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Api {
+    fn new() -> Result<Api, BenchError> {
+        Ok(Api {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .map_err(failed)?,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(failed)?,
+        })
+    }
+
+    fn send(&self, method: &str, url: &str, body: Option<Value>) -> Result<(u16, Value), String> {
+        self.send_with(method, url, body, false)
+    }
+
+    /// With `own`, a member answers of itself (a members view not passed
+    /// on to the leader).
+    fn send_with(
+        &self,
+        method: &str,
+        url: &str,
+        body: Option<Value>,
+        own: bool,
+    ) -> Result<(u16, Value), String> {
+        let req = match method {
+            "POST" => self.http.post(url).json(&body.unwrap_or(json!({}))),
+            _ => self.http.get(url),
+        };
+        let req = if own {
+            req.header("x-weir-passed", "1")
+        } else {
+            req
+        };
+        self.rt.block_on(async {
+            let resp = req
+                .bearer_auth(TOKEN)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = resp.status().as_u16();
+            let v = resp.json::<Value>().await.unwrap_or(Value::Null);
+            Ok((status, v))
+        })
+    }
+}
+
+/// One engine under test: its members (one for the single engine) and
+/// their processes.
+struct Engine {
+    exe: PathBuf,
+    defs: PathBuf,
+    root: PathBuf,
+    name: &'static str,
+    /// API address, Raft address, process, by member id.
+    members: BTreeMap<u64, (String, String, Option<Proc>)>,
+    replicated: bool,
+}
+
+impl Engine {
+    fn start(
+        exe: &Path,
+        defs: &Path,
+        root: &Path,
+        name: &'static str,
+        n: u64,
+    ) -> Result<Engine, BenchError> {
+        let mut members = BTreeMap::new();
+        for id in 1..=n {
+            members.insert(
+                id,
+                (
+                    free_addr()?.to_string(),
+                    free_addr()?.to_string(),
+                    None,
+                ),
+            );
+        }
+        let mut e = Engine {
+            exe: exe.to_path_buf(),
+            defs: defs.to_path_buf(),
+            root: root.to_path_buf(),
+            name,
+            members,
+            replicated: n > 1,
+        };
+        for id in 1..=n {
+            e.spawn(id)?;
+        }
+        Ok(e)
+    }
+
+    fn spawn(&mut self, id: u64) -> Result<(), BenchError> {
+        let peers = self
+            .members
+            .iter()
+            .map(|(i, (_, raft, _))| format!("{i}={raft}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let (api, _, proc_) = self.members.get_mut(&id).unwrap();
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("serve")
+            .arg(&self.defs)
+            .arg("--data")
+            .arg(self.root.join(format!("{}-{id}", self.name)))
+            .args(["--listen", api.as_str()])
+            .arg("--token-file")
+            .arg(self.root.join("token"))
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if self.replicated {
+            cmd.args(["--raft-id", &id.to_string(), "--raft-peers", &peers])
+                .arg("--cookie-file")
+                .arg(self.root.join("cookie"));
+        }
+        *proc_ = Some(Proc(cmd.spawn().map_err(failed)?));
+        Ok(())
+    }
+
+    fn kill(&mut self, id: u64) -> Option<u32> {
+        let (_, _, p) = self.members.get_mut(&id)?;
+        let p = p.take()?;
+        Some(p.0.id())
+        // Dropped: killed and reaped.
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.members
+            .values()
+            .filter(|m| m.2.is_some())
+            .map(|m| format!("http://{}", m.0))
+            .collect()
+    }
+
+    /// The member that leads (the single engine's only one), once its
+    /// engine answers.
+    fn leader(&self, api: &Api) -> Option<u64> {
+        if !self.replicated {
+            let url = format!("{}/api/v1/graphs", self.urls().first()?);
+            return api.send("GET", &url, None).ok().filter(|r| r.0 == 200).map(|_| 1);
+        }
+        for (id, (addr, _, p)) in &self.members {
+            if p.is_none() {
+                continue;
+            }
+            let Ok((200, v)) = api.send("GET", &format!("http://{addr}/healthz"), None) else {
+                continue;
+            };
+            if v["state"] == "leader" && v["leader"].as_u64() == Some(*id) {
+                let graphs = api.send("GET", &format!("http://{addr}/api/v1/graphs"), None);
+                if graphs.is_ok_and(|r| r.0 == 200) {
+                    return Some(*id);
+                }
+            }
+        }
+        None
+    }
+
+    fn wait_leader(&self, api: &Api, timeout: Duration) -> Result<u64, BenchError> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(id) = self.leader(api) {
+                return Ok(id);
+            }
+            if t0.elapsed() > timeout {
+                return Err(failed(format!("{}: no leader within {timeout:?}", self.name)));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until every member runs and has applied what the leader
+    /// logged (a member just restarted has caught up): a kill then takes
+    /// one member out of three, not two.
+    fn wait_caught_up(&self, api: &Api, timeout: Duration) -> Result<(), BenchError> {
+        let t0 = Instant::now();
+        loop {
+            let views: Vec<Value> = self
+                .members
+                .values()
+                .filter_map(|(addr, _, p)| {
+                    p.as_ref()?;
+                    let url = format!("http://{addr}/api/v1/members");
+                    api.send_with("GET", &url, None, true)
+                        .ok()
+                        .filter(|r| r.0 == 200)
+                        .map(|r| r.1)
+                })
+                .collect();
+            let logged = views
+                .iter()
+                .filter(|v| v["state"] == "leader")
+                .filter_map(|v| v["last_log_index"].as_u64())
+                .max();
+            let all = views.len() == self.members.len()
+                && logged.is_some_and(|l| {
+                    views
+                        .iter()
+                        .all(|v| v["applied_index"].as_u64().is_some_and(|a| a + 2 >= l))
+                });
+            if all {
+                return Ok(());
+            }
+            if t0.elapsed() > timeout {
+                return Err(failed(format!("{}: members not caught up within {timeout:?}", self.name)));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends a request to the members in turn until one takes it.
+    fn call(&self, api: &Api, method: &str, path: &str, body: Option<Value>) -> Result<Value, BenchError> {
+        let t0 = Instant::now();
+        loop {
+            for url in self.urls() {
+                if let Ok((s, v)) = api.send(method, &format!("{url}{path}"), body.clone()) {
+                    if (200..300).contains(&s) {
+                        return Ok(v);
+                    }
+                    if s != 503 {
+                        return Err(failed(format!("{method} {path}: {s} {v}")));
+                    }
+                }
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                return Err(failed(format!("{method} {path}: no member answered")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The graph's runs by partition: state, and how many times each
+    /// partition was listed (more than once: a duplicate).
+    fn runs(&self, api: &Api, graph: &str) -> Result<BTreeMap<String, (String, u32)>, BenchError> {
+        let mut out: BTreeMap<String, (String, u32)> = BTreeMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("/api/v1/runs?graph={graph}&limit=1000");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let v = self.call(api, "GET", &path, None)?;
+            for r in v["runs"].as_array().cloned().unwrap_or_default() {
+                let p = r["partition"].as_str().unwrap_or_default().to_string();
+                let e = out.entry(p).or_insert((String::new(), 0));
+                e.0 = r["state"].as_str().unwrap_or_default().to_string();
+                e.1 += 1;
+            }
+            match v["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    fn wait_complete(&self, api: &Api, graph: &str, parts: &[String], timeout: Duration) -> Result<(), BenchError> {
+        let t0 = Instant::now();
+        loop {
+            let runs = self.runs(api, graph)?;
+            if parts
+                .iter()
+                .all(|p| runs.get(p).is_some_and(|r| r.0 == "complete"))
+            {
+                return Ok(());
+            }
+            if t0.elapsed() > timeout {
+                return Err(failed(format!("{}: runs of {graph} not complete within {timeout:?}", self.name)));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `n` daily partitions from `year`-01-01.
+fn days(year: u32, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut y = year;
+    while out.len() < n {
+        for month in 1..=12u32 {
+            let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+            let len = match month {
+                2 if leap => 29,
+                2 => 28,
+                4 | 6 | 9 | 11 => 30,
+                _ => 31,
+            };
+            for day in 1..=len {
+                out.push(format!("{y}-{month:02}-{day:02}"));
+            }
+        }
+        y += 1;
+    }
+    out.truncate(n);
+    out
+}
+
+fn write_defs(dir: &Path, chain_nodes: usize, handed: &Path) -> Result<PathBuf, BenchError> {
+    let defs = dir.join("defs");
+    std::fs::create_dir_all(&defs).map_err(failed)?;
+    let mut chain = String::from("name = \"chain\"\npartitioning = \"daily\"\n[pools]\ndefault = 8\n");
+    for i in 0..chain_nodes {
+        chain.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ncommand = [\"true\"]\n"));
+        if i > 0 {
+            chain.push_str(&format!("upstreams = [\"n{}\"]\n", i - 1));
+        }
+    }
+    let write = |name: &str, text: String| std::fs::write(defs.join(name), text).map_err(failed);
+    write("chain.toml", chain)?;
+    write(
+        "drain.toml",
+        "name = \"drain\"\npartitioning = \"daily\"\nmax_active_runs = 64\n[pools]\ndefault = 8\n\
+         [[nodes]]\nname = \"one\"\ncommand = [\"true\"]\n"
+            .into(),
+    )?;
+    // Each command writes its parent's pid (the member that ran it) and
+    // the time it started, in ns.
+    write(
+        "handout.toml",
+        format!(
+            "name = \"handout\"\npartitioning = \"daily\"\nmax_active_runs = 64\n[pools]\ndefault = 8\n\
+             [[nodes]]\nname = \"one\"\ncommand = [\"sh\", \"-c\", \"echo $PPID $(date +%s%N) >> {}\"]\n",
+            handed.display()
+        ),
+    )?;
+    Ok(defs)
+}
+
+/// Runs/s of a backfill of `n` one-node runs.
+fn drain(e: &Engine, api: &Api, year: u32, n: usize) -> Result<f64, BenchError> {
+    let parts = days(year, n);
+    let t0 = Instant::now();
+    e.call(
+        api,
+        "POST",
+        "/api/v1/graphs/drain/backfills",
+        Some(json!({"from": parts[0], "to": parts[n - 1]})),
+    )?;
+    e.wait_complete(api, "drain", &parts, Duration::from_secs(600))?;
+    Ok(n as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// ms per node of one run of the chain.
+fn chain(e: &Engine, api: &Api, part: &str, nodes: usize) -> Result<f64, BenchError> {
+    let t0 = Instant::now();
+    e.call(
+        api,
+        "POST",
+        "/api/v1/graphs/chain/runs",
+        Some(json!({"partitions": [part]})),
+    )?;
+    e.wait_complete(api, "chain", &[part.to_string()], Duration::from_secs(300))?;
+    Ok(t0.elapsed().as_secs_f64() * 1_000.0 / nodes as f64)
+}
+
+/// Lines of the hand-out file: (member pid, start ns).
+fn handouts(path: &Path) -> Vec<(u32, u128)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (pid, ns) = l.split_once(' ')?;
+            Some((pid.parse().ok()?, ns.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs the scenario.
+pub fn run(quick: bool) -> Result<(), BenchError> {
+    let (drain_n, chain_n, kills) = if quick { (150, 20, 5) } else { (1_000, 50, 50) };
+    let exe = std::env::current_exe().map_err(failed)?;
+    let root = Root(std::env::temp_dir().join(format!("weir-bench-failover-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(root.path());
+    std::fs::create_dir_all(root.path()).map_err(failed)?;
+    for (f, text) in [("cookie", COOKIE), ("token", TOKEN)] {
+        let p = root.path().join(f);
+        std::fs::write(&p, format!("{text}\n")).map_err(failed)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).map_err(failed)?;
+    }
+    let handed = root.path().join("handed");
+    let defs = write_defs(root.path(), chain_n, &handed)?;
+    let api = Api::new()?;
+
+    let single = Engine::start(&exe, &defs, root.path(), "single", 1)?;
+    single.wait_leader(&api, Duration::from_secs(30))?;
+    let single_drain = drain(&single, &api, 2000, drain_n)?;
+    let single_chain = chain(&single, &api, "2000-01-01", chain_n)?;
+    drop(single);
+    println!("single: drain {single_drain:.0} runs/s, chain {single_chain:.1} ms/node");
+
+    let mut group = Engine::start(&exe, &defs, root.path(), "member", 3)?;
+    group.wait_leader(&api, Duration::from_secs(30))?;
+    let rep_drain = drain(&group, &api, 2000, drain_n)?;
+    let rep_chain = chain(&group, &api, "2000-01-01", chain_n)?;
+    println!("replicated: drain {rep_drain:.0} runs/s, chain {rep_chain:.1} ms/node");
+
+    let parts = days(2100, kills * 8);
+    let mut acked: Vec<String> = Vec::new();
+    let mut failovers_ms = Vec::new();
+    for k in 0..kills {
+        group.wait_caught_up(&api, Duration::from_secs(30))?;
+        let leader = group.wait_leader(&api, Duration::from_secs(30))?;
+        for p in &parts[k * 8..k * 8 + 8] {
+            group.call(
+                &api,
+                "POST",
+                "/api/v1/graphs/handout/runs",
+                Some(json!({"partitions": [p]})),
+            )?;
+            acked.push(p.clone());
+        }
+        let killed_at = now_ns();
+        let pid = group.kill(leader).unwrap_or_default();
+        // The first command a member other than the killed one started
+        // after the kill.
+        let t0 = Instant::now();
+        let first = loop {
+            let first = handouts(&handed)
+                .into_iter()
+                .filter(|(ppid, ns)| *ppid != pid && *ns > killed_at)
+                .map(|(_, ns)| ns)
+                .min();
+            if let Some(ns) = first {
+                break ns;
+            }
+            if t0.elapsed() > Duration::from_secs(30) {
+                return Err(failed(format!("kill {k}: no hand-out within 30 s")));
+            }
+            // Work for the new leader, if the batch was all done already.
+            if t0.elapsed() > Duration::from_millis(200) && group.leader(&api).is_some() {
+                let extra = format!("2200-{:02}-{:02}", 1 + (k % 12), 1 + (k / 12) % 28);
+                if !acked.contains(&extra) {
+                    let _ = group.call(
+                        &api,
+                        "POST",
+                        "/api/v1/graphs/handout/runs",
+                        Some(json!({"partitions": [extra]})),
+                    );
+                    acked.push(extra);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let ms = (first.saturating_sub(killed_at)) as f64 / 1e6;
+        println!("kill {k}: member {leader} killed; first hand-out by another after {ms:.0} ms");
+        failovers_ms.push(ms);
+        group.spawn(leader)?;
+    }
+    group.wait_leader(&api, Duration::from_secs(30))?;
+    group.wait_complete(&api, "handout", &acked, Duration::from_secs(300))?;
+    let runs = group.runs(&api, "handout")?;
+    let lost = acked
+        .iter()
+        .filter(|p| runs.get(*p).is_none_or(|r| r.0 != "complete"))
+        .count();
+    let mut duplicated = runs.values().filter(|r| r.1 > 1).count();
+    let acked_set: BTreeSet<&String> = acked.iter().collect();
+    duplicated += runs.keys().filter(|p| !acked_set.contains(p)).count();
+    for p in &acked {
+        let v = group.call(&api, "GET", &format!("/api/v1/graphs/handout/runs/{p}"), None)?;
+        let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+        if nodes.len() > 1 {
+            duplicated += 1;
+        }
+    }
+    failovers_ms.sort_by(f64::total_cmp);
+    let p50 = percentile(&failovers_ms, 0.5);
+    let p99 = percentile(&failovers_ms, 0.99);
+    let election_ms = crate::replica::ELECTION_MIN_MS_DEFAULT;
+    println!(
+        "failover over {kills} kills: p50 {p50:.0} ms, p99 {p99:.0} ms (election timeout {election_ms}-{} ms; goal p99 <= 2000 ms)",
+        crate::replica::ELECTION_MAX_MS_DEFAULT
+    );
+    println!(
+        "{} starts acknowledged: {lost} lost, {duplicated} duplicated",
+        acked.len()
+    );
+    let line = result_line(
+        "failover",
+        &[
+            ("failover_p50_ms", format!("{p50:.0}")),
+            ("failover_p99_ms", format!("{p99:.0}")),
+            ("failover_goal_ms", "2000".into()),
+            ("election_timeout_ms", election_ms.to_string()),
+            ("kills", kills.to_string()),
+            ("lost", lost.to_string()),
+            ("duplicated", duplicated.to_string()),
+            ("single_drain_per_s", format!("{single_drain:.0}")),
+            ("replicated_drain_per_s", format!("{rep_drain:.0}")),
+            (
+                "replicated_drain_ratio",
+                format!("{:.2}", rep_drain / single_drain),
+            ),
+            ("single_chain_ms_per_node", format!("{single_chain:.1}")),
+            ("replicated_chain_ms_per_node", format!("{rep_chain:.1}")),
+            (
+                "replicated_chain_ratio",
+                format!("{:.2}", rep_chain / single_chain),
+            ),
+        ],
+    );
+    drop(group);
+    println!("{line}");
+    Ok(())
+}
