@@ -258,3 +258,81 @@ async fn members_and_sensor_checks_run_on_a_worker() {
     assert_eq!(wait.output, b"{\"seen\": true}");
     engine.shutdown(Duration::from_secs(10)).await.unwrap();
 }
+
+/// An engine of term `term` (a replicated engine's leader) on `addr`.
+async fn engine_of_term(dir: &std::path::Path, addr: std::net::SocketAddr, term: u64) -> Engine {
+    let mut config = ClusterConfig::new(addr, COOKIE);
+    config.settings.term = term;
+    Engine::builder(dir)
+        .durability(Durability::Flush)
+        .pool_workers("default", 8, 0)
+        .cluster(config)
+        .open()
+        .await
+        .unwrap()
+}
+
+async fn joined(engine: &Engine) -> usize {
+    engine
+        .workers()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|w| w.state == weir::WorkerState::Joined)
+        .count()
+}
+
+/// Fencing of a replicated engine's leaders: a worker that joined the
+/// engine of term 5 refuses one of term 3 (a deposed leader whose engine
+/// still runs), and joins one of term 7.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_joined_a_newer_term_refuses_an_older_one() {
+    let _one = ONE_CLUSTER.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let wait_joined = |engine: Arc<Engine>| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while joined(&engine).await == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the worker did not join");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let five = Arc::new(engine_of_term(&dir.path().join("t5"), addr, 5).await);
+    let _w = spawn_worker(&addr.to_string(), "w1");
+    wait_joined(five.clone()).await;
+    Arc::into_inner(five)
+        .unwrap()
+        .shutdown(Duration::from_secs(5))
+        .await
+        .unwrap();
+    let three = engine_of_term(&dir.path().join("t3"), addr, 3).await;
+    // The worker reconnects, is welcomed by term 3, and leaves again: it
+    // is never a joined worker of the older term for long, and runs
+    // nothing of it.
+    let t0 = tokio::time::Instant::now();
+    let mut ran = 0;
+    three
+        .enqueue(Job::new("old-term", "whoami", "default"))
+        .await
+        .unwrap();
+    while t0.elapsed() < Duration::from_secs(4) {
+        if let Some(TicketView::Done(_)) = three.ticket("old-term").await.unwrap() {
+            ran += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ran, 0, "a job of the older term ran on the worker");
+    three.shutdown(Duration::from_secs(5)).await.unwrap();
+    let seven = Arc::new(engine_of_term(&dir.path().join("t7"), addr, 7).await);
+    wait_joined(seven.clone()).await;
+    Arc::into_inner(seven)
+        .unwrap()
+        .shutdown(Duration::from_secs(5))
+        .await
+        .unwrap();
+}

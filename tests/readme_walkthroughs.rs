@@ -112,6 +112,30 @@ impl Walk {
             .flatten()
     }
 
+    /// The members view a `weir members` line asks for, once a leader
+    /// answers it.
+    fn members_view(&self, words: &[&str]) -> Value {
+        let i = words.iter().position(|w| *w == "members").unwrap();
+        let mut args: Vec<String> = words[i..]
+            .iter()
+            .take_while(|w| !w.starts_with('#'))
+            .map(|w| w.to_string())
+            .collect();
+        for a in &mut args {
+            for (from, to) in &self.swaps {
+                *a = a.replace(from, to);
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        wait_for("a leader among the members", WAIT, || {
+            self.json(&args).filter(|v| {
+                v["members"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().any(|m| m["role"] == "leader"))
+            })
+        })
+    }
+
     fn wait_settled(&self, graph: &str, partition: &str, data: &[&str]) -> Value {
         wait_for(&format!("{graph} {partition} settled"), WAIT, || {
             let mut args = vec!["status", graph, partition];
@@ -144,10 +168,18 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
             ),
         ],
     };
+    // The replicated engine's members: their API and Raft ports, and
+    // their data directories.
+    for port in ["7461", "7462", "7463", "7501", "7502", "7503"] {
+        w.swaps.push((format!("127.0.0.1:{port}"), format!("127.0.0.1:{}", free_port())));
+    }
+    for m in ["m1", "m2", "m3"] {
+        w.swaps.push((format!("/tmp/weir-{m}"), root.join(m).display().to_string()));
+    }
     let blocks = blocks();
     assert_eq!(
         blocks.len(),
-        4,
+        5,
         "the README's sh blocks changed: {blocks:#?}"
     );
     let mut ran = 0;
@@ -178,10 +210,15 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
                         .unwrap();
                     w.background.push(child);
                     if cmd == "serve" {
-                        let data = if line.contains("--data") {
-                            workers_data.clone()
-                        } else {
-                            root.join("examples/etl/.weir")
+                        let data = match words.iter().position(|w| *w == "--data") {
+                            Some(i) => {
+                                let mut d = words[i + 1].to_string();
+                                for (a, b) in &w.swaps {
+                                    d = d.replace(a, b);
+                                }
+                                PathBuf::from(d)
+                            }
+                            None => root.join("examples/etl/.weir"),
                         };
                         wait_for("the engine to serve", WAIT, || {
                             data.join("engine.json").exists().then_some(())
@@ -193,6 +230,10 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
                     // node of a settled run.
                     if matches!(cmd, "status" | "rerun") {
                         w.wait_settled(words[5], words[6], &[]);
+                    }
+                    // A reader asks who leads once the members elected.
+                    if cmd == "members" {
+                        w.members_view(&words);
                     }
                     let o = w.shell(line, false).output().unwrap();
                     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -208,7 +249,7 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
             ran += 1;
         }
     }
-    assert_eq!(ran, 10, "every line of the walkthroughs ran");
+    assert_eq!(ran, 15, "every line of the walkthroughs ran");
 }
 
 /// What the text says each command does.
@@ -245,6 +286,23 @@ fn check(w: &Walk, cmd: &str, line: &str, stdout: &str, workers_data: &Path) {
                 .find(|n| n["node"] == "clean")
                 .unwrap();
             assert_eq!(clean["rerun"], 1, "{run}");
+        }
+        "members" => {
+            // Three members, one of them the leader, in a term.
+            assert!(stdout.contains("term "), "{line}: {stdout}");
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let v = w.members_view(&words);
+            let roles: Vec<&str> = v["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["role"].as_str().unwrap())
+                .collect();
+            assert_eq!(roles.len(), 3, "{v}");
+            assert_eq!(roles.iter().filter(|r| **r == "leader").count(), 1, "{v}");
+            // Every member answers, and the leader's engine runs the
+            // example's graph.
+            assert!(v["members"].as_array().unwrap().iter().all(|m| m["api_url"].is_string()), "{v}");
         }
         "start" => {
             let data = workers_data.display().to_string();

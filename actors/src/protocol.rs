@@ -110,6 +110,10 @@ pub struct Welcome {
     /// machine (no `--root`) share it with the engine's own.
     #[serde(default)]
     pub work: Option<String>,
+    /// A replicated engine's leader term (0: not replicated): a worker
+    /// refuses a welcome of a term older than one it joined.
+    #[serde(default)]
+    pub term: u64,
 }
 
 /// One event of an attempt's log, streamed from a worker to the engine,

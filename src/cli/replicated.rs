@@ -154,12 +154,19 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             }
             let promoted = Instant::now();
             store.clear_failure();
+            let raft_term = replica.raft.metrics().borrow().current_term;
+            // Workers that joined this term refuse a deposed leader's
+            // engine, should one still run.
+            let mut cluster = cluster.clone();
+            if let Some((c, _)) = cluster.as_mut() {
+                c.settings.term = raft_term;
+            }
             let opened = host::open_engine_with(
                 &defs,
                 &data,
                 durability,
                 a.default_capacity,
-                cluster.clone(),
+                cluster,
                 Some(store.clone()),
             )
             .await;
@@ -201,7 +208,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             };
             front.set_local(Some(server.url()));
             engine_file.write();
-            tracing::info!(member = id, term = replica.raft.metrics().borrow().current_term, open_ms = promoted.elapsed().as_millis() as u64, "replica: leading; the engine runs here");
+            tracing::info!(member = id, term = raft_term, open_ms = promoted.elapsed().as_millis() as u64, "replica: leading; the engine runs here");
             eprintln!("weir: member {id} leads; the engine runs here");
             let mut tick = tokio::time::interval(Duration::from_millis(LEAD_CHECK_MS));
             let stopping = loop {

@@ -21,6 +21,7 @@ use crate::serve::access::role::Role;
 use crate::serve::access::tokens;
 use crate::serve::error::ApiError;
 use crate::serve::listen::{ClientAddr, TlsListener};
+use crate::ui::session::Session;
 
 /// Marks a request a front passed on: it is not passed on again (two
 /// members that each think the other leads do not bounce it).
@@ -153,8 +154,17 @@ async fn handle(
 }
 
 /// The caller's role, from its bearer token (the file token, or a token
-/// stored in the replicated store, which every member holds).
+/// stored in the replicated store, which every member holds), or its UI
+/// session's cookie.
 fn role_of(s: &FrontState, headers: &HeaderMap) -> Result<Role, ApiError> {
+    if !headers.contains_key(axum::http::header::AUTHORIZATION) {
+        if let Some(name) = Session::name_in(headers) {
+            let live = tokens::by_name(&s.replica.store, &s.token, name, wall_ms())?;
+            if let Some(c) = live.filter(|c| Session::new(&c.name, &c.hash).has_cookie(headers)) {
+                return Ok(c.role);
+            }
+        }
+    }
     let secret = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

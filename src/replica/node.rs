@@ -136,6 +136,11 @@ impl Replica {
 
     /// Counts the terms this member saw begin, and logs each change of
     /// leader.
+    /// Also sets the Raft metrics: `weir_raft_term`, `weir_raft_leader`
+    /// (1 on the member that leads), `weir_raft_elections_total`,
+    /// `weir_raft_applied_index` and, on the leader,
+    /// `weir_raft_lag_entries{member}` (commit latency is the proposer's
+    /// `weir_raft_commit_seconds`).
     fn watch_elections(&self) {
         let mut rx = self.raft.metrics();
         let elections = self.elections.clone();
@@ -144,10 +149,23 @@ impl Replica {
             let mut last = (0u64, None::<u64>);
             while rx.changed().await.is_ok() {
                 let m = rx.borrow_and_update().clone();
+                metrics::gauge!("weir_raft_applied_index")
+                    .set(m.last_applied.map_or(0, |l| l.index) as f64);
+                if let Some(replication) = &m.replication {
+                    let last_index = m.last_log_index.unwrap_or(0);
+                    for (member, matched) in replication {
+                        let lag = last_index.saturating_sub(matched.map_or(0, |l| l.index));
+                        metrics::gauge!("weir_raft_lag_entries", "member" => member.to_string())
+                            .set(lag as f64);
+                    }
+                }
                 if m.current_term != last.0 || m.current_leader != last.1 {
                     if m.current_term > last.0 && last.0 != 0 {
                         elections.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        metrics::counter!("weir_raft_elections_total").increment(1);
                     }
+                    let leads = m.current_leader == Some(id);
+                    metrics::gauge!("weir_raft_leader").set(if leads { 1.0 } else { 0.0 });
                     tracing::info!(member = id, term = m.current_term, leader = ?m.current_leader, state = ?m.state, "replica: leadership");
                     metrics::gauge!("weir_raft_term").set(m.current_term as f64);
                     last = (m.current_term, m.current_leader);

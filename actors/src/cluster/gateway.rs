@@ -391,6 +391,7 @@ impl GatewayState {
             heartbeat_ms: self.args.settings.heartbeat_ms,
             root: self.args.root.clone(),
             work: self.args.work.clone(),
+            term: self.args.settings.term,
         };
         if let Some(w) = self
             .workers

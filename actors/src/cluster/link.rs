@@ -131,6 +131,8 @@ pub struct LinkState {
     /// The gateway a join went to, and when.
     joining: Option<(ActorRef<GatewayMsg>, u64)>,
     welcome: Option<Welcome>,
+    /// The newest replicated-engine term this worker joined (0: none).
+    term_joined: u64,
     /// Attempts handed to the pools, not reported: by pool.
     running: BTreeMap<Arc<str>, BTreeMap<TicketId, u32>>,
     log_backlog: VecDeque<LogFrame>,
@@ -205,6 +207,7 @@ impl Actor for LinkActor {
             },
             joining: None,
             welcome: None,
+            term_joined: 0,
             running: BTreeMap::new(),
             log_backlog: VecDeque::new(),
             log_backlog_bytes: 0,
@@ -560,6 +563,11 @@ impl LinkState {
                     self.on_engine(m, silent_ms);
                     if welcome {
                         silent_ms = 0;
+                        // A refused welcome (an older term): nothing after
+                        // it in the batch is taken.
+                        if matches!(self.conn, Conn::Down { .. }) {
+                            break;
+                        }
                     }
                 }
             }
@@ -568,6 +576,17 @@ impl LinkState {
                     tracing::debug!(worker = %self.args_worker_id, "a welcome not asked for; dropped");
                     return;
                 };
+                if w.term < self.term_joined {
+                    // A deposed leader still running its engine: nothing
+                    // it grants may run. The session goes; the next
+                    // connect tries the next member.
+                    tracing::warn!(worker = %self.args_worker_id, term = w.term, joined_term = self.term_joined, "an engine of an older term refused");
+                    self.connector.next_address();
+                    self.connector.close_sessions();
+                    self.down("the engine's term is older than one joined");
+                    return;
+                }
+                self.term_joined = self.term_joined.max(w.term);
                 self.joins += 1;
                 if w.resumed {
                     self.resumes += 1;

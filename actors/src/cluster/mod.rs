@@ -55,6 +55,10 @@ pub struct ClusterSettings {
     pub heartbeat_ms: u64,
     /// Lost and departed workers kept in the list, at most (the oldest go).
     pub gone_workers_max: usize,
+    /// A replicated engine's Raft term when its leader started this
+    /// engine (0: not replicated). Welcomes carry it; a worker that joined
+    /// a newer term refuses an older one — a deposed leader's.
+    pub term: u64,
 }
 
 impl Default for ClusterSettings {
@@ -63,6 +67,7 @@ impl Default for ClusterSettings {
             lease_ms: 5_000,
             heartbeat_ms: 1_000,
             gone_workers_max: 100,
+            term: 0,
         }
     }
 }

@@ -280,6 +280,13 @@ impl Connector {
         close_all(&self.server).await;
     }
 
+    /// Makes the next connect start with the next address (the current
+    /// one is a deposed leader).
+    pub fn next_address(&self) {
+        self.current
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The engine's address tried first (the last that answered).
     pub fn address(&self) -> &str {
         let i = self.current.load(std::sync::atomic::Ordering::Relaxed);

@@ -122,7 +122,33 @@ function showLogin(message) {
   });
 }
 
+// A replicated engine: which member this page is on and which leads
+// (absent on a single engine, whose API has no members route).
+async function showLeader() {
+  const shown = document.getElementById("leader");
+  try {
+    const res = await fetch("/api/v1/members", { credentials: "same-origin" });
+    if (!res.ok) {
+      shown.hidden = true;
+      return;
+    }
+    const v = await res.json();
+    const leader = v.members.find((m) => m.role === "leader");
+    shown.textContent = leader
+      ? `member ${v.this} · leader ${leader.id} (term ${v.term})`
+      : `member ${v.this} · no leader (term ${v.term})`;
+    shown.dataset.leader = leader ? String(leader.id) : "";
+    shown.hidden = false;
+  } catch (_) {
+    shown.hidden = true;
+  }
+}
+
+let leaderTimer = null;
+
 function start() {
+  showLeader();
+  if (leaderTimer === null) leaderTimer = setInterval(showLeader, 3000);
   const out = document.getElementById("logout");
   out.hidden = false;
   const me = whoami();
