@@ -298,7 +298,10 @@ async fn a_worker_that_joined_a_newer_term_refuses_an_older_one() {
     let wait_joined = |engine: Arc<Engine>| async move {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while joined(&engine).await == 0 {
-            assert!(tokio::time::Instant::now() < deadline, "the worker did not join");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the worker did not join"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };

@@ -171,10 +171,14 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
     // The replicated engine's members: their API and Raft ports, and
     // their data directories.
     for port in ["7461", "7462", "7463", "7501", "7502", "7503"] {
-        w.swaps.push((format!("127.0.0.1:{port}"), format!("127.0.0.1:{}", free_port())));
+        w.swaps.push((
+            format!("127.0.0.1:{port}"),
+            format!("127.0.0.1:{}", free_port()),
+        ));
     }
     for m in ["m1", "m2", "m3"] {
-        w.swaps.push((format!("/tmp/weir-{m}"), root.join(m).display().to_string()));
+        w.swaps
+            .push((format!("/tmp/weir-{m}"), root.join(m).display().to_string()));
     }
     let blocks = blocks();
     assert_eq!(
@@ -302,7 +306,14 @@ fn check(w: &Walk, cmd: &str, line: &str, stdout: &str, workers_data: &Path) {
             assert_eq!(roles.iter().filter(|r| **r == "leader").count(), 1, "{v}");
             // Every member answers, and the leader's engine runs the
             // example's graph.
-            assert!(v["members"].as_array().unwrap().iter().all(|m| m["api_url"].is_string()), "{v}");
+            assert!(
+                v["members"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|m| m["api_url"].is_string()),
+                "{v}"
+            );
         }
         "start" => {
             let data = workers_data.display().to_string();

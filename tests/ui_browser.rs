@@ -2,6 +2,7 @@
 //! against a `weir serve` on an ephemeral loopback port. Each test saves
 //! PNG screenshots under `target/ui-screenshots/`.
 
+mod replica_support;
 mod serve_support;
 mod ui_support;
 
@@ -1291,5 +1292,88 @@ async fn each_role_sees_only_its_actions_and_an_admin_the_audit_log() {
         b.wait_js("logged out", "return !!document.querySelector('#token');")
             .await;
     }
+    b.close().await;
+}
+
+/// A replicated engine's UI, opened on a follower: the header names the
+/// member and the leader, and after the leader is killed it names the new
+/// one without a reload, while the page keeps working through the
+/// follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replicated_engines_ui_names_the_leader_and_follows_a_failover() {
+    let Some(b) = browser("replicated").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let defs = replica_support::chain_defs(&dir, "0");
+    let (mut g, leader) = tokio::task::spawn_blocking(move || {
+        let g = replica_support::Group::start(&dir, &defs, 3, &[]);
+        let leader = g.leader().unwrap();
+        (g, leader)
+    })
+    .await
+    .unwrap();
+    let follower = *g.members.keys().find(|id| **id != leader).unwrap();
+    let url = format!("http://{}", g.members[&follower].api);
+    b.login(&url, &g.token).await;
+    let shown = b
+        .wait_js(
+            "the leader in the header",
+            "const l = document.querySelector('#leader'); return l && !l.hidden && l.textContent.includes('leader') ? l.textContent : null;",
+        )
+        .await;
+    assert_eq!(
+        shown,
+        json!(format!(
+            "member {follower} · leader {leader} (term {})",
+            g.view(leader).unwrap()["term"]
+        )),
+    );
+    assert!(
+        b.text().await.contains("chain"),
+        "the graphs page, through the follower"
+    );
+    b.shot("leader").await;
+    let killed = leader;
+    let mut g = tokio::task::spawn_blocking(move || {
+        g.kill(killed);
+        g.wait_leader(Duration::from_secs(15));
+        g
+    })
+    .await
+    .unwrap();
+    let now = b
+        .wait_js(
+            "a new leader in the header",
+            &format!(
+                "const l = document.querySelector('#leader'); return l && l.dataset.leader && l.dataset.leader !== '{killed}' ? l.textContent : null;"
+            ),
+        )
+        .await;
+    let new_leader = g.leader().unwrap();
+    assert!(
+        now.as_str()
+            .unwrap()
+            .contains(&format!("leader {new_leader} ")),
+        "{now}"
+    );
+    // The page still works: a run started from the CLI shows on it.
+    let part = "2026-01-05";
+    let r = g.api(
+        "POST",
+        "/api/v1/graphs/chain/runs",
+        Some(&json!({"partitions": [part]})),
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    b.goto(&format!("{url}/{}", route(&["graph", "chain"])))
+        .await;
+    b.wait_js(
+        "the run on the graph page",
+        &format!("return document.body.innerText.includes('{part}') ? true : null;"),
+    )
+    .await;
+    g.kill(new_leader);
     b.close().await;
 }

@@ -116,11 +116,7 @@ impl Engine {
         for id in 1..=n {
             members.insert(
                 id,
-                (
-                    free_addr()?.to_string(),
-                    free_addr()?.to_string(),
-                    None,
-                ),
+                (free_addr()?.to_string(), free_addr()?.to_string(), None),
             );
         }
         let mut e = Engine {
@@ -185,7 +181,11 @@ impl Engine {
     fn leader(&self, api: &Api) -> Option<u64> {
         if !self.replicated {
             let url = format!("{}/api/v1/graphs", self.urls().first()?);
-            return api.send("GET", &url, None).ok().filter(|r| r.0 == 200).map(|_| 1);
+            return api
+                .send("GET", &url, None)
+                .ok()
+                .filter(|r| r.0 == 200)
+                .map(|_| 1);
         }
         for (id, (addr, _, p)) in &self.members {
             if p.is_none() {
@@ -211,7 +211,10 @@ impl Engine {
                 return Ok(id);
             }
             if t0.elapsed() > timeout {
-                return Err(failed(format!("{}: no leader within {timeout:?}", self.name)));
+                return Err(failed(format!(
+                    "{}: no leader within {timeout:?}",
+                    self.name
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -250,14 +253,23 @@ impl Engine {
                 return Ok(());
             }
             if t0.elapsed() > timeout {
-                return Err(failed(format!("{}: members not caught up within {timeout:?}", self.name)));
+                return Err(failed(format!(
+                    "{}: members not caught up within {timeout:?}",
+                    self.name
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
     /// Sends a request to the members in turn until one takes it.
-    fn call(&self, api: &Api, method: &str, path: &str, body: Option<Value>) -> Result<Value, BenchError> {
+    fn call(
+        &self,
+        api: &Api,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, BenchError> {
         let t0 = Instant::now();
         loop {
             for url in self.urls() {
@@ -301,7 +313,13 @@ impl Engine {
         }
     }
 
-    fn wait_complete(&self, api: &Api, graph: &str, parts: &[String], timeout: Duration) -> Result<(), BenchError> {
+    fn wait_complete(
+        &self,
+        api: &Api,
+        graph: &str,
+        parts: &[String],
+        timeout: Duration,
+    ) -> Result<(), BenchError> {
         let t0 = Instant::now();
         loop {
             let runs = self.runs(api, graph)?;
@@ -312,7 +330,10 @@ impl Engine {
                 return Ok(());
             }
             if t0.elapsed() > timeout {
-                return Err(failed(format!("{}: runs of {graph} not complete within {timeout:?}", self.name)));
+                return Err(failed(format!(
+                    "{}: runs of {graph} not complete within {timeout:?}",
+                    self.name
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -325,7 +346,7 @@ fn days(year: u32, n: usize) -> Vec<String> {
     let mut y = year;
     while out.len() < n {
         for month in 1..=12u32 {
-            let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+            let leap = y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400));
             let len = match month {
                 2 if leap => 29,
                 2 => 28,
@@ -345,9 +366,12 @@ fn days(year: u32, n: usize) -> Vec<String> {
 fn write_defs(dir: &Path, chain_nodes: usize, handed: &Path) -> Result<PathBuf, BenchError> {
     let defs = dir.join("defs");
     std::fs::create_dir_all(&defs).map_err(failed)?;
-    let mut chain = String::from("name = \"chain\"\npartitioning = \"daily\"\n[pools]\ndefault = 8\n");
+    let mut chain =
+        String::from("name = \"chain\"\npartitioning = \"daily\"\n[pools]\ndefault = 8\n");
     for i in 0..chain_nodes {
-        chain.push_str(&format!("[[nodes]]\nname = \"n{i}\"\ncommand = [\"true\"]\n"));
+        chain.push_str(&format!(
+            "[[nodes]]\nname = \"n{i}\"\ncommand = [\"true\"]\n"
+        ));
         if i > 0 {
             chain.push_str(&format!("upstreams = [\"n{}\"]\n", i - 1));
         }
@@ -424,7 +448,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 pub fn run(quick: bool) -> Result<(), BenchError> {
     let (drain_n, chain_n, kills) = if quick { (150, 20, 5) } else { (1_000, 50, 50) };
     let exe = std::env::current_exe().map_err(failed)?;
-    let root = Root(std::env::temp_dir().join(format!("weir-bench-failover-{}", std::process::id())));
+    let root =
+        Root(std::env::temp_dir().join(format!("weir-bench-failover-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(root.path());
     std::fs::create_dir_all(root.path()).map_err(failed)?;
     for (f, text) in [("cookie", COOKIE), ("token", TOKEN)] {
@@ -513,7 +538,12 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
     let acked_set: BTreeSet<&String> = acked.iter().collect();
     duplicated += runs.keys().filter(|p| !acked_set.contains(p)).count();
     for p in &acked {
-        let v = group.call(&api, "GET", &format!("/api/v1/graphs/handout/runs/{p}"), None)?;
+        let v = group.call(
+            &api,
+            "GET",
+            &format!("/api/v1/graphs/handout/runs/{p}"),
+            None,
+        )?;
         let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
         if nodes.len() > 1 {
             duplicated += 1;

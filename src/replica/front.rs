@@ -26,6 +26,8 @@ use crate::ui::session::Session;
 /// Marks a request a front passed on: it is not passed on again (two
 /// members that each think the other leads do not bounce it).
 const PASSED_HEADER: &str = "x-weir-passed";
+/// The member whose front answered.
+const MEMBER_HEADER: &str = "x-weir-member";
 /// The client's address, as the first front saw it.
 const FORWARDED_HEADER: &str = "x-forwarded-for";
 /// The largest body a front passes on.
@@ -130,11 +132,22 @@ struct AddMember {
     raft: String,
 }
 
+/// Names the member that answered (`x-weir-member`), whoever's answer it
+/// passes on: the UI says which member it is on.
 async fn handle(
     State(s): State<FrontState>,
     ConnectInfo(client): ConnectInfo<ClientAddr>,
     req: Request,
 ) -> Response {
+    let mut resp = answer(&s, client, req).await;
+    if let Ok(v) = HeaderValue::from_str(&s.replica.settings.id.to_string()) {
+        resp.headers_mut().insert(MEMBER_HEADER, v);
+    }
+    resp
+}
+
+async fn answer(s: &FrontState, client: ClientAddr, req: Request) -> Response {
+    let s = s.clone();
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     if path == "/healthz" && method == Method::GET {

@@ -660,9 +660,10 @@ pub fn days(n: usize) -> Vec<String> {
 fn chrono_like_days() -> Vec<String> {
     // Enough days for any test (about eleven years), without a date crate.
     let mut out = Vec::new();
-    for year in 2020..2031 {
+    for year in 2020u32..2031 {
         for month in 1..=12u32 {
-            let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+            let leap =
+                year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
             let days = match month {
                 2 if leap => 29,
                 2 => 28,

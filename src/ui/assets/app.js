@@ -133,10 +133,12 @@ async function showLeader() {
       return;
     }
     const v = await res.json();
+    // The member this page is on (the view may be the leader's).
+    const here = res.headers.get("x-weir-member") || v.this;
     const leader = v.members.find((m) => m.role === "leader");
     shown.textContent = leader
-      ? `member ${v.this} · leader ${leader.id} (term ${v.term})`
-      : `member ${v.this} · no leader (term ${v.term})`;
+      ? `member ${here} · leader ${leader.id} (term ${v.term})`
+      : `member ${here} · no leader (term ${v.term})`;
     shown.dataset.leader = leader ? String(leader.id) : "";
     shown.hidden = false;
   } catch (_) {
