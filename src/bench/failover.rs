@@ -161,11 +161,11 @@ impl Engine {
         Ok(())
     }
 
-    fn kill(&mut self, id: u64) -> Option<u32> {
-        let (_, _, p) = self.members.get_mut(&id)?;
-        let p = p.take()?;
-        Some(p.0.id())
-        // Dropped: killed and reaped.
+    fn kill(&mut self, id: u64) {
+        if let Some((_, _, p)) = self.members.get_mut(&id) {
+            // Dropped: killed (SIGKILL) and reaped.
+            drop(p.take());
+        }
     }
 
     fn urls(&self) -> Vec<String> {
@@ -491,14 +491,22 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
             acked.push(p.clone());
         }
         let killed_at = now_ns();
-        let pid = group.kill(leader).unwrap_or_default();
+        group.kill(leader);
+        // The members that may hand out next: a command whose parent is
+        // not one of them ran under the killed one (an orphan whose shell
+        // started after its parent died reads another parent).
+        let live: BTreeSet<u32> = group
+            .members
+            .values()
+            .filter_map(|m| m.2.as_ref().map(|p| p.0.id()))
+            .collect();
         // The first command a member other than the killed one started
         // after the kill.
         let t0 = Instant::now();
         let first = loop {
             let first = handouts(&handed)
                 .into_iter()
-                .filter(|(ppid, ns)| *ppid != pid && *ns > killed_at)
+                .filter(|(ppid, ns)| live.contains(ppid) && *ns > killed_at)
                 .map(|(_, ns)| ns)
                 .min();
             if let Some(ns) = first {

@@ -67,7 +67,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
             .map_err(|e| io(StorageIOError::read_state_machine, e))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<bool>>
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Vec<bool>>>
     where
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -75,14 +75,14 @@ impl RaftStateMachine<TypeConfig> for Machine {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
         let _gate = self.gate.lock().await;
         let store = self.store.clone();
-        let applied = tokio::task::spawn_blocking(move || -> Result<Vec<bool>, String> {
+        let applied = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<bool>>, String> {
             let mut out = Vec::with_capacity(entries.len());
             for entry in entries {
                 let log_id = encode_meta(&entry.log_id)?;
-                let empty = weir_actors::store::WriteSet::default();
-                let (set, membership) = match &entry.payload {
+                let empty: Vec<weir_actors::store::WriteSet> = Vec::new();
+                let (sets, membership) = match &entry.payload {
                     EntryPayload::Blank => (&empty, None),
-                    EntryPayload::Normal(set) => (set, None),
+                    EntryPayload::Normal(sets) => (sets, None),
                     EntryPayload::Membership(m) => (
                         &empty,
                         Some(encode_meta(&StoredMembership::new(
@@ -96,7 +96,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
                     meta.push((MEMBERSHIP, m));
                 }
                 let held = store
-                    .apply_replicated(set, &meta)
+                    .apply_replicated(sets, &meta)
                     .map_err(|e| format!("entry {}: {e}", entry.log_id))?;
                 out.push(held);
             }

@@ -27,10 +27,13 @@ impl Proposer {
 }
 
 impl Replicator for Proposer {
-    fn propose(&self, set: WriteSet) -> Result<bool, String> {
+    fn propose(&self, sets: Vec<WriteSet>) -> Result<Vec<bool>, String> {
         let started = Instant::now();
-        let bytes = set.bytes();
-        let write = tokio::time::timeout(self.timeout, self.raft.client_write(set));
+        let bytes: usize = sets.iter().map(WriteSet::bytes).sum();
+        let count = sets.len();
+        // Made inside the runtime: the timeout needs its timer.
+        let write =
+            async { tokio::time::timeout(self.timeout, self.raft.client_write(sets)).await };
         // The store's callers are blocking threads (spawn_blocking) or,
         // rarely, runtime workers: block_in_place lets the latter wait
         // without starving the runtime the Raft node runs on.
@@ -49,6 +52,7 @@ impl Replicator for Proposer {
             Ok(Ok(resp)) => {
                 tracing::trace!(
                     index = resp.log_id.index,
+                    sets = count,
                     bytes,
                     elapsed_us = elapsed.as_micros() as u64,
                     "replica: committed"

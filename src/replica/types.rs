@@ -11,8 +11,8 @@ openraft::declare_raft_types!(
     /// The replicated engine's Raft types: an entry's data is one write set
     /// of the store; its answer, whether its guard held.
     pub TypeConfig:
-        D = WriteSet,
-        R = bool,
+        D = Vec<WriteSet>,
+        R = Vec<bool>,
         NodeId = u64,
         Node = Member,
         Entry = openraft::Entry<TypeConfig>,

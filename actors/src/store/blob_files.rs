@@ -46,7 +46,7 @@ impl Store {
                 blobs: vec![serde_bytes::ByteBuf::from(bytes)],
                 ..super::WriteSet::default()
             };
-            if let Err(e) = self.replicate(set) {
+            if let Err(e) = self.replicate(set).and_then(|_| self.sync()) {
                 self.unpin_blob(&blob);
                 return Err(e);
             }

@@ -49,7 +49,7 @@ pub(super) struct Inner {
     pub(super) replica: sled::Tree,
     pub(super) raft_log: sled::Tree,
     /// Where writes go in clustered mode (see the `replicated` module).
-    pub(super) replicator: std::sync::OnceLock<Arc<dyn super::write_set::Replicator>>,
+    pub(super) replicator: std::sync::OnceLock<Arc<super::pipeline::Pipeline>>,
     /// The file sled writes its log to, kept open to fsync it.
     pub(super) db_file: File,
     /// Set after a failed write; cleared only by reopening.

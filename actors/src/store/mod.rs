@@ -54,6 +54,7 @@ mod lock;
 mod open;
 mod page;
 mod panics;
+mod pipeline;
 mod records;
 mod replay;
 mod replicated;

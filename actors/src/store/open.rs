@@ -173,6 +173,9 @@ fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
 /// found the store whole.
 impl Drop for Inner {
     fn drop(&mut self) {
+        if let Some(p) = self.replicator.get() {
+            p.stop();
+        }
         if !self.mark_on_close.load(Ordering::Acquire) {
             return;
         }

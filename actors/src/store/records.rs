@@ -41,6 +41,10 @@ impl Expiring {
 impl Store {
     /// The raw value of a record.
     pub fn get_raw(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        // A replicated write not yet applied reads as written.
+        if let Some(pending) = self.pending_record(key) {
+            return Ok(pending);
+        }
         Ok(self
             .inner
             .records
@@ -75,6 +79,9 @@ impl Store {
 
     /// Whether a record exists.
     pub fn contains(&self, key: &str) -> Result<bool, StoreError> {
+        if let Some(pending) = self.pending_record(key) {
+            return Ok(pending.is_some());
+        }
         self.inner
             .records
             .contains_key(key.as_bytes())
@@ -310,6 +317,7 @@ impl Store {
         }
         if self.is_replicated() {
             self.write_batches("expiry of records", vec![records, index])?;
+            self.sync()?;
             self.remove_unreferenced_blobs(&blobs)?;
             return Ok(keys);
         }

@@ -1,13 +1,14 @@
 //! Replicated writes: in clustered mode (see DESIGN §7a) the store does not
 //! write sled itself. Each write path builds the same changes it would
-//! write, as a [`WriteSet`], and hands it to the [`Replicator`] (a Raft
-//! group); every node, this one included, applies the committed set with
-//! [`Store::apply_replicated`]. A write returns once its set is committed
-//! (persisted on a majority) and applied here, so the caller reads its own
-//! write, as in single-node mode.
+//! write, as a [`WriteSet`], and appends it to the pipeline (the `pipeline`
+//! module), which proposes what is pending to the [`Replicator`] (a Raft
+//! group) one entry at a time; every node, this one included, applies the
+//! committed sets with [`Store::apply_replicated`]. A write is durable
+//! when [`Store::sync`] returns (every synced write path calls it): its set
+//! is then committed (persisted on a majority) and applied here.
 //!
-//! A compare-and-put travels as a guard evaluated at apply time, in log
-//! order, the same on every node. Journal sequences are assigned by the one
+//! A compare-and-put is decided when appended (see the pipeline) and its
+//! guard checked again at apply time, in log order, the same on every node. Journal sequences are assigned by the one
 //! writer of the journal (the leader's queue) under the commit lock, as in
 //! single-node mode. Blobs travel inside the set that writes them, ahead of
 //! any set naming them, so a follower never holds a record whose blob it
@@ -23,6 +24,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Transactional;
 
 use super::blobs::BlobRef;
+use super::pipeline::Pipeline;
 use super::write_set::{Replicator, TreeId, WriteBatch, WriteSet};
 use super::{Store, StoreError};
 
@@ -30,7 +32,12 @@ impl Store {
     /// Sends every later write to `replicator` instead of sled (clustered
     /// mode). Set once, right after the open, before anything writes.
     pub fn set_replicator(&self, replicator: Arc<dyn Replicator>) {
-        if self.inner.replicator.set(replicator).is_err() {
+        if self
+            .inner
+            .replicator
+            .set(Pipeline::start(replicator))
+            .is_err()
+        {
             tracing::warn!(dir = %self.dir().display(), "replicator set twice; the first stays");
         }
         // The mark guards a single node's journal against a lost tail; a
@@ -82,10 +89,11 @@ impl Store {
         Ok(())
     }
 
-    /// Proposes `set` (clustered mode): its failure fail-stops the store,
-    /// as a failed sled write does.
+    /// Appends `set` to the writes to replicate (clustered mode), deciding
+    /// its guard: whether it held. Durable after [`Store::sync`]. A
+    /// failure fail-stops the store, as a failed sled write does.
     pub(crate) fn replicate(&self, set: WriteSet) -> Result<bool, StoreError> {
-        let Some(replicator) = self.inner.replicator.get() else {
+        let Some(pipeline) = self.inner.replicator.get() else {
             unreachable!("replicate is called in clustered mode only");
         };
         self.inject(super::FaultPoint::Write).map_err(|source| {
@@ -98,15 +106,52 @@ impl Store {
             e
         })?;
         let what = set.what.clone();
-        replicator.propose(set).map_err(|reason| {
-            let e = StoreError::NotReplicated {
-                dir: self.dir().to_path_buf(),
-                what,
-                reason,
-            };
-            self.fail(&e);
-            e
-        })
+        let records = &self.inner.records;
+        let appended = pipeline.append(set, |key| {
+            records
+                .get(key.as_bytes())
+                .map(|v| v.map(|v| v.to_vec()))
+                .map_err(|e| e.to_string())
+        });
+        match appended {
+            Ok(seq) => Ok(seq.is_some()),
+            Err(reason) => Err(self.not_replicated(what, reason)),
+        }
+    }
+
+    /// Waits until every replicated write appended so far is committed
+    /// and applied (clustered mode's [`Store::sync`]).
+    pub(super) fn sync_replicated(&self) -> Result<(), StoreError> {
+        let Some(pipeline) = self.inner.replicator.get() else {
+            return Ok(());
+        };
+        // A writer on a runtime worker (an API handler, an actor) must not
+        // hold the worker while it waits: the Raft node runs on the same
+        // runtime.
+        let on_worker = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let waited = if on_worker {
+            tokio::task::block_in_place(|| pipeline.wait_all())
+        } else {
+            pipeline.wait_all()
+        };
+        waited.map_err(|reason| self.not_replicated("a replicated write".into(), reason))
+    }
+
+    /// A record written and not yet applied (clustered mode): `Some(None)`
+    /// for a pending removal.
+    pub(super) fn pending_record(&self, key: &str) -> Option<Option<Vec<u8>>> {
+        self.inner.replicator.get()?.pending_record(key.as_bytes())
+    }
+
+    fn not_replicated(&self, what: String, reason: String) -> StoreError {
+        let e = StoreError::NotReplicated {
+            dir: self.dir().to_path_buf(),
+            what,
+            reason,
+        };
+        self.fail(&e);
+        e
     }
 
     /// Clears a fail-stop (clustered mode): a node that lost its leadership
@@ -116,25 +161,30 @@ impl Store {
         let inner = &self.inner;
         *inner.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
         *inner.on_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Some(p) = inner.replicator.get() {
+            p.reset();
+        }
         inner
             .failed
             .store(false, std::sync::atomic::Ordering::Release);
     }
 
-    /// Applies a committed set, with the state machine's own values `meta`
-    /// (applied log id, membership) in the same transaction. Returns
-    /// whether its guard held; when it did not, only `meta` is written.
-    /// Not gated by fail-stop: a follower applies what the group committed.
+    /// Applies a committed entry's sets in order, with the state machine's
+    /// own values `meta` (applied log id, membership), in one transaction.
+    /// Returns whether each set's guard held (a set whose guard did not
+    /// writes nothing). Not gated by fail-stop: a follower applies what the
+    /// group committed.
     pub fn apply_replicated(
         &self,
-        set: &WriteSet,
+        sets: &[WriteSet],
         meta: &[(&str, Vec<u8>)],
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Vec<bool>, StoreError> {
         let inner = &self.inner;
-        for bytes in &set.blobs {
-            self.write_blob_file(&BlobRef::of(bytes), bytes)?;
+        for set in sets {
+            for bytes in &set.blobs {
+                self.write_blob_file(&BlobRef::of(bytes), bytes)?;
+            }
         }
-        let guard = set.guard.as_ref();
         let result = (
             &inner.journal,
             &inner.snapshot,
@@ -143,31 +193,37 @@ impl Store {
             &inner.replica,
         )
             .transaction(|(j, s, r, x, m)| {
-                let held = match guard {
-                    None => true,
-                    Some(g) => {
-                        r.get(g.key.as_bytes())?.as_deref()
-                            == g.expected.as_ref().map(|v| v.as_slice())
+                let mut held_all = Vec::with_capacity(sets.len());
+                for set in sets {
+                    // A transaction reads its own writes: a guard sees the
+                    // sets before it in the entry.
+                    let held = match &set.guard {
+                        None => true,
+                        Some(g) => {
+                            r.get(g.key.as_bytes())?.as_deref()
+                                == g.expected.as_ref().map(|v| v.as_slice())
+                        }
+                    };
+                    if held {
+                        for w in &set.writes {
+                            let tree = match w.tree {
+                                TreeId::Journal => j,
+                                TreeId::Snapshot => s,
+                                TreeId::Records => r,
+                                TreeId::Expiry => x,
+                            };
+                            match &w.value {
+                                Some(v) => tree.insert(w.key.as_slice(), v.as_slice())?,
+                                None => tree.remove(w.key.as_slice())?,
+                            };
+                        }
                     }
-                };
-                if held {
-                    for w in &set.writes {
-                        let tree = match w.tree {
-                            TreeId::Journal => j,
-                            TreeId::Snapshot => s,
-                            TreeId::Records => r,
-                            TreeId::Expiry => x,
-                        };
-                        match &w.value {
-                            Some(v) => tree.insert(w.key.as_slice(), v.as_slice())?,
-                            None => tree.remove(w.key.as_slice())?,
-                        };
-                    }
+                    held_all.push(held);
                 }
                 for (k, v) in meta {
                     m.insert(k.as_bytes(), v.as_slice())?;
                 }
-                Ok::<bool, ConflictableTransactionError<()>>(held)
+                Ok::<Vec<bool>, ConflictableTransactionError<()>>(held_all)
             });
         match result {
             Ok(held) => Ok(held),

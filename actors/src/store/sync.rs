@@ -14,9 +14,9 @@ impl Store {
     pub fn sync(&self) -> Result<(), StoreError> {
         self.check_writable()?;
         if self.is_replicated() {
-            // Every replicated write returned once committed: durable on a
-            // majority, this node's log included.
-            return Ok(());
+            // Durable once committed: on a majority, this node's log
+            // included.
+            return self.sync_replicated();
         }
         let result = self.sync_inner();
         if let Err(e) = &result {

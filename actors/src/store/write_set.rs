@@ -67,12 +67,12 @@ impl WriteSet {
 
 /// Where the store sends its writes in clustered mode.
 pub trait Replicator: Send + Sync + 'static {
-    /// Proposes `set`; returns once it is committed and applied on this
-    /// node, with whether its guard held (`true` without a guard). An error
-    /// means the set may or may not take effect later (a lost leadership,
-    /// a majority out of reach): the store fail-stops, as after a failed
-    /// write.
-    fn propose(&self, set: WriteSet) -> Result<bool, String>;
+    /// Proposes `sets` as one entry; returns once it is committed and
+    /// applied on this node, with whether each set's guard held (`true`
+    /// without a guard). An error means the sets may or may not take effect
+    /// later (a lost leadership, a majority out of reach): the store
+    /// fail-stops, as after a failed write.
+    fn propose(&self, sets: Vec<WriteSet>) -> Result<Vec<bool>, String>;
 }
 
 /// A batch of changes to one tree: a `sled::Batch` in single-node mode, a
