@@ -58,6 +58,12 @@ pub(super) fn spawn(
         .route("/raft/info", get(member_info))
         .layer(axum::extract::DefaultBodyLimit::max(RPC_BODY_BYTES_MAX))
         .with_state(state);
+    // No Nagle: an append's answer is one small write the leader waits on.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "replica: cannot set TCP_NODELAY");
+        }
+    });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "replica: the Raft listener failed");
