@@ -401,3 +401,111 @@ fn every_acknowledged_start_survives_a_nemesis() {
         assert_nodes_once(&g, p);
     }
 }
+
+#[test]
+fn a_member_added_online_catches_up_and_a_removed_one_leaves_the_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let defs = chain_defs(dir, "0");
+    let mut g = Group::start_with(dir, &defs, 3, &[], &[("WEIR_RAFT_SNAPSHOT_ENTRIES", "40")]);
+    let parts = days(20);
+    let r = g.api(
+        "POST",
+        "/api/v1/graphs/chain/backfills",
+        Some(&json!({"from": parts[0], "to": parts[19]})),
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    g.wait_complete(&parts, Duration::from_secs(120));
+    // A fourth member, started with the group's peers and its own, is
+    // added online by an admin through any member.
+    g.add(4);
+    let raft4 = g.members[&4].raft.clone();
+    let out = g.cli(1, &["members", "add", "4", &raft4]);
+    assert!(
+        out.status.success(),
+        "weir members add: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let leader = g.wait_leader(Duration::from_secs(10));
+    g.wait("member 4 to catch up", Duration::from_secs(30), || {
+        let lv = g.view(leader)?;
+        let v4 = g.view(4)?;
+        let want = lv["last_log_index"].as_u64()?;
+        let voter = lv["members"]
+            .as_array()?
+            .iter()
+            .any(|m| m["id"] == 4 && m["role"] == "follower");
+        (voter && v4["applied_index"].as_u64()? + 2 >= want).then_some(())
+    });
+    let log = std::fs::read_to_string(dir.join("m4.log")).unwrap();
+    assert!(
+        log.contains("snapshot installed"),
+        "from a snapshot:\n{log}"
+    );
+    // Its store is the group's: it reads the backfill's runs.
+    let v4 = request(
+        &g.members[&4].api,
+        &g.token,
+        "GET",
+        "/api/v1/runs?graph=chain&limit=100",
+        None,
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert_eq!(v4.status, 200, "{}", v4.body);
+    assert_eq!(
+        v4.json()["runs"].as_array().unwrap().len(),
+        20,
+        "{}",
+        v4.body
+    );
+    // Removed, it leaves the group: the leader lists three members again.
+    let out = g.cli(2, &["members", "remove", "4"]);
+    assert!(
+        out.status.success(),
+        "weir members remove: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    g.wait("three members", Duration::from_secs(10), || {
+        let id = g.leader()?;
+        let v = g.view(id)?;
+        (v["members"].as_array()?.len() == 3).then_some(())
+    });
+    // A viewer may read the members, not change them.
+    let out = g.cli(
+        1,
+        &[
+            "token", "create", "--name", "dash", "--role", "viewer", "--json",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let secret = made["secret"].as_str().unwrap_or_else(|| panic!("{made}"));
+    let api = &g.members[&2].api;
+    let read = request(
+        api,
+        secret,
+        "GET",
+        "/api/v1/members",
+        None,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!(read.status, 200, "{}", read.body);
+    let refused = request(
+        api,
+        secret,
+        "POST",
+        "/api/v1/members/3/remove",
+        Some(&json!({})),
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body.contains("admin"), "{}", refused.body);
+}

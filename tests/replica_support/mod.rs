@@ -320,6 +320,33 @@ impl Group {
         g
     }
 
+    /// Makes member `id` (new: ports, links to and from every member) and
+    /// starts it; it joins the group once `weir members add` adds it.
+    pub fn add(&mut self, id: u64) {
+        self.members.insert(
+            id,
+            Member {
+                id,
+                data: self.dir.join(format!("m{id}")),
+                api: format!("127.0.0.1:{}", free_port()),
+                raft: format!("127.0.0.1:{}", free_port()),
+                cluster: format!("127.0.0.1:{}", free_port()),
+                child: None,
+                starts: 0,
+            },
+        );
+        let ids: Vec<u64> = self.members.keys().copied().collect();
+        for other in ids {
+            if other != id {
+                let to_new = Link::start(&self.members[&id].raft);
+                let from_new = Link::start(&self.members[&other].raft);
+                self.links.insert((other, id), to_new);
+                self.links.insert((id, other), from_new);
+            }
+        }
+        self.spawn(id);
+    }
+
     /// `--raft-peers` as member `id` sees the group: itself at its own
     /// address, the others through their links.
     fn peers_for(&self, id: u64) -> String {
