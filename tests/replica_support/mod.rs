@@ -19,7 +19,8 @@ use serde_json::Value;
 
 use super::serve_support::weir;
 
-/// The election timeout the tests run with (ms): the product's default.
+/// The election timeout the tests run with (ms): above the product's
+/// default (400), for a loaded test machine.
 pub const ELECTION_MS: u64 = 600;
 
 /// A free loopback port (bound and released: a member binds it next).
