@@ -55,7 +55,9 @@ impl Replica {
             election_timeout_max: settings.election_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_entries),
             max_in_snapshot_log_to_keep: (settings.snapshot_entries / 2).min(1_000),
-            max_payload_entries: 256,
+            // With entries of at most about 1 MiB (the store's flushes), an
+            // append stays well under the listener's body limit.
+            max_payload_entries: 64,
             install_snapshot_timeout: 10_000,
             ..Config::default()
         }

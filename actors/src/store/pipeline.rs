@@ -20,8 +20,10 @@ use super::write_set::{Replicator, TreeId, WriteSet};
 
 /// Sets one flush proposes at most (one Raft entry).
 const FLUSH_SETS_MAX: usize = 4_096;
-/// Bytes one flush proposes at most, unless one set is larger.
-const FLUSH_BYTES_MAX: usize = 8 << 20;
+/// Bytes one flush proposes at most, unless one set is larger: an entry
+/// travels to a follower in appends of up to 64 entries, under the Raft
+/// listener's 256 MiB body limit.
+const FLUSH_BYTES_MAX: usize = 1 << 20;
 
 /// The pending writes and their flusher.
 pub(crate) struct Pipeline {
