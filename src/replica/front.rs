@@ -40,7 +40,6 @@ struct FrontState {
     local: Arc<RwLock<Option<String>>>,
     http: reqwest::Client,
     token: Arc<str>,
-    scheme: &'static str,
 }
 
 /// A running front.
@@ -79,7 +78,6 @@ impl Front {
             local: local.clone(),
             http,
             token: Arc::from(token),
-            scheme,
         };
         let app = axum::Router::new()
             .fallback(handle)
@@ -342,7 +340,6 @@ async fn pass(s: &FrontState, client: ClientAddr, req: Request) -> Response {
             out = out.header(k, v);
         }
     }
-    let _ = s.scheme;
     out.body(Body::from_stream(resp.bytes_stream()))
         .unwrap_or_else(|e| ApiError::internal(e.to_string()).into_response())
 }
