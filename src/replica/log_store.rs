@@ -29,9 +29,13 @@ pub struct LogStore {
     pub(super) store: Store,
 }
 
-type StorageResult<T> = Result<T, StorageError<u64>>;
+pub(super) type StorageResult<T> = Result<T, StorageError<u64>>;
 
-fn io(make: fn(AnyError) -> StorageIOError<u64>, e: impl std::fmt::Display) -> StorageError<u64> {
+/// A storage error of kind `make` saying `e`.
+pub(super) fn io(
+    make: fn(AnyError) -> StorageIOError<u64>,
+    e: impl std::fmt::Display,
+) -> StorageError<u64> {
     StorageError::IO {
         source: make(AnyError::error(e)),
     }

@@ -9,29 +9,22 @@ use std::sync::Arc;
 
 use openraft::storage::RaftStateMachine;
 use openraft::{
-    AnyError, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot,
-    SnapshotMeta, StorageError, StorageIOError, StoredMembership,
+    Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, Snapshot, SnapshotMeta,
+    StorageIOError, StoredMembership,
 };
 use tokio::sync::Mutex;
 use weir_actors::store::Store;
 
-use super::log_store::{encode_meta, read_meta};
+use super::log_store::{encode_meta, io, read_meta, StorageResult};
 use super::types::{Member, TypeConfig};
 
 const APPLIED: &str = "applied";
 const MEMBERSHIP: &str = "membership";
 
-type StorageResult<T> = Result<T, StorageError<u64>>;
 /// The last snapshot: its meta and its image.
 type Current = Option<(SnapshotMeta<u64, Member>, Vec<u8>)>;
 /// The applied log id and membership.
 type Applied = (Option<LogId<u64>>, StoredMembership<u64, Member>);
-
-fn io(make: fn(AnyError) -> StorageIOError<u64>, e: impl std::fmt::Display) -> StorageError<u64> {
-    StorageError::IO {
-        source: make(AnyError::error(e)),
-    }
-}
 
 /// The state machine: the store, and the last snapshot built or installed.
 #[derive(Clone)]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::serve_support::weir;
+use super::serve_support::{dechunk, weir};
 
 /// The election timeout the tests run with (ms): above the product's
 /// default (400), for a loaded test machine.
@@ -195,21 +195,6 @@ pub fn request(
         rest.to_string()
     };
     Ok(Reply { status, body })
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 /// A graph of three chained nodes whose commands take `sleep_s` seconds

@@ -461,7 +461,8 @@ impl Http {
     }
 }
 
-fn dechunk(mut s: &str) -> String {
+/// The body of a chunked HTTP/1.1 answer.
+pub fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = s.split_once("\r\n") {
         let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
