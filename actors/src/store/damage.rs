@@ -21,6 +21,7 @@
 use std::any::Any;
 use std::path::Path;
 
+use super::content::Content;
 use super::replay::Recovered;
 use super::{Durability, Store, StoreError};
 
@@ -135,23 +136,104 @@ pub(crate) fn from_panic(dir: &Path, panic: &(dyn Any + Send)) -> StoreError {
     }
 }
 
+/// What the mark file says: the last journal sequence of the store when
+/// it last closed, and what it held then if nothing wrote since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) last_seq: u64,
+    pub(crate) content: Option<Content>,
+}
+
+impl Mark {
+    fn parse(text: &str) -> Option<Mark> {
+        let mut lines = text.lines();
+        let last_seq = lines
+            .next()?
+            .strip_prefix("last_seq ")?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+        let content = match lines.next() {
+            None => None,
+            Some(line) => Some(Content::parse(line.strip_prefix("content ")?)?),
+        };
+        if lines.any(|l| !l.trim().is_empty()) {
+            return None;
+        }
+        Some(Mark { last_seq, content })
+    }
+}
+
+/// The mark of the store in `dir`, if it has one.
+pub(crate) fn read_mark(dir: &Path) -> Result<Option<Mark>, StoreError> {
+    let Ok(text) = std::fs::read_to_string(dir.join(MARK_FILE)) else {
+        return Ok(None);
+    };
+    Mark::parse(&text)
+        .map(Some)
+        .ok_or_else(|| StoreError::Damaged {
+            dir: dir.to_path_buf(),
+            file: MARK_FILE.into(),
+            what: format!(
+                "it holds {text:?}, not \"last_seq N\" and an optional \"content N HASH\""
+            ),
+        })
+}
+
+/// Refuses a store whose entries differ from those the mark recorded at
+/// its last clean close (see the `content` module), then writes the mark
+/// back without them: the store is about to change. Runs right after
+/// sled's open, before anything writes.
+pub(crate) fn check_content(dir: &Path, db: &sled::Db) -> Result<(), StoreError> {
+    let Some(mark) = read_mark(dir)? else {
+        return Ok(());
+    };
+    let Some(marked) = mark.content else {
+        return Ok(());
+    };
+    let got = Content::of(db).map_err(|source| StoreError::Sled {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
+    if got != marked {
+        return Err(StoreError::Damaged {
+            dir: dir.to_path_buf(),
+            file: sled_files(dir),
+            what: format!(
+                "sled recovered {} entries that differ from the {} it held when the store last \
+                 closed ({MARK_FILE}): part of its log was skipped as damaged (were {MARK_FILE} \
+                 the damaged file, removing it would open the store without this check)",
+                got.entries, marked.entries
+            ),
+        });
+    }
+    tracing::debug!(dir = %dir.display(), entries = got.entries, "store content matches its mark");
+    drop_content(dir)
+}
+
+/// Cuts the mark back to its first line, the sequence, and syncs it. A
+/// cut needs no room, so this works on a full disk; a crash leaves the
+/// mark cut or whole, and a whole one is only checked against a store
+/// nothing wrote to yet.
+fn drop_content(dir: &Path) -> Result<(), StoreError> {
+    let path = dir.join(MARK_FILE);
+    let cut = (|| {
+        let text = std::fs::read_to_string(&path)?;
+        let first = text.find('\n').map_or(text.len(), |i| i + 1);
+        let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+        f.set_len(first as u64)?;
+        f.sync_all()
+    })();
+    cut.map_err(|source| StoreError::Dir { dir: path, source })
+}
+
 /// Refuses a store that recovered less of its journal than it held when
 /// it last closed.
 pub(crate) fn check_mark(store: &Store, recovered: &Recovered) -> Result<(), StoreError> {
-    let path = store.dir().join(MARK_FILE);
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let Some(mark) = read_mark(store.dir())? else {
         return Ok(());
     };
-    let Some(marked) = text
-        .strip_prefix("last_seq ")
-        .and_then(|s| s.trim().parse::<u64>().ok())
-    else {
-        return Err(StoreError::Damaged {
-            dir: store.dir().to_path_buf(),
-            file: MARK_FILE.into(),
-            what: format!("it holds {text:?}, not \"last_seq N\""),
-        });
-    };
+    let marked = mark.last_seq;
     let got = store.last_seq();
     if got < marked {
         return Err(StoreError::Damaged {
@@ -167,11 +249,16 @@ pub(crate) fn check_mark(store: &Store, recovered: &Recovered) -> Result<(), Sto
     Ok(())
 }
 
-/// Writes the mark of a closing store: its last journal sequence, which
-/// is durable in the `fsync` and `flush` modes (a commit returns after its
-/// flush). Written to a temporary file, synced and renamed, so a crash
-/// leaves the old mark or the new one.
-pub(crate) fn write_mark(store_dir: &Path, durability: Durability, last_seq: u64) {
+/// Writes the mark of a store: its last journal sequence, which is durable
+/// in the `fsync` and `flush` modes (a commit returns after its flush),
+/// and at a clean close its content. Written to a temporary file, synced
+/// and renamed, so a crash leaves the old mark or the new one.
+pub(crate) fn write_mark(
+    store_dir: &Path,
+    durability: Durability,
+    last_seq: u64,
+    content: Option<Content>,
+) {
     if durability == Durability::None {
         return;
     }
@@ -181,6 +268,9 @@ pub(crate) fn write_mark(store_dir: &Path, durability: Durability, last_seq: u64
         use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
         writeln!(f, "last_seq {last_seq}")?;
+        if let Some(content) = content {
+            writeln!(f, "content {content}")?;
+        }
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
         std::fs::File::open(store_dir)?.sync_all()

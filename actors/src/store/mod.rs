@@ -39,6 +39,7 @@
 mod blob_files;
 mod blobs;
 mod cold;
+mod content;
 mod damage;
 mod disk;
 mod error;

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::blobs::Blobs;
+use super::content::Content;
 use super::handle::{Inner, Store, SyncState, EXPIRY, JOURNAL, RECORDS, SNAPSHOT};
 use super::keys::KeyRuns;
 use super::panics;
@@ -85,6 +86,9 @@ impl Store {
                 Err(other) => return Err(sled_err(other)),
             }
         };
+        // Before anything writes: the mark's content describes the store
+        // as it closed, not as it is once the replay or an engine writes.
+        damage::check_content(&dir, &db)?;
         let journal = db.open_tree(JOURNAL).map_err(sled_err)?;
         let snapshot = db.open_tree(SNAPSHOT).map_err(sled_err)?;
         let records = db.open_tree(RECORDS).map_err(sled_err)?;
@@ -179,10 +183,27 @@ impl Drop for Inner {
         if !self.mark_on_close.load(Ordering::Acquire) {
             return;
         }
+        // What the store holds, as the next open must find it: only once
+        // everything is flushed, and never from a store that failed (its
+        // memory may hold what its disk does not).
+        let content = if self.failed.load(Ordering::Acquire)
+            || self.settings.durability == Durability::None
+        {
+            None
+        } else {
+            match self.db.flush().and_then(|_| Content::of(&self.db)) {
+                Ok(content) => Some(content),
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the store's content for its mark");
+                    None
+                }
+            }
+        };
         damage::write_mark(
             &self.dir,
             self.settings.durability,
             self.last_seq.load(Ordering::Acquire),
+            content,
         );
     }
 }
