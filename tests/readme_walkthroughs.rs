@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use serve_support::wait_for;
+use serve_support::{free_port, wait_for};
 
 const README: &str = include_str!("../README.md");
 const WAIT: Duration = Duration::from_secs(120);
@@ -33,14 +33,6 @@ fn blocks() -> Vec<Vec<String>> {
         }
     }
     out
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn copy_dir(from: &Path, to: &Path) {

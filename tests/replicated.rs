@@ -209,6 +209,10 @@ fn a_follower_restarted_after_compaction_catches_up_from_a_snapshot() {
     let mut g = Group::start_with(dir, &defs, 3, &[], &[("WEIR_RAFT_SNAPSHOT_ENTRIES", "40")]);
     let leader = g.leader().unwrap();
     let follower = *g.members.keys().find(|id| **id != leader).unwrap();
+    // The follower's log ends at most where the leader's was when killed.
+    let behind = g.view(leader).unwrap()["last_log_index"]
+        .as_u64()
+        .unwrap_or(0);
     g.kill(follower);
     let parts = days(30);
     let r = g.api(
@@ -219,6 +223,12 @@ fn a_follower_restarted_after_compaction_catches_up_from_a_snapshot() {
     );
     assert_eq!(r.status, 202, "{}", r.body);
     g.wait_complete(&parts, Duration::from_secs(120));
+    // The leader compacted its log past the follower's end: the follower
+    // cannot catch up from entries.
+    g.wait("the leader to compact", Duration::from_secs(30), || {
+        let lv = g.view(leader)?;
+        (lv["purged_index"].as_u64()? > behind).then_some(())
+    });
     g.spawn(follower);
     // It catches up: its applied index reaches the leader's log.
     g.wait("the follower to catch up", Duration::from_secs(30), || {
@@ -418,10 +428,13 @@ fn a_member_added_online_catches_up_and_a_removed_one_leaves_the_group() {
     assert_eq!(r.status, 202, "{}", r.body);
     g.wait_complete(&parts, Duration::from_secs(120));
     // A fourth member, started with the group's peers and its own, is
-    // added online by an admin through any member.
+    // added online by an admin through any member: a follower passes the
+    // change to the leader.
+    let before = g.wait_leader(Duration::from_secs(10));
+    let follower = (1..=3).find(|id| *id != before).unwrap();
     g.add(4);
     let raft4 = g.members[&4].raft.clone();
-    let out = g.cli(1, &["members", "add", "4", &raft4]);
+    let out = g.cli(follower, &["members", "add", "4", &raft4]);
     assert!(
         out.status.success(),
         "weir members add: {}",

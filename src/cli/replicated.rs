@@ -293,17 +293,23 @@ impl EngineFile {
         }
     }
 
-    /// Rewrites the file whenever the members' URLs change.
+    /// Rewrites the file whenever the members' URLs change. A member whose
+    /// info did not come back in time (a loaded or cut-off member) keeps
+    /// the URL last known for it: a view that missed it must not shrink the
+    /// list clients fail over with. A member gone from the group leaves it.
     fn refresh(&self, replica: Replica) -> tokio::task::JoinHandle<()> {
         let file = self.clone();
         tokio::spawn(async move {
+            let mut known: std::collections::BTreeMap<u64, String> = Default::default();
             loop {
                 let view = replica.members_view().await;
-                let mut urls: Vec<String> = view
-                    .members
-                    .iter()
-                    .filter_map(|m| m.api_url.clone())
-                    .collect();
+                known.retain(|id, _| view.members.iter().any(|m| m.id == *id));
+                for m in &view.members {
+                    if let Some(url) = &m.api_url {
+                        known.insert(m.id, url.clone());
+                    }
+                }
+                let mut urls: Vec<String> = known.values().cloned().collect();
                 urls.sort();
                 let changed = {
                     let mut info = file.info.lock().unwrap_or_else(|p| p.into_inner());

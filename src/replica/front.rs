@@ -220,6 +220,15 @@ async fn members(
         return ApiError::forbidden(format!("{method} {path} needs the admin role"))
             .into_response();
     }
+    // A change is made by the leader: a follower passes it on (once: the
+    // leader's front answers it, or says the leader moved).
+    let leader = s.replica.leader();
+    if leader.is_some()
+        && leader != Some(s.replica.settings.id)
+        && !req.headers().contains_key(PASSED_HEADER)
+    {
+        return pass(s, client, req).await;
+    }
     if s.replica.leader() != Some(s.replica.settings.id) {
         return match s.replica.leader() {
             Some(l) => ApiError::unavailable(format!(

@@ -44,6 +44,11 @@ pub struct MembersView {
     pub last_log_index: Option<u64>,
     /// The last index applied to its store.
     pub applied_index: Option<u64>,
+    /// The last index its latest snapshot of the store covers.
+    pub snapshot_index: Option<u64>,
+    /// The last index removed from its log (covered by a snapshot): a
+    /// member that is behind it catches up from a snapshot.
+    pub purged_index: Option<u64>,
     /// Elections it saw since it started.
     pub elections: u64,
     /// Milliseconds since a majority acknowledged it (a leader only).
@@ -120,6 +125,8 @@ impl Replica {
             term: m.current_term,
             last_log_index: m.last_log_index,
             applied_index: m.last_applied.map(|l| l.index),
+            snapshot_index: m.snapshot.map(|l| l.index),
+            purged_index: m.purged.map(|l| l.index),
             elections: self.elections(),
             quorum_ack_ms_ago: m.millis_since_quorum_ack,
             members,

@@ -5,23 +5,14 @@
 
 #![allow(dead_code)]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
+pub use super::serve_support::free_port;
 use super::serve_support::{self, wait_for, weir, Served};
-
-/// A free loopback port (bound and released: the engine binds it next).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// An engine with a cluster node, and what workers need to join it.
 pub struct Cluster {

@@ -17,20 +17,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub use super::serve_support::free_port;
 use super::serve_support::{dechunk, weir};
 
 /// The election timeout the tests run with (ms): above the product's
 /// default (400), for a loaded test machine.
 pub const ELECTION_MS: u64 = 600;
-
-/// A free loopback port (bound and released: a member binds it next).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A forwarding proxy from a loopback port to `to`, which a test silences:
 /// bytes already read are held and nothing more is read, as a network

@@ -22,6 +22,38 @@ pub fn weir() -> Command {
     c
 }
 
+/// The first port [`free_port`] hands out, and the end of its range:
+/// below Linux's ephemeral range (32768-60999 by default), so no outgoing
+/// connection and no `bind(0)` (a test's proxy, a served engine on port 0)
+/// can take a port between the moment it is handed out and the moment a
+/// child process binds it.
+const PORT_FIRST: u16 = 20_000;
+const PORT_END: u16 = 32_768;
+
+/// A loopback port nobody holds, for a child process to listen on: taken
+/// in turn from a range outside the ephemeral one, starting at a place set
+/// by the process id (tests of one binary share the counter; binaries run
+/// one at a time), and checked by binding it.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = u32::from(PORT_END - PORT_FIRST);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7_919) % span,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::SeqCst) % span;
+        let port = PORT_FIRST + offset as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {PORT_FIRST}..{PORT_END}");
+}
+
 /// Polls `f` every 50 ms until it is `Some`, or panics naming `what`.
 pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let t0 = Instant::now();
