@@ -175,7 +175,8 @@ pub(crate) fn read_mark(dir: &Path) -> Result<Option<Mark>, StoreError> {
             dir: dir.to_path_buf(),
             file: MARK_FILE.into(),
             what: format!(
-                "it holds {text:?}, not \"last_seq N\" and an optional \"content N HASH\""
+                "it holds {text:?}, not \"last_seq N\" and an optional \"content N HASH\" \
+                 (removing it opens the store without the checks it carries)"
             ),
         })
 }
