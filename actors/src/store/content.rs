@@ -8,7 +8,7 @@
 //! to an older one, silently — a flipped byte in the middle of `sled/db`
 //! can drop acknowledged records while the journal's tail, and so the
 //! mark's sequence, is intact. What sled recovered is therefore compared
-//! with what it held: the number of entries, their bytes and a CRC-32C
+//! with what it held: the number of entries, their bytes and a CRC-32
 //! of every tree's name, keys and values, in order. A CRC, not a
 //! cryptographic hash: it is there to catch damage, not an adversary, and
 //! it adds about half to sled's own iteration where BLAKE3 tripled it
