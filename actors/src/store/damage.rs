@@ -175,7 +175,7 @@ pub(crate) fn read_mark(dir: &Path) -> Result<Option<Mark>, StoreError> {
             dir: dir.to_path_buf(),
             file: MARK_FILE.into(),
             what: format!(
-                "it holds {text:?}, not \"last_seq N\" and an optional \"content N HASH\" \
+                "it holds {text:?}, not \"last_seq N\" and an optional \"content ENTRIES BYTES CRC\" \
                  (removing it opens the store without the checks it carries)"
             ),
         })
@@ -201,10 +201,10 @@ pub(crate) fn check_content(dir: &Path, db: &sled::Db) -> Result<(), StoreError>
             dir: dir.to_path_buf(),
             file: sled_files(dir),
             what: format!(
-                "sled recovered {} entries that differ from the {} it held when the store last \
-                 closed ({MARK_FILE}): part of its log was skipped as damaged (were {MARK_FILE} \
-                 the damaged file, removing it would open the store without this check)",
-                got.entries, marked.entries
+                "sled recovered {got} (entries, bytes, CRC-32) where the store held {marked} when \
+                 it last closed ({MARK_FILE}): part of its log was skipped as damaged (were \
+                 {MARK_FILE} the damaged file, removing it would open the store without this \
+                 check)"
             ),
         });
     }
