@@ -7,6 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod serve_support;
+
+use serve_support::free_port;
 use weir::worker::Worker;
 use weir::{ClusterConfig, Durability, Engine, EngineEvent, Job, TicketView};
 
@@ -78,12 +81,7 @@ fn spawn_worker(join: &str, name: &str) -> Kill {
 async fn two_embedded_workers_drain_ten_thousand_jobs_with_no_local_slots() {
     let _one = ONE_CLUSTER.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let engine = Arc::new(
         Engine::builder(dir.path())
             .durability(Durability::Flush)
@@ -177,12 +175,7 @@ async fn members_and_sensor_checks_run_on_a_worker() {
     use weir::core::sensor::SensorPolicy;
     use weir::{GraphDef, NodeDef, Partition, RunState, TaskSpec};
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let engine = Engine::builder(dir.path())
         .durability(Durability::Flush)
         .pool_workers("default", 8, 0)
@@ -289,12 +282,7 @@ async fn joined(engine: &Engine) -> usize {
 async fn a_worker_that_joined_a_newer_term_refuses_an_older_one() {
     let _one = ONE_CLUSTER.lock().await;
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let wait_joined = |engine: Arc<Engine>| async move {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while joined(&engine).await == 0 {

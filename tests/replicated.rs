@@ -64,13 +64,7 @@ fn the_leader_killed_mid_backfill_with_two_workers_loses_nothing() {
     let mut w1 = g.worker("w1", 4);
     let mut w2 = g.worker("w2", 4);
     let parts = days(30);
-    let r = g.api(
-        "POST",
-        "/api/v1/graphs/chain/backfills",
-        Some(&json!({"from": parts[0], "to": parts[29]})),
-        Duration::from_secs(20),
-    );
-    assert_eq!(r.status, 202, "backfill: {}", r.body);
+    g.backfill_chain(&parts);
     // Mid-backfill: some runs complete, most not.
     g.wait("a third of the runs", Duration::from_secs(60), || {
         let done = g.runs().values().filter(|s| *s == "complete").count();
@@ -215,13 +209,7 @@ fn a_follower_restarted_after_compaction_catches_up_from_a_snapshot() {
         .unwrap_or(0);
     g.kill(follower);
     let parts = days(30);
-    let r = g.api(
-        "POST",
-        "/api/v1/graphs/chain/backfills",
-        Some(&json!({"from": parts[0], "to": parts[29]})),
-        Duration::from_secs(20),
-    );
-    assert_eq!(r.status, 202, "{}", r.body);
+    g.backfill_chain(&parts);
     g.wait_complete(&parts, Duration::from_secs(120));
     // The leader compacted its log past the follower's end: the follower
     // cannot catch up from entries.
@@ -272,13 +260,7 @@ fn a_rolling_restart_then_all_three_killed_lose_nothing() {
     let defs = chain_defs(dir, "0.1");
     let mut g = Group::start(dir, &defs, 3, &[]);
     let parts = days(60);
-    let r = g.api(
-        "POST",
-        "/api/v1/graphs/chain/backfills",
-        Some(&json!({"from": parts[0], "to": parts[59]})),
-        Duration::from_secs(20),
-    );
-    assert_eq!(r.status, 202, "{}", r.body);
+    g.backfill_chain(&parts);
     // Rolling restart under the backfill's load: one member at a time,
     // each back and caught up before the next goes.
     for id in [1u64, 2, 3] {
@@ -419,13 +401,7 @@ fn a_member_added_online_catches_up_and_a_removed_one_leaves_the_group() {
     let defs = chain_defs(dir, "0");
     let mut g = Group::start_with(dir, &defs, 3, &[], &[("WEIR_RAFT_SNAPSHOT_ENTRIES", "40")]);
     let parts = days(20);
-    let r = g.api(
-        "POST",
-        "/api/v1/graphs/chain/backfills",
-        Some(&json!({"from": parts[0], "to": parts[19]})),
-        Duration::from_secs(20),
-    );
-    assert_eq!(r.status, 202, "{}", r.body);
+    g.backfill_chain(&parts);
     g.wait_complete(&parts, Duration::from_secs(120));
     // A fourth member, started with the group's peers and its own, is
     // added online by an admin through any member: a follower passes the

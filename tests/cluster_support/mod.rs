@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use super::serve_support::free_port;
-use super::serve_support::{self, wait_for, weir, Served};
+use super::serve_support::{self, pump, wait_for, weir, Served};
 
 /// An engine with a cluster node, and what workers need to join it.
 pub struct Cluster {
@@ -400,7 +400,7 @@ impl SilentLink {
 
     /// Forwards a new loopback port to `to`; the cut holds the bytes.
     fn proxy(to: &str) -> SilentLink {
-        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::atomic::AtomicBool;
         use std::sync::Arc;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
@@ -422,25 +422,6 @@ impl SilentLink {
                 }
             }
         });
-
-        fn pump(mut from: std::net::TcpStream, mut into: std::net::TcpStream, cut: &AtomicBool) {
-            use std::io::{Read, Write};
-            let mut buf = vec![0u8; 64 << 10];
-            loop {
-                let n = match from.read(&mut buf) {
-                    Ok(0) | Err(_) => 0,
-                    Ok(n) => n,
-                };
-                // Silent: hold what was read, and read nothing more.
-                while cut.load(Ordering::SeqCst) {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                if n == 0 || into.write_all(&buf[..n]).is_err() {
-                    let _ = into.shutdown(std::net::Shutdown::Write);
-                    return;
-                }
-            }
-        }
 
         SilentLink {
             addr,

@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub use super::serve_support::free_port;
-use super::serve_support::{dechunk, weir};
+use super::serve_support::{dechunk, pump, weir};
 
 /// The election timeout the tests run with (ms): above the product's
 /// default (400), for a loaded test machine.
@@ -73,23 +73,6 @@ impl Link {
 
     pub fn heal(&self) {
         self.cut.store(false, Ordering::SeqCst);
-    }
-}
-
-fn pump(mut from: TcpStream, mut into: TcpStream, cut: &AtomicBool) {
-    let mut buf = vec![0u8; 64 << 10];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => 0,
-            Ok(n) => n,
-        };
-        while cut.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if n == 0 || into.write_all(&buf[..n]).is_err() {
-            let _ = into.shutdown(std::net::Shutdown::Write);
-            return;
-        }
     }
 }
 
@@ -587,6 +570,19 @@ impl Group {
                 None => return out,
             }
         }
+    }
+
+    /// Starts a backfill of the `chain` graph over `parts` (their first
+    /// to their last) through whichever member answers, and asserts the
+    /// engine took it.
+    pub fn backfill_chain(&self, parts: &[String]) {
+        let r = self.api(
+            "POST",
+            "/api/v1/graphs/chain/backfills",
+            Some(&json!({"from": parts[0], "to": parts[parts.len() - 1]})),
+            Duration::from_secs(20),
+        );
+        assert_eq!(r.status, 202, "backfill: {}", r.body);
     }
 
     /// Waits until every partition of `parts` has a complete run.

@@ -22,6 +22,32 @@ pub fn weir() -> Command {
     c
 }
 
+/// One direction of a test's forwarding proxy: copies `from` into `into`
+/// until `from` ends, then shuts `into`'s writing half. While `cut` is
+/// set it holds what it read and reads nothing more, as a network that
+/// drops packets does (a silent cut, not a reset).
+pub fn pump(
+    mut from: std::net::TcpStream,
+    mut into: std::net::TcpStream,
+    cut: &std::sync::atomic::AtomicBool,
+) {
+    use std::io::{Read, Write};
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => 0,
+            Ok(n) => n,
+        };
+        while cut.load(std::sync::atomic::Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if n == 0 || into.write_all(&buf[..n]).is_err() {
+            let _ = into.shutdown(std::net::Shutdown::Write);
+            return;
+        }
+    }
+}
+
 /// The first port [`free_port`] hands out, and the end of its range:
 /// below Linux's ephemeral range (32768-60999 by default), so no outgoing
 /// connection and no `bind(0)` (a test's proxy, a served engine on port 0)
