@@ -22,6 +22,7 @@ use std::any::Any;
 use std::path::Path;
 
 use super::content::Content;
+use super::panics;
 use super::replay::Recovered;
 use super::{Durability, Store, StoreError};
 
@@ -123,11 +124,7 @@ pub(crate) fn classify(dir: &Path, e: StoreError) -> StoreError {
 
 /// A panic of sled's open or the replay, as [`StoreError::Damaged`].
 pub(crate) fn from_panic(dir: &Path, panic: &(dyn Any + Send)) -> StoreError {
-    let msg = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into());
+    let msg = panics::message(panic).unwrap_or_else(|| "no message".into());
     tracing::debug!(dir = %dir.display(), panic = %msg, "store open panicked: the files are damaged");
     StoreError::Damaged {
         dir: dir.to_path_buf(),

@@ -35,3 +35,12 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
     GUARDED.with(|g| g.set(was));
     result
 }
+
+/// A caught panic's message, when it carried one (`panic!` with a literal
+/// or a formatted string).
+pub(crate) fn message(panic: &(dyn std::any::Any + Send)) -> Option<String> {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+}

@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use super::panics;
 use super::write_set::{Replicator, TreeId, WriteSet};
 
 /// Sets one flush proposes at most (one Raft entry).
@@ -100,11 +101,7 @@ impl Pipeline {
             let result =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| replicator.propose(sets)))
                     .unwrap_or_else(|panic| {
-                        let message = panic
-                            .downcast_ref::<&str>()
-                            .map(|s| s.to_string())
-                            .or_else(|| panic.downcast_ref::<String>().cloned())
-                            .unwrap_or_default();
+                        let message = panics::message(panic.as_ref()).unwrap_or_default();
                         Err(format!("the replicator panicked: {message}"))
                     });
             let mut st = self.lock();
