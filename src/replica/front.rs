@@ -11,17 +11,16 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::node::Replica;
 use super::types::wall_ms;
+use crate::serve::access;
 use crate::serve::access::role::Role;
-use crate::serve::access::tokens;
 use crate::serve::error::ApiError;
 use crate::serve::listen::{ClientAddr, TlsListener};
-use crate::ui::session::Session;
 
 /// Marks a request a front passed on: it is not passed on again (two
 /// members that each think the other leads do not bounce it).
@@ -145,7 +144,6 @@ async fn handle(
 }
 
 async fn answer(s: &FrontState, client: ClientAddr, req: Request) -> Response {
-    let s = s.clone();
     let path = req.uri().path().to_string();
     let method = req.method().clone();
     if path == "/healthz" && method == Method::GET {
@@ -159,33 +157,9 @@ async fn answer(s: &FrontState, client: ClientAddr, req: Request) -> Response {
         .into_response();
     }
     if path == "/api/v1/members" || path.starts_with("/api/v1/members/") {
-        return members(&s, client, &method, &path, req).await;
+        return members(s, client, &method, &path, req).await;
     }
-    pass(&s, client, req).await
-}
-
-/// The caller's role, from its bearer token (the file token, or a token
-/// stored in the replicated store, which every member holds), or its UI
-/// session's cookie.
-fn role_of(s: &FrontState, headers: &HeaderMap) -> Result<Role, ApiError> {
-    if !headers.contains_key(axum::http::header::AUTHORIZATION) {
-        if let Some(name) = Session::name_in(headers) {
-            let live = tokens::by_name(&s.replica.store, &s.token, name, wall_ms())?;
-            if let Some(c) = live.filter(|c| Session::new(&c.name, &c.hash).has_cookie(headers)) {
-                return Ok(c.role);
-            }
-        }
-    }
-    let secret = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| ApiError::unauthorized("this route needs `Authorization: Bearer TOKEN`"))?;
-    match tokens::authenticate(&s.replica.store, &s.token, secret.trim(), wall_ms()) {
-        Ok(c) => Ok(c.role),
-        Err(tokens::AuthError::Refused(why)) => Err(ApiError::unauthorized(why.to_string())),
-        Err(tokens::AuthError::Store(e)) => Err(e.into()),
-    }
+    pass(s, client, req).await
 }
 
 async fn members(
@@ -195,8 +169,11 @@ async fn members(
     path: &str,
     req: Request,
 ) -> Response {
-    let role = match role_of(s, req.headers()) {
-        Ok(r) => r,
+    // The engine's own rule (bearer token, or a UI session with its
+    // anti-CSRF header on a change), against the store every member holds.
+    let role = match access::caller_in(&s.replica.store, &s.token, wall_ms(), method, req.headers())
+    {
+        Ok(c) => c.role,
         Err(e) => return e.into_response(),
     };
     if *method == Method::GET && path == "/api/v1/members" {

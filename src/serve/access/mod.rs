@@ -53,21 +53,38 @@ pub fn caller_of(
     method: &Method,
     headers: &HeaderMap,
 ) -> Result<Caller, ApiError> {
-    let now_ms = state.engine.now_ms();
-    let store = state.engine.store();
+    caller_in(
+        state.engine.store(),
+        &state.token,
+        state.engine.now_ms(),
+        method,
+        headers,
+    )
+}
+
+/// [`caller_of`] against `store`'s tokens and the file token
+/// `file_token` at `now_ms`: also for a replicated engine's fronts, which
+/// answer some routes themselves, with the store every member holds.
+pub fn caller_in(
+    store: &weir_actors::store::Store,
+    file_token: &str,
+    now_ms: u64,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Caller, ApiError> {
     let given = headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token);
     if let Some(secret) = given {
-        return tokens::authenticate(store, &state.token, secret.trim(), now_ms).map_err(refused);
+        return tokens::authenticate(store, file_token, secret.trim(), now_ms).map_err(refused);
     }
     let Some(name) = Session::name_in(headers) else {
         return Err(ApiError::unauthorized(
             "this route needs `Authorization: Bearer TOKEN` (the token is in DATA/token)",
         ));
     };
-    let live = tokens::by_name(store, &state.token, name, now_ms)?;
+    let live = tokens::by_name(store, file_token, name, now_ms)?;
     let Some((caller, session)) = live
         .map(|c| {
             let s = Session::new(&c.name, &c.hash);
