@@ -46,6 +46,42 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 .join(", ")
         )));
     }
+    let peer_tls = match &a.peer_ca {
+        Some(ca) => {
+            let (Some(cert), Some(key)) = (
+                a.peer_cert.as_ref().or(a.tls_cert.as_ref()),
+                a.peer_key.as_ref().or(a.tls_key.as_ref()),
+            ) else {
+                return Err(Failure::input(
+                    "--peer-ca needs this member's certificate: --peer-cert/--peer-key, or --tls-cert/--tls-key",
+                ));
+            };
+            Some(
+                crate::replica::PeerTls::load(&crate::replica::PeerTlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    ca: ca.clone(),
+                })
+                .map_err(Failure::input)?,
+            )
+        }
+        None => {
+            let remote: Vec<&String> = peers.values().filter(|a| !loopback(a)).collect();
+            if !remote.is_empty() && !a.insecure_raft_http {
+                return Err(Failure::input(format!(
+                    "--raft-peers names members off this machine ({}): their Raft traffic needs \
+                     mutual TLS (--peer-ca CA with --tls-cert/--tls-key), or --insecure-raft-http \
+                     to send the cookie and every write in the clear",
+                    remote
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            None
+        }
+    };
     let Some(cookie_file) = &a.cookie_file else {
         return Err(Failure::input(
             "--raft-id needs --cookie-file F: a secret every member (and worker) shares",
@@ -112,6 +148,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 election_min_ms: a.election_timeout_ms,
                 election_max_ms: a.election_timeout_ms * 3 / 2,
                 snapshot_entries: crate::replica::snapshot_entries(),
+                tls: peer_tls,
             },
         )
         .await
@@ -149,6 +186,10 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         'member: loop {
             tokio::select! {
                 _ = replica.until_leading() => {}
+                why = replica.core_stopped() => {
+                    failure = Some(core_failure(id, &data, &why));
+                    break 'member;
+                }
                 _ = term.recv() => break 'member,
                 _ = int.recv() => break 'member,
             }
@@ -228,6 +269,10 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                             eprintln!("weir: reloaded: {} adopted, {} unchanged, {} refused", r.adopted.len(), r.unchanged.len(), r.refused.len());
                         }
                     }
+                    why = replica.core_stopped() => {
+                        failure = Some(core_failure(id, &data, &why));
+                        break false;
+                    }
                     _ = term.recv() => break true,
                     _ = int.recv() => break true,
                 }
@@ -248,7 +293,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 }
                 Err(e) => tracing::warn!(error = %e.message, "replica: engine shutdown"),
             }
-            if stopping {
+            if stopping || failure.is_some() {
                 break 'member;
             }
             eprintln!("weir: member {id} follows");
@@ -268,6 +313,38 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             None => Ok(0),
         }
     })
+}
+
+/// Whether a Raft address stays on this machine: a loopback IP, or the
+/// name `localhost`.
+fn loopback(addr: &str) -> bool {
+    if let Ok(a) = addr.parse::<std::net::SocketAddr>() {
+        return a.ip().is_loopback();
+    }
+    addr.rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
+}
+
+/// A member whose Raft core stopped (a storage error, a panic) can
+/// neither vote nor apply: it stops with a store failure (exit 3), naming
+/// its data directory and the space left there, so that a supervisor
+/// restarts it (or an operator looks) instead of a process that answers
+/// healthy with no Raft.
+fn core_failure(id: u64, data: &std::path::Path, why: &str) -> Failure {
+    let space = match weir_actors::store::statvfs_space(data) {
+        Ok(s) => format!(
+            "{} MiB free of {} MiB",
+            s.free_bytes >> 20,
+            s.total_bytes >> 20
+        ),
+        Err(e) => format!("free space unknown: {e}"),
+    };
+    tracing::error!(member = id, why = %why, data = %data.display(), space = %space, "replica: the Raft core stopped; the member stops");
+    Failure::store(format!(
+        "member {id}: its Raft core stopped ({why}); data in {} ({space}). The member stops; \
+         it rejoins the group when restarted on a sound disk",
+        data.display()
+    ))
 }
 
 /// This member's `DATA/engine.json`: its own API URL and every member's,

@@ -91,6 +91,23 @@ pub struct ServeArgs {
     /// leader that hears no majority this long stops its engine.
     #[arg(long, requires = "raft_id", default_value_t = crate::replica::ELECTION_MIN_MS_DEFAULT)]
     pub election_timeout_ms: u64,
+    /// Mutual TLS between members: the CA (PEM) that signed every
+    /// member's certificate. Members present their certificate
+    /// (--peer-cert, else --tls-cert) to each other and accept only peers
+    /// whose certificate this CA signed.
+    #[arg(long, value_name = "FILE", requires = "raft_id")]
+    pub peer_ca: Option<PathBuf>,
+    /// With --peer-ca: this member's certificate chain (PEM) between
+    /// members, when it is not the API's --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "peer_ca", requires = "peer_key")]
+    pub peer_cert: Option<PathBuf>,
+    /// With --peer-cert: its private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "peer_cert")]
+    pub peer_key: Option<PathBuf>,
+    /// Let members talk plain HTTP over addresses that are not loopback
+    /// (the cookie and every write then cross the network in the clear).
+    #[arg(long, requires = "raft_id", conflicts_with = "peer_ca")]
+    pub insecure_raft_http: bool,
 }
 
 /// A lease shorter than this draws a warning: TCP's retransmissions on a

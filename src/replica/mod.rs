@@ -6,6 +6,7 @@
 //! `serve` runs the engine on the leader (see `cli::replicated`).
 
 mod front;
+mod guard;
 mod log_store;
 mod machine;
 mod members;
@@ -14,16 +15,19 @@ mod node;
 mod proposer;
 mod rpc;
 mod settings;
+mod tls;
 mod types;
 
 pub use front::Front;
+pub use guard::{INDEX_MAX, TERM_AHEAD_MAX, TERM_MAX};
 pub use members::{MemberView, MembersView};
 pub use network::COOKIE_HEADER;
 pub use node::Replica;
 pub use rpc::MemberInfo;
 pub use settings::{
-    snapshot_entries, ReplicaSettings, ELECTION_MAX_MS_DEFAULT, ELECTION_MIN_MS_DEFAULT,
-    ENV_SNAPSHOT_ENTRIES, HEARTBEAT_MS_DEFAULT, SNAPSHOT_ENTRIES_DEFAULT,
+    check_host_port, snapshot_entries, ReplicaSettings, ELECTION_MAX_MS_DEFAULT,
+    ELECTION_MIN_MS_DEFAULT, ENV_SNAPSHOT_ENTRIES, HEARTBEAT_MS_DEFAULT, SNAPSHOT_ENTRIES_DEFAULT,
 };
+pub use tls::{PeerTls, PeerTlsFiles};
 pub(crate) use types::wall_ms;
 pub use types::{Member, Raft, TypeConfig};

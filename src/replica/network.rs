@@ -1,10 +1,13 @@
 //! The Raft transport: each member serves `/raft/*` over HTTP on its own
-//! address (the `--raft-peers` one), bodies in MessagePack, and every
-//! request carries the cluster's cookie. A separate listener from the API:
+//! address (the `--raft-peers` one), or HTTPS with mutual TLS
+//! (`--peer-ca`), bodies in MessagePack, and every request carries the
+//! cluster's cookie. Peers are named by IP or host name; a name is
+//! resolved on every new connection. A separate listener from the API:
 //! Raft's heartbeats must not queue behind an API request, and the API's
 //! tokens and roles say nothing about the peers.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +22,8 @@ use openraft::raft::{
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::guard;
+use super::tls::PeerTls;
 use super::types::{wall_ms, Member, TypeConfig};
 
 /// The header the cookie travels in.
@@ -41,6 +46,11 @@ pub struct Network {
     /// overruns; an append that times out is sent again, and a follower
     /// that never gets one through stands for election.
     pub(super) rpc_timeout_min: Duration,
+    /// This member's current term, kept by the member's metrics watcher:
+    /// a peer's answer is checked against it as its requests are.
+    pub(super) term: Arc<AtomicU64>,
+    /// `https` with mutual TLS between members, else `http`.
+    pub(super) scheme: &'static str,
 }
 
 impl Network {
@@ -48,11 +58,17 @@ impl Network {
         cookie: &str,
         routes: BTreeMap<u64, String>,
         rpc_timeout_min: Duration,
+        tls: Option<&PeerTls>,
     ) -> Result<Network, String> {
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .connect_timeout(Duration::from_millis(500))
             .tcp_nodelay(true)
-            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_idle_timeout(Duration::from_secs(30));
+        if let Some(tls) = tls {
+            // This member's certificate, and the group's CA alone.
+            http = http.use_preconfigured_tls((*tls.client).clone());
+        }
+        let http = http
             .build()
             .map_err(|e| format!("cannot build the Raft transport's client: {e}"))?;
         Ok(Network {
@@ -61,6 +77,8 @@ impl Network {
             cookie: Arc::from(cookie),
             contacts: Arc::new(Mutex::new(BTreeMap::new())),
             rpc_timeout_min,
+            term: Arc::new(AtomicU64::new(0)),
+            scheme: if tls.is_some() { "https" } else { "http" },
         })
     }
 }
@@ -80,7 +98,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             net: self.clone(),
             target,
             base: format!(
-                "http://{}/raft",
+                "{}://{}/raft",
+                self.scheme,
                 self.routes.get(&target).unwrap_or(&node.raft)
             ),
         }
@@ -99,6 +118,7 @@ impl Peer {
         path: &str,
         req: &Req,
         ttl: Duration,
+        check: fn(&Resp, u64) -> Result<(), String>,
     ) -> Result<Resp, CallError<E>> {
         let body =
             rmp_serde::to_vec_named(req).map_err(|e| CallError::Unreachable(e.to_string()))?;
@@ -127,6 +147,13 @@ impl Peer {
         }
         let answer: Result<Resp, E> =
             rmp_serde::from_slice(&bytes).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        if let Ok(r) = &answer {
+            // An answer out of bounds is no answer: openraft never sees it.
+            check(r, self.net.term.load(Ordering::Relaxed)).map_err(|why| {
+                tracing::warn!(peer = self.target, why = %why, "replica: a peer's answer out of bounds refused");
+                CallError::Unreachable(format!("{} answered out of bounds: {why}", self.base))
+            })?;
+        }
         self.net
             .contacts
             .lock()
@@ -150,7 +177,15 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
-        match self.call("append", &rpc, option.hard_ttl()).await {
+        match self
+            .call(
+                "append",
+                &rpc,
+                option.hard_ttl(),
+                guard::check_append_answer,
+            )
+            .await
+        {
             Ok(r) => Ok(r),
             Err(CallError::Unreachable(why)) => Err(unreachable(why)),
             Err(CallError::Remote(e)) => {
@@ -167,7 +202,15 @@ impl RaftNetwork<TypeConfig> for Peer {
         InstallSnapshotResponse<u64>,
         RPCError<u64, Member, RaftError<u64, InstallSnapshotError>>,
     > {
-        match self.call("snapshot", &rpc, option.hard_ttl()).await {
+        match self
+            .call(
+                "snapshot",
+                &rpc,
+                option.hard_ttl(),
+                guard::check_snapshot_answer,
+            )
+            .await
+        {
             Ok(r) => Ok(r),
             // A chunk that failed is sent again; the peer is there.
             Err(CallError::Unreachable(why)) => Err(network(why)),
@@ -182,7 +225,10 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: VoteRequest<u64>,
         option: RPCOption,
     ) -> Result<VoteResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
-        match self.call("vote", &rpc, option.hard_ttl()).await {
+        match self
+            .call("vote", &rpc, option.hard_ttl(), guard::check_vote_answer)
+            .await
+        {
             Ok(r) => Ok(r),
             Err(CallError::Unreachable(why)) => Err(unreachable(why)),
             Err(CallError::Remote(e)) => {

@@ -69,6 +69,7 @@ impl Replica {
             &settings.cookie,
             routes,
             Duration::from_millis(settings.election_min_ms),
+            settings.tls.as_ref(),
         )?;
         let logs = LogStore {
             store: store.clone(),
@@ -83,6 +84,7 @@ impl Replica {
         )));
         rpc::spawn(
             listener,
+            settings.tls.as_ref().map(|t| t.acceptor.clone()),
             raft.clone(),
             &settings.cookie,
             MemberInfo {
@@ -147,10 +149,12 @@ impl Replica {
         let mut rx = self.raft.metrics();
         let elections = self.elections.clone();
         let id = self.settings.id;
+        let term = self.net.term.clone();
         tokio::spawn(async move {
             let mut last = (0u64, None::<u64>);
             while rx.changed().await.is_ok() {
                 let m = rx.borrow_and_update().clone();
+                term.store(m.current_term, std::sync::atomic::Ordering::Relaxed);
                 metrics::gauge!("weir_raft_applied_index")
                     .set(m.last_applied.map_or(0, |l| l.index) as f64);
                 if let Some(replication) = &m.replication {
@@ -216,6 +220,24 @@ impl Replica {
             .is_some_and(|ms| ms < self.settings.election_min_ms)
     }
 
+    /// Resolves when this member's Raft core stops of itself — a storage
+    /// error (a full disk, a failed fsync), a panic — with why. The member
+    /// can then neither vote nor apply: it must stop (exit 3), not go on
+    /// answering healthy with no Raft. Not to be awaited across a clean
+    /// [`Replica::shutdown`], which stops the core too.
+    pub async fn core_stopped(&self) -> String {
+        let mut rx = self.raft.metrics();
+        loop {
+            if let Err(e) = &rx.borrow_and_update().running_state {
+                return e.to_string();
+            }
+            // The sender goes with the core's task, a panic included.
+            if rx.changed().await.is_err() {
+                return "the Raft core's task ended (a panic)".into();
+            }
+        }
+    }
+
     /// The leader's id, as this member knows it.
     pub fn leader(&self) -> Option<u64> {
         self.raft.metrics().borrow().current_leader
@@ -229,7 +251,7 @@ impl Replica {
         let resp = self
             .net
             .http
-            .get(format!("http://{addr}/raft/info"))
+            .get(format!("{}://{addr}/raft/info", self.net.scheme))
             .header(COOKIE_HEADER, &*self.net.cookie)
             .timeout(Duration::from_millis(1_000))
             .send()

@@ -1,7 +1,9 @@
 //! The member's Raft listener: `/raft/append`, `/raft/vote`,
 //! `/raft/snapshot` (MessagePack, from peers) and `/raft/info` (JSON: the
 //! member's API URL and worker address, for followers that proxy to it and
-//! for clients). Every route needs the cluster's cookie.
+//! for clients). Every route needs the cluster's cookie, checked with the
+//! declared length before any body byte is read; what decodes is checked
+//! against the member's term ([`super::guard`]) before openraft takes it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
+use super::guard;
 use super::network::COOKIE_HEADER;
 use super::types::Raft;
 
@@ -33,15 +36,36 @@ struct Rpc {
     raft: Raft,
     cookie: Arc<str>,
     info: Arc<MemberInfo>,
+    /// Held while a snapshot chunk is read and installed: one transfer at a
+    /// time, so two leaders (an old one and a new one) cannot make a member
+    /// hold two chunks.
+    snapshot: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// The largest request body a peer may send (a batch of entries or a
-/// snapshot chunk).
-pub const RPC_BODY_BYTES_MAX: usize = 256 << 20;
+/// The largest vote a peer may send: a vote and a log id.
+pub const VOTE_BODY_BYTES_MAX: u64 = 64 << 10;
+/// The largest append a peer may send: at most 64 entries (openraft's
+/// `max_payload_entries`) of at most about 1 MiB each (one flush of the
+/// store), and their envelopes.
+pub const APPEND_BODY_BYTES_MAX: u64 = 96 << 20;
+/// The largest snapshot chunk a peer may send: openraft cuts snapshots
+/// into chunks of 3 MiB.
+pub const SNAPSHOT_BODY_BYTES_MAX: u64 = 16 << 20;
+
+/// The body limit of a Raft route, by path.
+fn body_limit(path: &str) -> u64 {
+    match path {
+        "/raft/append" => APPEND_BODY_BYTES_MAX,
+        "/raft/snapshot" => SNAPSHOT_BODY_BYTES_MAX,
+        "/raft/vote" => VOTE_BODY_BYTES_MAX,
+        _ => 0,
+    }
+}
 
 /// Serves the Raft routes on `listener` until the runtime ends.
 pub(super) fn spawn(
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     raft: Raft,
     cookie: &str,
     about: MemberInfo,
@@ -50,14 +74,36 @@ pub(super) fn spawn(
         raft,
         cookie: Arc::from(cookie),
         info: Arc::new(about),
+        snapshot: Arc::new(tokio::sync::Mutex::new(())),
     };
+    let limited = |bytes: u64| axum::extract::DefaultBodyLimit::max(bytes as usize);
     let app = axum::Router::new()
-        .route("/raft/append", post(append))
-        .route("/raft/vote", post(vote))
-        .route("/raft/snapshot", post(snapshot))
+        .route(
+            "/raft/append",
+            post(append).layer(limited(APPEND_BODY_BYTES_MAX)),
+        )
+        .route("/raft/vote", post(vote).layer(limited(VOTE_BODY_BYTES_MAX)))
+        .route(
+            "/raft/snapshot",
+            post(snapshot).layer(limited(SNAPSHOT_BODY_BYTES_MAX)),
+        )
         .route("/raft/info", get(member_info))
-        .layer(axum::extract::DefaultBodyLimit::max(RPC_BODY_BYTES_MAX))
+        // Before any body byte is read: the cookie, the declared length.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), admit))
         .with_state(state);
+    if let Some(acceptor) = tls {
+        // Handshakes in tasks of their own, bounded; TCP_NODELAY set there.
+        return tokio::spawn(async move {
+            match crate::serve::listen::TlsListener::new(listener, acceptor) {
+                Ok(listener) => {
+                    if let Err(e) = axum::serve(listener, app).await {
+                        tracing::error!(error = %e, "replica: the Raft listener failed");
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "replica: the Raft listener failed"),
+            }
+        });
+    }
     // No Nagle: an append's answer is one small write the leader waits on.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(e) = tcp.set_nodelay(true) {
@@ -71,14 +117,86 @@ pub(super) fn spawn(
     })
 }
 
-/// Binds the Raft address.
+/// Admits a request on its head alone: the cookie, then a declared length
+/// within the route's limit (a body without one is cut at the limit as it
+/// streams in), then, for a snapshot chunk, no other transfer under way.
+/// A stranger's request costs the member its headers, never its body.
+async fn admit(
+    State(s): State<Rpc>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !cookie_ok(&s, req.headers()) {
+        tracing::warn!(path = %req.uri().path(), "replica: a Raft request without the cluster's cookie refused");
+        return refused();
+    }
+    let limit = body_limit(req.uri().path());
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = declared {
+        if n > limit {
+            tracing::warn!(path = %req.uri().path(), bytes = n, limit, "replica: a Raft request over its body limit refused");
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "a Raft request of {n} bytes to {}: the limit is {limit}",
+                    req.uri().path()
+                ),
+            )
+                .into_response();
+        }
+    }
+    if req.uri().path() == "/raft/snapshot" {
+        let Ok(held) = s.snapshot.clone().try_lock_owned() else {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "a snapshot transfer is under way; send the chunk again",
+            )
+                .into_response();
+        };
+        let resp = next.run(req).await;
+        drop(held);
+        return resp;
+    }
+    next.run(req).await
+}
+
+/// Binds the Raft address. A name is resolved, and the member listens on
+/// the first of its addresses it can bind (IPv4 first); when none is this machine's (a
+/// name that points at a load balancer or a NAT), on every interface at
+/// that port.
 pub(super) async fn bind(addr: &str) -> Result<tokio::net::TcpListener, String> {
-    let parsed: SocketAddr = addr
-        .parse()
-        .map_err(|e| format!("Raft address {addr:?}: {e} (write HOST:PORT)"))?;
-    tokio::net::TcpListener::bind(parsed)
+    let mut resolved: Vec<SocketAddr> = tokio::net::lookup_host(addr)
         .await
-        .map_err(|e| format!("cannot listen on the Raft address {addr}: {e}"))
+        .map_err(|e| format!("Raft address {addr:?}: {e} (write HOST:PORT)"))?
+        .collect();
+    // IPv4 first: `localhost` names ::1 and 127.0.0.1, and a peer that
+    // dials the name falls back from one to the other, but a peer given
+    // the IPv4 address does not.
+    resolved.sort_by_key(|a| !a.is_ipv4());
+    let mut last = None;
+    for a in &resolved {
+        match tokio::net::TcpListener::bind(a).await {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some((*a, e)),
+        }
+    }
+    match last {
+        Some((a, e)) if e.kind() == std::io::ErrorKind::AddrNotAvailable => {
+            let any = SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), a.port());
+            tracing::info!(address = addr, resolved = %a, listen = %any, "replica: the Raft address is not this machine's; listening on every interface");
+            tokio::net::TcpListener::bind(any)
+                .await
+                .map_err(|e| format!("cannot listen on the Raft address {addr} (as {any}): {e}"))
+        }
+        Some((a, e)) => Err(format!(
+            "cannot listen on the Raft address {addr} ({a}): {e}"
+        )),
+        None => Err(format!("Raft address {addr:?} resolves to no address")),
+    }
 }
 
 fn cookie_ok(state: &Rpc, headers: &HeaderMap) -> bool {
@@ -109,47 +227,55 @@ fn msgpack<T: Serialize>(value: &T) -> Response {
     }
 }
 
-fn bad(e: impl std::fmt::Display) -> Response {
-    (
-        StatusCode::BAD_REQUEST,
-        format!("a Raft request that does not decode: {e}"),
-    )
-        .into_response()
+/// This member's current term, for the guard.
+fn term_of(s: &Rpc) -> u64 {
+    s.raft.metrics().borrow().current_term
 }
 
-async fn append(State(s): State<Rpc>, headers: HeaderMap, body: Bytes) -> Response {
-    if !cookie_ok(&s, &headers) {
-        return refused();
-    }
-    match rmp_serde::from_slice(&body) {
+/// Decodes a request and checks it against this member's term: the
+/// request, or the 400 that refuses it (logged when out of bounds).
+fn admitted<Req: serde::de::DeserializeOwned>(
+    s: &Rpc,
+    body: &[u8],
+    check: fn(&Req, u64) -> Result<(), String>,
+) -> Result<Req, (StatusCode, String)> {
+    let req = rmp_serde::from_slice(body).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("a Raft request that does not decode: {e}"),
+        )
+    })?;
+    check(&req, term_of(s)).map_err(|why| {
+        tracing::warn!(why = %why, "replica: a Raft request out of bounds refused");
+        (
+            StatusCode::BAD_REQUEST,
+            format!("a Raft request out of bounds: {why}"),
+        )
+    })?;
+    Ok(req)
+}
+
+async fn append(State(s): State<Rpc>, body: Bytes) -> Response {
+    match admitted(&s, &body, guard::check_append) {
         Ok(req) => msgpack(&s.raft.append_entries(req).await),
-        Err(e) => bad(e),
+        Err(refused) => refused.into_response(),
     }
 }
 
-async fn vote(State(s): State<Rpc>, headers: HeaderMap, body: Bytes) -> Response {
-    if !cookie_ok(&s, &headers) {
-        return refused();
-    }
-    match rmp_serde::from_slice(&body) {
+async fn vote(State(s): State<Rpc>, body: Bytes) -> Response {
+    match admitted(&s, &body, guard::check_vote) {
         Ok(req) => msgpack(&s.raft.vote(req).await),
-        Err(e) => bad(e),
+        Err(refused) => refused.into_response(),
     }
 }
 
-async fn snapshot(State(s): State<Rpc>, headers: HeaderMap, body: Bytes) -> Response {
-    if !cookie_ok(&s, &headers) {
-        return refused();
-    }
-    match rmp_serde::from_slice(&body) {
+async fn snapshot(State(s): State<Rpc>, body: Bytes) -> Response {
+    match admitted(&s, &body, guard::check_snapshot) {
         Ok(req) => msgpack(&s.raft.install_snapshot(req).await),
-        Err(e) => bad(e),
+        Err(refused) => refused.into_response(),
     }
 }
 
-async fn member_info(State(s): State<Rpc>, headers: HeaderMap) -> Response {
-    if !cookie_ok(&s, &headers) {
-        return refused();
-    }
+async fn member_info(State(s): State<Rpc>) -> Response {
     axum::Json(&*s.info).into_response()
 }

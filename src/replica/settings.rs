@@ -26,6 +26,8 @@ pub struct ReplicaSettings {
     /// Entries between snapshots of the state machine (the log behind one
     /// is purged).
     pub snapshot_entries: u64,
+    /// Mutual TLS between members (`--peer-ca`); plain HTTP without.
+    pub tls: Option<super::tls::PeerTls>,
 }
 
 /// Heartbeat interval (ms) by default: a quarter of the election timeout.
@@ -52,7 +54,9 @@ pub fn snapshot_entries() -> u64 {
 }
 
 impl ReplicaSettings {
-    /// Parses `--raft-peers` (`1=HOST:PORT,2=HOST:PORT,…`).
+    /// Parses `--raft-peers` (`1=HOST:PORT,2=HOST:PORT,…`); a host is an
+    /// IP address (`[…]` around IPv6) or a name, resolved again on every
+    /// connection (a member replaced under the same name is found).
     pub fn parse_peers(text: &str) -> Result<BTreeMap<u64, String>, String> {
         let mut peers = BTreeMap::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -67,9 +71,8 @@ impl ReplicaSettings {
                 return Err(format!("--raft-peers: {part:?}: ids start at 1"));
             }
             let addr = addr.trim();
-            addr.parse::<std::net::SocketAddr>().map_err(|e| {
-                format!("--raft-peers: address {addr:?} of member {id}: {e} (write HOST:PORT with an IP)")
-            })?;
+            check_host_port(addr)
+                .map_err(|e| format!("--raft-peers: address {addr:?} of member {id}: {e}"))?;
             if peers.insert(id, addr.to_string()).is_some() {
                 return Err(format!("--raft-peers: member {id} is named twice"));
             }
@@ -78,5 +81,73 @@ impl ReplicaSettings {
             return Err("--raft-peers: no member (write e.g. 1=127.0.0.1:7501,2=…,3=…)".into());
         }
         Ok(peers)
+    }
+}
+
+/// Checks `HOST:PORT`: an IPv4 address, an IPv6 address in brackets, or a
+/// DNS name (letters, digits, `-` and `.`, labels of 1 to 63 characters,
+/// at most 253 in all), and a port from 1 to 65535.
+pub fn check_host_port(addr: &str) -> Result<(), String> {
+    if addr.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or("no port (write HOST:PORT, e.g. weir-0.weir:7501)")?;
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => {}
+        _ => return Err(format!("port {port:?} is not 1 to 65535")),
+    }
+    if host.starts_with('[') || host.contains(':') {
+        return Err(format!(
+            "{host:?} is not an IPv6 address (write [ADDRESS]:PORT)"
+        ));
+    }
+    if host.is_empty() || host.len() > 253 {
+        return Err("a host name of 1 to 253 characters is needed".into());
+    }
+    for label in host.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && !label.starts_with('-')
+            && !label.ends_with('-')
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-');
+        if !ok {
+            return Err(format!(
+                "host {host:?}: label {label:?} is not a DNS label (letters, digits and '-', 1 to 63)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_by_ip_and_by_name() {
+        // (text, accepted)
+        let table: &[(&str, bool)] = &[
+            ("1=127.0.0.1:7501", true),
+            ("1=[::1]:7501", true),
+            ("1=weir-0.weir.default.svc.cluster.local:7501", true),
+            ("1=localhost:7501,2=m2:7502", true),
+            ("1=localhost", false),
+            ("1=localhost:0", false),
+            ("1=localhost:70000", false),
+            ("1=bad_name:7501", false),
+            ("1=-lead.x:7501", false),
+            ("1=a..b:7501", false),
+            ("1=::1:7501", false),
+            ("1=:7501", false),
+            ("0=m:1", false),
+        ];
+        for (i, (text, want)) in table.iter().enumerate() {
+            let got = ReplicaSettings::parse_peers(text);
+            assert_eq!(got.is_ok(), *want, "#{i}: {text}: got {got:?}");
+        }
     }
 }

@@ -67,6 +67,10 @@ impl TlsListener {
                         continue;
                     }
                 };
+                // Answers are small writes a client waits on.
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                }
                 let acceptor = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {

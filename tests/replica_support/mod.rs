@@ -101,6 +101,11 @@ pub struct Group {
     pub extra: Vec<String>,
     /// Environment every member gets.
     pub env: Vec<(String, String)>,
+    /// Environment one member gets on its next starts, by id.
+    pub member_env: BTreeMap<u64, Vec<(String, String)>>,
+    /// The host `--raft-peers` names members by (`127.0.0.1`, or a name
+    /// such as `localhost`).
+    pub host: String,
 }
 
 impl Drop for Group {
@@ -224,6 +229,19 @@ impl Group {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Group {
+        Group::start_on(dir, defs, n, extra, env, "127.0.0.1")
+    }
+
+    /// As [`Group::start_with`], with `--raft-peers` naming each member by
+    /// `host` (its links listen on 127.0.0.1).
+    pub fn start_on(
+        dir: &Path,
+        defs: &Path,
+        n: u64,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        host: &str,
+    ) -> Group {
         std::fs::create_dir_all(dir).unwrap();
         let cookie = dir.join("cookie");
         std::fs::write(&cookie, "the-members-cookie-0123456789\n").unwrap();
@@ -273,6 +291,8 @@ impl Group {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            member_env: BTreeMap::new(),
+            host: host.to_string(),
         };
         for id in 1..=n {
             g.spawn(id);
@@ -319,6 +339,10 @@ impl Group {
                 } else {
                     self.links[&(id, other)].addr.clone()
                 };
+                let addr = match addr.strip_prefix("127.0.0.1:") {
+                    Some(port) => format!("{}:{port}", self.host),
+                    None => addr,
+                };
                 format!("{other}={addr}")
             })
             .collect::<Vec<_>>()
@@ -355,7 +379,11 @@ impl Group {
             .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(log);
-        for (k, v) in &self.env {
+        for (k, v) in self
+            .env
+            .iter()
+            .chain(self.member_env.get(&id).into_iter().flatten())
+        {
             cmd.env(k, v);
         }
         m.child = Some(cmd.spawn().unwrap());
@@ -392,6 +420,29 @@ impl Group {
                     "timed out after {timeout:?} waiting for {what}\n{}",
                     self.logs_tail()
                 );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The process id of member `id`, if it runs.
+    pub fn pid(&self, id: u64) -> Option<u32> {
+        self.members[&id].child.as_ref().map(|c| c.id())
+    }
+
+    /// Waits up to `timeout` for member `id` to exit by itself, and gives
+    /// its exit code (`None` if it still runs).
+    pub fn wait_exit(&mut self, id: u64, timeout: Duration) -> Option<Option<i32>> {
+        let t0 = Instant::now();
+        loop {
+            let m = self.members.get_mut(&id).unwrap();
+            let c = m.child.as_mut()?;
+            if let Ok(Some(status)) = c.try_wait() {
+                m.child = None;
+                return Some(status.code());
+            }
+            if t0.elapsed() > timeout {
+                return None;
             }
             std::thread::sleep(Duration::from_millis(50));
         }

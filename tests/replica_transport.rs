@@ -1,0 +1,544 @@
+//! A member's Raft listener against what a stranger or a broken peer
+//! sends (DESIGN §7b): no body is read before the cookie and the declared
+//! length are checked, a term or an append the group could not have made
+//! is refused without reaching openraft, and a member whose Raft core
+//! stops exits 3 instead of answering healthy with no Raft.
+
+mod replica_support;
+mod serve_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+use replica_support::{chain_defs, days, Group};
+use weir::replica::TypeConfig;
+
+/// The member's resident set, from /proc (bytes).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// What a raw request to a Raft listener got: its status line's code, and
+/// how many body bytes the sender got through before it did.
+struct Sent {
+    status: u16,
+    answered_in: Duration,
+    body_bytes_sent: u64,
+}
+
+/// Sends `head` (a request's head, with its blank line), then streams up
+/// to `body_bytes` of zeros from another thread, and reads the answer.
+fn send_streaming(addr: &str, head: &str, body_bytes: u64, chunked: bool) -> Sent {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let t0 = Instant::now();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut w = s.try_clone().unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    let writer = std::thread::spawn(move || {
+        let chunk = vec![0u8; 1 << 20];
+        let mut sent = 0u64;
+        while sent < body_bytes {
+            let ok = if chunked {
+                w.write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+                    .and_then(|()| w.write_all(&chunk))
+                    .and_then(|()| w.write_all(b"\r\n"))
+            } else {
+                w.write_all(&chunk)
+            };
+            if ok.is_err() {
+                break;
+            }
+            sent += chunk.len() as u64;
+        }
+        sent
+    });
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => break,
+        }
+    }
+    let answered_in = t0.elapsed();
+    let status = String::from_utf8_lossy(&line)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    // The member closes the connection after its answer; the writer stops.
+    drop(s);
+    let body_bytes_sent = writer.join().unwrap();
+    Sent {
+        status,
+        answered_in,
+        body_bytes_sent,
+    }
+}
+
+/// POSTs `body` (MessagePack) to `path` of a Raft listener with the
+/// cookie: the status and the answer's body.
+fn post_raft(addr: &str, cookie: &str, path: &str, body: &[u8]) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nx-weir-cookie: {cookie}\r\nContent-Type: application/msgpack\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+fn cookie(g: &Group) -> String {
+    std::fs::read_to_string(&g.cookie)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A member other than the leader.
+fn follower(g: &Group, leader: u64) -> u64 {
+    *g.members.keys().find(|id| **id != leader).unwrap()
+}
+
+/// The group's leader and term as member `id` sees them.
+fn leader_and_term(g: &Group, id: u64) -> (Option<u64>, u64) {
+    let v = g.view(id).expect("the member answers its view");
+    (v["leader"].as_u64(), v["term"].as_u64().unwrap_or(0))
+}
+
+#[test]
+fn a_stranger_costs_a_member_nothing_and_a_wild_term_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = chain_defs(tmp.path(), "0");
+    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
+    let leader = g.wait_leader(Duration::from_secs(30));
+    let f = follower(&g, leader);
+    let raft = g.members[&f].raft.clone();
+    let pid = g.pid(f).unwrap();
+    let cookie = cookie(&g);
+    let (_, term_before) = leader_and_term(&g, f);
+
+    // Four strangers at once, each declaring 300 MiB and sending as fast
+    // as the member reads: each gets 401 at once, and the member's memory
+    // does not move by the bodies.
+    let rss_before = rss_bytes(pid);
+    let strangers: Vec<_> = (0..4)
+        .map(|i| {
+            let raft = raft.clone();
+            std::thread::spawn(move || {
+                let path = ["/raft/append", "/raft/snapshot", "/raft/vote", "/raft/append"][i];
+                let head = format!(
+                    "POST {path} HTTP/1.1\r\nHost: {raft}\r\nContent-Type: application/msgpack\r\nContent-Length: {}\r\n\r\n",
+                    300u64 << 20
+                );
+                send_streaming(&raft, &head, 300 << 20, false)
+            })
+        })
+        .collect();
+    for (i, t) in strangers.into_iter().enumerate() {
+        let sent = t.join().unwrap();
+        assert_eq!(sent.status, 401, "stranger {i}");
+        assert!(
+            sent.answered_in < Duration::from_secs(2),
+            "stranger {i} answered in {:?}",
+            sent.answered_in
+        );
+        // What the kernel's socket buffers took, not what the member read.
+        assert!(
+            sent.body_bytes_sent < 32 << 20,
+            "stranger {i} got {} MiB through before its answer",
+            sent.body_bytes_sent >> 20
+        );
+    }
+    // A chunked body (no declared length), without the cookie.
+    let head =
+        format!("POST /raft/append HTTP/1.1\r\nHost: {raft}\r\nTransfer-Encoding: chunked\r\n\r\n");
+    let sent = send_streaming(&raft, &head, 300 << 20, true);
+    assert_eq!(sent.status, 401);
+    let rss_after = rss_bytes(pid);
+    assert!(
+        rss_after < rss_before + (1 << 20),
+        "the member's RSS went from {} to {} KiB",
+        rss_before >> 10,
+        rss_after >> 10
+    );
+
+    // With the cookie, a declared length past the route's limit is
+    // refused on the head alone.
+    let head = format!(
+        "POST /raft/vote HTTP/1.1\r\nHost: {raft}\r\nx-weir-cookie: {cookie}\r\nContent-Length: {}\r\n\r\n",
+        1u64 << 20
+    );
+    let sent = send_streaming(&raft, &head, 1 << 20, false);
+    assert_eq!(sent.status, 413);
+    let head = format!(
+        "POST /raft/append HTTP/1.1\r\nHost: {raft}\r\nx-weir-cookie: {cookie}\r\nContent-Length: {}\r\n\r\n",
+        300u64 << 20
+    );
+    let sent = send_streaming(&raft, &head, 300 << 20, false);
+    assert_eq!(sent.status, 413);
+    assert!(sent.answered_in < Duration::from_secs(2));
+
+    // A vote of term u64::MAX with the cookie: refused, never taken.
+    let wild = VoteRequest::new(Vote::new(u64::MAX, 9), None);
+    let (status, body) = post_raft(
+        &raft,
+        &cookie,
+        "/raft/vote",
+        &rmp_serde::to_vec_named(&wild).unwrap(),
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("term"), "{body}");
+    // A vote just past the bound too, and an append whose entries skip
+    // an index.
+    let far = VoteRequest::new(
+        Vote::new(term_before + weir::replica::TERM_AHEAD_MAX + 1, 9),
+        None,
+    );
+    let (status, body) = post_raft(
+        &raft,
+        &cookie,
+        "/raft/vote",
+        &rmp_serde::to_vec_named(&far).unwrap(),
+    );
+    assert_eq!(status, 400, "{body}");
+    let id = |term, index| LogId::new(CommittedLeaderId::new(term, 1), index);
+    let gap: AppendEntriesRequest<TypeConfig> = AppendEntriesRequest {
+        vote: Vote::new_committed(term_before, leader),
+        prev_log_id: Some(id(term_before, 1)),
+        entries: vec![Entry {
+            log_id: id(term_before, 5),
+            payload: EntryPayload::Blank,
+        }],
+        leader_commit: None,
+    };
+    let (status, body) = post_raft(
+        &raft,
+        &cookie,
+        "/raft/append",
+        &rmp_serde::to_vec_named(&gap).unwrap(),
+    );
+    assert_eq!(status, 400, "{body}");
+    // Garbage with the cookie: 400, the member lives on.
+    let (status, _) = post_raft(&raft, &cookie, "/raft/vote", b"\xc1\xc1garbage");
+    assert_eq!(status, 400);
+
+    // The group kept its leader and its term, every member still runs,
+    // and it still takes work.
+    std::thread::sleep(Duration::from_millis(1_500));
+    for id in g.members.keys() {
+        let (seen_leader, term) = leader_and_term(&g, *id);
+        assert_eq!(seen_leader, Some(leader), "member {id}'s leader");
+        assert!(
+            term < term_before + 3,
+            "member {id}'s term went from {term_before} to {term}"
+        );
+    }
+    assert_eq!(g.running().len(), 3, "{}", g.logs_tail());
+    let parts = days(3);
+    g.backfill_chain(&parts);
+    g.wait_complete(&parts, Duration::from_secs(60));
+    let log = std::fs::read_to_string(g.dir.join(format!("m{f}.log"))).unwrap();
+    assert!(
+        log.contains("out of bounds refused"),
+        "the refusal is logged: {log}"
+    );
+    g.stop(f);
+}
+
+#[test]
+fn a_member_whose_raft_core_stops_exits_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = chain_defs(tmp.path(), "0");
+    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
+    let leader = g.wait_leader(Duration::from_secs(30));
+    let f = follower(&g, leader);
+    // The follower restarts on a disk whose fsyncs fail after its open:
+    // its Raft log's next sync fails, and openraft's core stops.
+    g.kill(f);
+    g.member_env
+        .insert(f, vec![("WEIR_FAULT_INJECT".into(), "fsync:12:eio".into())]);
+    g.spawn(f);
+    // Writes until the member's fsyncs run out: backfills of four days at
+    // a time, each waited for.
+    let all = days(200);
+    let mut parts = Vec::new();
+    let mut code = None;
+    for chunk in all.chunks(4) {
+        g.backfill_chain(chunk);
+        parts.extend_from_slice(chunk);
+        g.wait_complete(&parts, Duration::from_secs(60));
+        code = g.wait_exit(f, Duration::from_millis(200));
+        if code.is_some() {
+            break;
+        }
+    }
+    if code.is_none() {
+        code = g.wait_exit(f, Duration::from_secs(10));
+    }
+    assert_eq!(
+        code,
+        Some(Some(3)),
+        "the member whose core stopped exits 3\n{}",
+        g.logs_tail()
+    );
+    let log = std::fs::read_to_string(g.dir.join(format!("m{f}.log"))).unwrap();
+    assert!(log.contains("Raft core stopped"), "{log}");
+    assert!(
+        log.contains("free of"),
+        "the message names the disk's space: {log}"
+    );
+    // The two others go on: every run completes.
+    let more = &all[parts.len()..parts.len() + 4];
+    g.backfill_chain(more);
+    parts.extend_from_slice(more);
+    g.wait_complete(&parts, Duration::from_secs(90));
+    // Restarted on a sound disk, it rejoins.
+    g.member_env.remove(&f);
+    g.spawn(f);
+    g.wait(
+        "the member to follow the leader again",
+        Duration::from_secs(30),
+        || {
+            let v = g.view(f)?;
+            (v["state"] == "follower" && v["leader"].as_u64().is_some()).then_some(())
+        },
+    );
+}
+
+/// A CA and a certificate it signed for 127.0.0.1 and localhost: the
+/// CA's PEM, and the leaf's chain and key PEM.
+fn ca_and_leaf() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    (ca.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// A TLS client trusting `ca_pem`, presenting `identity` (chain, key) if
+/// any.
+fn tls_client(
+    ca_pem: &str,
+    identity: Option<(&str, &str)>,
+) -> std::sync::Arc<tokio_rustls::rustls::ClientConfig> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => builder
+            .with_client_auth_cert(
+                CertificateDer::pem_slice_iter(chain.as_bytes())
+                    .map(Result::unwrap)
+                    .collect(),
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).unwrap(),
+            )
+            .unwrap(),
+    };
+    std::sync::Arc::new(config)
+}
+
+/// GET /raft/info with the cookie over TLS: the answer's first line, or
+/// why there was none.
+fn tls_info(
+    addr: &str,
+    cookie: &str,
+    config: std::sync::Arc<tokio_rustls::rustls::ClientConfig>,
+) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
+        let req = format!(
+            "GET /raft/info HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nx-weir-cookie: {cookie}\r\n\r\n"
+        );
+        tls.write_all(req.as_bytes())
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        let mut raw = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut raw)).await;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        match read {
+            Ok(Ok(_)) if !text.is_empty() => Ok(text.lines().next().unwrap_or("").to_string()),
+            Ok(Ok(_)) => Err("no answer".into()),
+            Ok(Err(e)) => Err(format!("read: {e}")),
+            Err(_) => Err("read: timed out".into()),
+        }
+    })
+}
+
+#[test]
+fn members_named_by_host_talk_mutual_tls_and_refuse_other_certificates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = chain_defs(tmp.path(), "0");
+    let (ca, leaf, key) = ca_and_leaf();
+    let (other_ca, rogue, rogue_key) = ca_and_leaf();
+    let files = tmp.path().join("tls");
+    std::fs::create_dir_all(&files).unwrap();
+    for (name, text) in [("ca.pem", &ca), ("cert.pem", &leaf), ("key.pem", &key)] {
+        std::fs::write(files.join(name), text).unwrap();
+    }
+    let path = |n: &str| files.join(n).display().to_string();
+    let (ca_p, cert_p, key_p) = (path("ca.pem"), path("cert.pem"), path("key.pem"));
+    // Members named `localhost:PORT`, resolved on every connection.
+    let mut g = Group::start_on(
+        &tmp.path().join("g"),
+        &defs,
+        3,
+        &[
+            "--peer-ca",
+            &ca_p,
+            "--peer-cert",
+            &cert_p,
+            "--peer-key",
+            &key_p,
+        ],
+        &[],
+        "localhost",
+    );
+    let leader = g.wait_leader(Duration::from_secs(30));
+    let parts = days(4);
+    g.backfill_chain(&parts);
+    g.wait_complete(&parts, Duration::from_secs(60));
+    let v = g.view(leader).unwrap();
+    let named: Vec<&str> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["raft"].as_str().unwrap())
+        .collect();
+    assert!(
+        named.iter().all(|a| a.starts_with("localhost:")),
+        "the membership keeps the names: {named:?}"
+    );
+
+    let f = follower(&g, leader);
+    let raft = g.members[&f].raft.clone();
+    let cookie = cookie(&g);
+    // The group's own certificate is let in (the control)...
+    let ok = tls_info(&raft, &cookie, tls_client(&ca, Some((&leaf, &key))));
+    assert!(
+        ok.as_deref().is_ok_and(|l| l.contains(" 200")),
+        "a member's certificate: {ok:?}"
+    );
+    // ...one from another CA is not, nor none at all.
+    let other = tls_info(&raft, &cookie, tls_client(&ca, Some((&rogue, &rogue_key))));
+    assert!(other.is_err(), "another CA's certificate: {other:?}");
+    let none = tls_info(&raft, &cookie, tls_client(&ca, None));
+    assert!(none.is_err(), "no certificate: {none:?}");
+    // A member that does not trust the group's CA does not talk to it.
+    let wrong_trust = tls_info(&raft, &cookie, tls_client(&other_ca, Some((&leaf, &key))));
+    assert!(wrong_trust.is_err(), "{wrong_trust:?}");
+    // Plain HTTP, cookie and all, gets no Raft answer.
+    let (status, body) = post_raft(&raft, &cookie, "/raft/vote", b"\x80");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("HTTPS"), "{body}");
+    // The group still leads and takes work after the strangers.
+    let more = &days(8)[4..];
+    g.backfill_chain(more);
+    g.wait_complete(more, Duration::from_secs(60));
+    // Restarting a member: found again by name.
+    g.kill(f);
+    g.spawn(f);
+    g.wait(
+        "the restarted member to follow",
+        Duration::from_secs(30),
+        || {
+            let v = g.view(f)?;
+            (v["state"] == "follower" && v["leader"].as_u64().is_some()).then_some(())
+        },
+    );
+}
+
+#[test]
+fn plain_raft_traffic_off_this_machine_needs_a_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = chain_defs(tmp.path(), "0");
+    std::fs::write(tmp.path().join("cookie"), "the-members-cookie-0123456789\n").unwrap();
+    let out = serve_support::weir()
+        .arg("serve")
+        .arg(&defs)
+        .arg("--data")
+        .arg(tmp.path().join("m1"))
+        .args(["--raft-id", "1"])
+        .args([
+            "--raft-peers",
+            "1=127.0.0.1:7501,2=10.9.9.2:7501,3=weir-2.weir:7501",
+        ])
+        .arg("--cookie-file")
+        .arg(tmp.path().join("cookie"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("10.9.9.2:7501, weir-2.weir:7501"), "{err}");
+    assert!(
+        err.contains("--peer-ca") && err.contains("--insecure-raft-http"),
+        "{err}"
+    );
+    // A peer that is no HOST:PORT is named with its member.
+    let out = serve_support::weir()
+        .arg("serve")
+        .arg(&defs)
+        .args(["--raft-id", "1"])
+        .args(["--raft-peers", "1=127.0.0.1:7501,2=bad_name:7501"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("member 2") && err.contains("bad_name"),
+        "{err}"
+    );
+}
