@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 use weir_actors::store::{apply_journal_value, decode_ticket_chunk, BlobRef, SnapshotMeta};
 use weir_core::codec;
 use weir_core::graph::GraphDef;
-use weir_core::queue::{Op, Orphan, QueueState};
+use weir_core::queue::{Op, QueueState};
 
 use crate::definition;
 
@@ -129,10 +129,8 @@ pub fn envelope(data: &[u8]) {
     // What the queue does next at a restart: every running ticket is an
     // orphan.
     let now_ms = meta.map_or(0, |m| m.seq);
-    // One whose attempt had started is requeued as a failed attempt (or
-    // failed, its tries spent); one whose attempt had not is given back.
-    for orphan in state.orphans(now_ms, || 0) {
-        let (Orphan::Ran(op, _) | Orphan::Unstarted(op)) = orphan;
+    // Each is requeued as a failed attempt (or failed, its tries spent).
+    for (op, _) in state.orphans(now_ms, || 0) {
         let _ = state.step(&op);
     }
     state.assert_invariants();

@@ -477,3 +477,58 @@ fn a_relative_data_directory_works_for_every_task() {
     let run: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(run["state"], "complete", "{run}");
 }
+
+/// A node whose command kills the engine at once (`kill -9 $PPID`), with
+/// three attempts: each crash costs one attempt, so across restarts the
+/// command runs three times, sees attempts 1, 2 and 3, and the node fails
+/// — it never runs a fourth time nor sees an attempt number twice.
+#[test]
+fn a_task_that_kills_its_engine_runs_at_most_its_attempts() {
+    let dir = tempfile::tempdir().unwrap();
+    let defs = dir.path().join("defs");
+    std::fs::create_dir_all(&defs).unwrap();
+    let seen = dir.path().join("attempts.log");
+    std::fs::write(
+        defs.join("boom.toml"),
+        format!(
+            r#"name = "boom"
+[[nodes]]
+name = "boom"
+retry = {{ attempts = 3, initial = "10ms", max = "10ms" }}
+command = ["sh", "-c", "echo $WEIR_ATTEMPT >> {}; kill -9 $PPID; sleep 5"]
+"#,
+            seen.display()
+        ),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let mut last = None;
+    for round in 0..8 {
+        let o = weir()
+            .arg("run")
+            .arg(&defs)
+            .arg("--data")
+            .arg(&data)
+            .arg("--until-idle")
+            .output()
+            .unwrap();
+        last = Some(o.status.code());
+        if o.status.code().is_some() {
+            // The engine ended by itself: the run settled.
+            assert_eq!(
+                o.status.code(),
+                Some(1),
+                "round {round}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            break;
+        }
+    }
+    assert_eq!(last, Some(Some(1)), "the run settles as failed");
+    let attempts: Vec<String> = std::fs::read_to_string(&seen)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(attempts, ["1", "2", "3"], "WEIR_ATTEMPT of each run");
+}

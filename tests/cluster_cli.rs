@@ -392,14 +392,16 @@ fn over_tls_a_worker_without_the_ca_is_refused_and_one_with_it_runs_jobs() {
     assert!(c.worker_view("plain").is_none() && c.worker_view("wrong").is_none());
 }
 
-/// A ticket handed to a worker that never started it (the worker is
-/// stopped) costs no attempt when the engine dies: with one attempt
-/// allowed, the node still succeeds after the restart, at attempt 1.
+/// A ticket handed to a worker whose fate the engine cannot know (the
+/// worker is stopped: it could resume and run it) costs an attempt when
+/// the engine dies: the hand-out was durable, and a task must never see
+/// the same attempt number twice. With two attempts allowed, the node
+/// succeeds after the restart at attempt 2, run once, on the new worker.
 #[test]
-fn a_hand_out_that_never_started_costs_no_attempt_when_the_engine_dies() {
+fn a_hand_out_whose_outcome_is_unknown_costs_an_attempt_when_the_engine_dies() {
     let dir = tempfile::tempdir().unwrap();
     let defs = dir.path().join("defs");
-    let def = fan_def("g", 3, "0", 4).replace("attempts = 5", "attempts = 1");
+    let def = fan_def("g", 3, "0", 4).replace("attempts = 5", "attempts = 2");
     write_def(&defs, "g", &def);
     let port = free_port();
     let c = cluster_support::start(dir.path(), &defs, port, 60_000, &[]);
@@ -432,10 +434,16 @@ fn a_hand_out_that_never_started_costs_no_attempt_when_the_engine_dies() {
         .clone();
     assert_eq!(first["state"], "succeeded", "{first}");
     assert_eq!(
-        first["attempts"], 1,
-        "the hand-out that never ran is no attempt: {first}"
+        first["attempts"], 2,
+        "the hand-out of unknown outcome is an attempt: {first}"
     );
-    assert!(first["deferrals"].as_u64().unwrap() >= 1, "{first}");
+    let ran: Vec<Vec<String>> = log_lines(&defs, "ran.log")
+        .into_iter()
+        .filter(|l| l[0] == "first")
+        .collect();
+    assert_eq!(ran.len(), 1, "first ran once: {ran:?}");
+    assert!(ran[0][1].starts_with("w2."), "{ran:?}");
+    assert_eq!(ran[0][2], "2", "at attempt 2: {ran:?}");
 }
 
 /// A silent cut between the engine and a worker (faults #1): packets stop

@@ -43,9 +43,10 @@ pub use crate::msg::work::{PoolUp, PoolView};
 use crate::store::{BlobRef, Store};
 use crate::task::{TaskContext, TaskError, TaskRegistry};
 
-/// An attempt running this long is marked started in the queue's journal:
-/// a crash after that costs the attempt, one before it gives the hand-out
-/// back (bounded; see weir-core's `orphans`). Attempts that end sooner are
+/// An attempt running this long is marked started in the queue's journal
+/// (the ticket's `started`). A crash costs the attempt whether or not it
+/// was marked (the hand-out was durable; see weir-core's `orphans`): the
+/// mark only records that the task ran. Attempts that end sooner are
 /// never marked, so fast tasks journal nothing more.
 pub const START_MARK_AFTER_MS: u64 = 50;
 /// The pool actor.

@@ -80,9 +80,7 @@ fn crash_child() {
     let mut pending_ops: Vec<Op> = state
         .orphans(now_ms, || 0)
         .into_iter()
-        .map(|o| match o {
-            weir_core::queue::Orphan::Ran(op, _) | weir_core::queue::Orphan::Unstarted(op) => op,
-        })
+        .map(|(op, _)| op)
         .collect();
     loop {
         let mut ops = std::mem::take(&mut pending_ops);

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{broadcast, watch};
-use weir_core::queue::{Op, Orphan, Place, TicketId};
+use weir_core::queue::{Op, Place, TicketId};
 
 use crate::clock::Clock;
 use crate::events::EngineEvent;
@@ -175,25 +175,15 @@ impl Actor for QueueActor {
                 let rng = &mut state.rng;
                 state.q.orphans(now, || rand::Rng::gen(rng))
             };
-            for orphan in orphans {
-                match orphan {
-                    Orphan::Ran(op, plan) => state.apply_attempt_end(
-                        op,
-                        plan,
-                        None,
-                        "the process running the attempt died".into(),
-                        now,
-                        None,
-                    ),
-                    Orphan::Unstarted(op) => {
-                        let id = op.ticket_id();
-                        let key = id
-                            .and_then(|id| state.q.ticket(id))
-                            .map(|t| t.job.key.clone());
-                        let _ = state.step(op);
-                        tracing::info!(key = ?key, id = ?id, "a hand-out whose task had not started when the process died is given back; no attempt spent");
-                    }
-                }
+            for (op, plan) in orphans {
+                state.apply_attempt_end(
+                    op,
+                    plan,
+                    None,
+                    "the process running the attempt died".into(),
+                    now,
+                    None,
+                );
             }
             state.flush_inline().await?;
         } else {

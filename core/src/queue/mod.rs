@@ -19,10 +19,11 @@
 //! the key index and the tickets are a bijection; ids are below `next_id`.
 //!
 //! What survives a crash: everything journaled. What a crash means: every
-//! ticket that was running when the process died ran an attempt that will
-//! never report, so [`QueueState::orphans`] requeues each as a failed attempt
-//! (a crash counts as an attempt, so a task that kills the process cannot
-//! loop forever).
+//! ticket that was running when the process died was handed out durably
+//! and may have run; its attempt will never report, so
+//! [`QueueState::orphans`] requeues each as a failed attempt (a crash
+//! counts as an attempt, so a task that kills the process runs at most
+//! `attempts_max` times and never sees the same attempt number twice).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -35,8 +36,8 @@ use crate::cold::ColdLevel;
 use crate::pending::PendingOrder;
 use crate::retry::{AttemptOutcome, Plan, Stop, Tries};
 
-pub use op::{Applied, Ignored, Op, Orphan};
-pub use ticket::{Job, Place, Terminal, Ticket, TicketId, UNSTARTED_ORPHANS_MAX};
+pub use op::{Applied, Ignored, Op};
+pub use ticket::{Job, Place, Terminal, Ticket, TicketId};
 
 /// One change to the queue. Journaled before it takes effect.
 // Enqueue is the most frequent op and carries the largest value; boxing it
@@ -390,34 +391,27 @@ impl QueueState {
         Some((op, plan))
     }
 
-    /// At open: every ticket that was running was handed to a process that
-    /// died, and will never report. One whose attempt had said it started
-    /// ran an attempt: it is requeued as a failed attempt, or completed as
-    /// failed when its retries are spent (`draw` gives each its jitter).
-    /// One whose attempt had not said so is given back as a hand-out, no
-    /// attempt spent — unless [`UNSTARTED_ORPHANS_MAX`] such hand-outs in a
-    /// row ended in a crash, when it counts as failed too.
-    pub fn orphans(&self, now_ms: u64, mut draw: impl FnMut() -> u64) -> Vec<Orphan> {
+    /// Every ticket running at open ran an attempt in a process that died
+    /// (or, replicated, on a leader that lost its place): it is requeued
+    /// as a failed attempt, or completed as failed when its retries are
+    /// spent (`draw` gives each its jitter). Its hand-out was durable
+    /// before the task could start, and whether the task started is
+    /// unknown, so the attempt counts: a task never sees the same attempt
+    /// number twice and never runs more than `attempts_max` times. A
+    /// hand-out known not to have run (a worker that gave it back, a
+    /// breaker's deferral) is given back live, before any crash.
+    pub fn orphans(&self, now_ms: u64, mut draw: impl FnMut() -> u64) -> Vec<(Op, Plan)> {
         let running: Vec<(TicketId, u32)> = self
             .leases
             .iter()
             .map(|&(_, id)| (id, self.tickets[&id].attempt))
             .collect();
-        let mut ops = Vec::with_capacity(running.len());
-        for (id, attempt) in running {
-            let t = &self.tickets[&id];
-            let started = matches!(t.place, Place::Running { started: true, .. });
-            if !started && t.tries.unstarted_orphans < UNSTARTED_ORPHANS_MAX {
-                ops.push(Orphan::Unstarted(Op::Orphaned { id, due_ms: now_ms }));
-                continue;
-            }
-            if let Some((op, plan)) =
+        running
+            .into_iter()
+            .filter_map(|(id, attempt)| {
                 self.after_attempt(id, attempt, AttemptOutcome::Retryable, now_ms, draw())
-            {
-                ops.push(Orphan::Ran(op, plan));
-            }
-        }
-        ops
+            })
+            .collect()
     }
 
     fn enqueue(&mut self, job: &Job) -> Applied {
@@ -850,7 +844,7 @@ mod tests {
     }
 
     #[test]
-    fn orphans_that_started_are_requeued_as_failures() {
+    fn orphans_are_requeued_as_failures() {
         let mut q = QueueState::new();
         let mut once = job("once", "p", 0);
         once.policy = RetryPolicy::once();
@@ -859,17 +853,12 @@ mod tests {
         let _ = q.step(&Op::Enqueue(job("c", "p", 0)));
         let _ = q.step(&select("p", 0));
         let _ = q.step(&select("p", 0));
-        for id in [0, 1] {
-            assert_eq!(q.step(&Op::Start { id, attempt: 1 }), Applied::Started(id));
-        }
-        let ops: Vec<Orphan> = q.orphans(50, || 0);
-        let ops: Vec<Op> = ops
-            .into_iter()
-            .map(|o| match o {
-                Orphan::Ran(op, _) => op,
-                Orphan::Unstarted(op) => panic!("started, yet {op:?}"),
-            })
-            .collect();
+        // Started or not: the hand-out was durable, the outcome unknown.
+        assert_eq!(
+            q.step(&Op::Start { id: 0, attempt: 1 }),
+            Applied::Started(0)
+        );
+        let ops: Vec<Op> = q.orphans(50, || 0).into_iter().map(|(op, _)| op).collect();
         assert_eq!(
             ops,
             vec![
@@ -885,54 +874,55 @@ mod tests {
         );
     }
 
-    /// A hand-out whose task never said it started costs no attempt when
-    /// its process dies — up to UNSTARTED_ORPHANS_MAX times in a row; then
-    /// it counts, so a task that kills its process at once still ends.
+    /// A task that kills its process at once, with three attempts: each
+    /// crash costs one, the attempt number it sees grows each time, and
+    /// the ticket fails after the third.
     #[test]
-    fn orphans_that_never_started_are_given_back_a_bounded_number_of_times() {
+    fn a_task_that_kills_its_process_runs_at_most_attempts_max_times() {
         let mut q = QueueState::new();
-        let mut once = job("once", "p", 0);
-        once.policy = RetryPolicy::once();
-        let _ = q.step(&Op::Enqueue(once));
-        for round in 0..UNSTARTED_ORPHANS_MAX {
-            assert_eq!(q.step(&select("p", 10)), Applied::Selected(0));
-            let orphans = q.orphans(10, || 0);
-            assert_eq!(
-                orphans,
-                vec![Orphan::Unstarted(Op::Orphaned { id: 0, due_ms: 10 })],
-                "round {round}"
-            );
-            let Orphan::Unstarted(op) = &orphans[0] else {
-                unreachable!()
-            };
-            assert_eq!(q.step(op), Applied::Requeued(0));
-            let t = q.ticket(0).unwrap();
-            assert_eq!(t.tries.failures, 0, "round {round}: no failure");
-            assert_eq!(t.attempts(), 0, "round {round}: no attempt");
-            assert_eq!(t.tries.unstarted_orphans, round + 1);
+        let mut j = job("a", "p", 0);
+        j.policy.attempts_max = 3;
+        let _ = q.step(&Op::Enqueue(j));
+        let mut seen = Vec::new();
+        for crash in 0..10u64 {
+            // Past any backoff (1 s, then 2 s).
+            match q.step(&select("p", 10_000 * crash)) {
+                Applied::Selected(0) => {}
+                other => panic!("crash {crash}: {other:?}"),
+            }
+            seen.push(q.ticket(0).unwrap().attempts());
+            let orphans = q.orphans(10_000 * crash + 1, || 0);
+            assert_eq!(orphans.len(), 1, "crash {crash}");
+            let (op, _) = &orphans[0];
+            if let Op::Complete { terminal, .. } = op {
+                assert_eq!(*terminal, Terminal::Failed);
+                let _ = q.step(op);
+                break;
+            }
+            assert_eq!(q.step(op), Applied::Requeued(0), "crash {crash}");
         }
-        assert_eq!(q.step(&select("p", 10)), Applied::Selected(0));
-        match q.orphans(20, || 0).as_slice() {
-            [Orphan::Ran(
-                Op::Complete {
-                    id: 0,
-                    terminal: Terminal::Failed,
-                },
-                _,
-            )] => {}
-            other => panic!("past the bound the crash counts: {other:?}"),
-        }
-        // A start resets the count; a stale start changes nothing.
+        assert_eq!(seen, vec![1, 2, 3], "attempt numbers the task saw");
+        assert!(q.ticket(0).is_none(), "failed after its third attempt");
+    }
+
+    /// A start of another hand-out changes nothing; journals written
+    /// before orphans counted (an `Orphaned` op) still replay.
+    #[test]
+    fn stale_starts_and_old_orphaned_ops() {
         let mut q = QueueState::new();
         let _ = q.step(&Op::Enqueue(job("a", "p", 0)));
         let _ = q.step(&select("p", 0));
-        let _ = q.step(&Op::Orphaned { id: 0, due_ms: 0 });
+        assert_eq!(
+            q.step(&Op::Orphaned { id: 0, due_ms: 0 }),
+            Applied::Requeued(0)
+        );
+        assert_eq!(q.ticket(0).unwrap().tries.unstarted_orphans, 1);
+        assert_eq!(q.ticket(0).unwrap().attempts(), 0);
         let _ = q.step(&select("p", 0));
         assert_eq!(
             q.step(&Op::Start { id: 0, attempt: 1 }),
             Applied::Ignored(Ignored::Superseded(0))
         );
-        assert_eq!(q.ticket(0).unwrap().tries.unstarted_orphans, 1);
         assert_eq!(
             q.step(&Op::Start { id: 0, attempt: 2 }),
             Applied::Started(0)

@@ -1,13 +1,10 @@
 //! The ops that change the queue ([`Op`], journaled before they take
 //! effect and replayed through the same `step`), what a step did
-//! ([`Applied`]), why an op did not apply ([`Ignored`]) and what a crash
-//! left running becomes ([`Orphan`]).
+//! ([`Applied`]) and why an op did not apply ([`Ignored`]).
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-
-use crate::retry::Plan;
 
 use super::ticket::{Job, Terminal, TicketId};
 
@@ -80,7 +77,9 @@ pub enum Op {
     },
     /// A running ticket whose process died before its attempt said it
     /// started: pending again, no failure counted (a hand-out, as a
-    /// deferral is), one more unstarted orphan counted.
+    /// deferral is), one more unstarted orphan counted. No longer written
+    /// (an orphan's attempt counts: see `QueueState::orphans`); journals
+    /// written before replay it as they did.
     Orphaned {
         /// The ticket.
         id: TicketId,
@@ -159,13 +158,4 @@ pub enum Ignored {
     NotRunning(TicketId),
     /// The op names an attempt that is not the ticket's running one.
     Superseded(TicketId),
-}
-
-/// A running ticket at open, and what becomes of it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Orphan {
-    /// Its attempt had started: it failed.
-    Ran(Op, Plan),
-    /// Its attempt had not said it started: given back.
-    Unstarted(Op),
 }

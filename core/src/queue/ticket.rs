@@ -114,17 +114,13 @@ pub enum Place {
         /// When the lease runs out and the attempt counts as failed.
         lease_until_ms: u64,
         /// Whether the worker said the attempt's task has started (an
-        /// [`Op::Start`]): a crash then costs the attempt; before it, the
-        /// hand-out is given back (see [`QueueState::orphans`]).
+        /// [`Op::Start`], journaled with a later batch once the task ran
+        /// for a while). A crash costs the attempt either way (see
+        /// [`QueueState::orphans`]): the hand-out was durable first.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         started: bool,
     },
 }
-
-/// Crash orphans in a row whose attempt had not said it started, past which
-/// the next one counts as a failed attempt anyway: a task that kills its
-/// process before its start is marked durable cannot loop forever.
-pub const UNSTARTED_ORPHANS_MAX: u32 = 3;
 
 /// A live ticket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
