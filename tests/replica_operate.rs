@@ -1,8 +1,12 @@
-//! A member's Raft listener against what a stranger or a broken peer
-//! sends (DESIGN §7b): no body is read before the cookie and the declared
-//! length are checked, a term or an append the group could not have made
-//! is refused without reaching openraft, and a member whose Raft core
-//! stops exits 3 instead of answering healthy with no Raft.
+//! A replicated engine as operators run it (DESIGN §7b). The Raft
+//! listener against what a stranger or a broken peer sends: no body is
+//! read before the cookie and the declared length are checked, a term or
+//! an append the group could not have made is refused without reaching
+//! openraft, and a member whose Raft core stops exits 3 instead of
+//! answering healthy with no Raft. Members named by host, over mutual
+//! TLS. Views that tell the truth: unreachable members, a cut-off leader,
+//! `/healthz` and `/readyz` from the member's own state, and a CLI that
+//! follows the group after its member stopped.
 
 mod replica_support;
 mod serve_support;
@@ -541,4 +545,133 @@ fn plain_raft_traffic_off_this_machine_needs_a_flag() {
         err.contains("member 2") && err.contains("bad_name"),
         "{err}"
     );
+}
+
+/// GETs `path` of member `id`'s API (no token): status, body and time.
+fn probe(g: &Group, id: u64, path: &str) -> (u16, String, Duration) {
+    let t0 = Instant::now();
+    let r = replica_support::request(
+        &g.members[&id].api,
+        "",
+        "GET",
+        path,
+        None,
+        Duration::from_secs(5),
+    )
+    .unwrap();
+    (r.status, r.body, t0.elapsed())
+}
+
+#[test]
+fn views_name_unreachable_members_and_a_cut_off_leader() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = chain_defs(tmp.path(), "0");
+    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
+    let leader = g.wait_leader(Duration::from_secs(30));
+    let f = follower(&g, leader);
+    let other = *g
+        .members
+        .keys()
+        .find(|id| **id != leader && **id != f)
+        .unwrap();
+    for id in [leader, f] {
+        let (status, body, _) = probe(&g, id, "/readyz");
+        assert_eq!(status, 200, "member {id}: {body}");
+    }
+    // A dead member is unreachable in the table, and /healthz does not
+    // wait for it.
+    g.kill(other);
+    let table = g.cli(f, &["members"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(table.status.success(), "{text}");
+    assert_eq!(text.matches("unreachable").count(), 1, "{text}");
+    let v = g.view(f).unwrap();
+    let dead = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == other)
+        .unwrap()
+        .clone();
+    assert_eq!(dead["role"], "unreachable", "{dead}");
+    assert_eq!(dead["reachable"], false, "{dead}");
+    let mut times: Vec<Duration> = (0..21)
+        .map(|_| {
+            let (status, _, t) = probe(&g, f, "/healthz");
+            assert_eq!(status, 200);
+            t
+        })
+        .collect();
+    times.sort();
+    assert!(
+        times[10] < Duration::from_millis(10),
+        "/healthz p50 {:?} with a member down",
+        times[10]
+    );
+    // The leader cut off from both others: it says so in the table, and
+    // it is not ready.
+    g.spawn(other);
+    g.wait("the group whole again", Duration::from_secs(30), || {
+        let v = g.view(leader)?;
+        v["members"]
+            .as_array()?
+            .iter()
+            .all(|m| m["reachable"] == true)
+            .then_some(())
+    });
+    g.partition(leader);
+    g.wait(
+        "the cut-off leader to say it hears no majority",
+        Duration::from_secs(10),
+        || {
+            let v = g.view(leader)?;
+            (v["hears_majority"] == false).then_some(())
+        },
+    );
+    let (status, body, _) = probe(&g, leader, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("majority"), "{body}");
+    let table = g.cli(leader, &["members"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("cannot hear a majority"), "{text}");
+    g.heal();
+    g.wait_leader(Duration::from_secs(30));
+}
+
+#[test]
+fn the_cli_follows_the_group_after_its_member_stopped_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = chain_defs(tmp.path(), "0");
+    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
+    g.wait_leader(Duration::from_secs(30));
+    // engine.json learns the members' URLs within its refresh.
+    let file = g.members[&1].data.join("engine.json");
+    g.wait(
+        "engine.json to list the members",
+        Duration::from_secs(20),
+        || {
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).ok()?).ok()?;
+            (v["members"].as_array()?.len() == 3).then_some(())
+        },
+    );
+    assert_eq!(g.stop(1), Some(0));
+    g.wait_leader(Duration::from_secs(30));
+    let parts = days(2);
+    let range = format!("{}..{}", parts[0], parts[1]);
+    let started = g.cli(1, &["backfill", "chain", &range]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    g.wait_complete(&parts, Duration::from_secs(60));
+    let runs = g.cli(1, &["runs", "--graph", "chain", "--json"]);
+    let text = String::from_utf8_lossy(&runs.stdout);
+    assert!(runs.status.success(), "{text}");
+    for p in &parts {
+        assert!(
+            text.contains(p.as_str()),
+            "{p} in the runs read through member 1's data directory: {text}"
+        );
+    }
 }

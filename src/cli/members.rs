@@ -59,6 +59,20 @@ pub fn run(a: MembersArgs) -> Result<u8, Failure> {
             s(v, "last_log_index"),
             s(v, "applied_index"),
         ));
+        if v.get("hears_majority").and_then(Value::as_bool) == Some(false) {
+            let since = match (
+                v.get("quorum_ack_ms_ago").and_then(Value::as_u64),
+                v.get("leader_contact_ms_ago").and_then(Value::as_u64),
+            ) {
+                (Some(ms), _) => format!("no majority acknowledged it for {ms} ms"),
+                (None, Some(ms)) => format!("it heard no leader for {ms} ms"),
+                (None, None) => "it heard no leader".to_string(),
+            };
+            out(&format!(
+                "member {} cannot hear a majority ({since}): this view may be stale; ask another member",
+                s(v, "this")
+            ));
+        }
         let mut t = table::new(&[
             "id",
             "role",

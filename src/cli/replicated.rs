@@ -307,7 +307,10 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         refresher.abort();
         front.stop();
         replica.shutdown().await;
-        discovery::remove_engine_file(&data);
+        // The file stays, with the members' URLs: a client given this
+        // member's data directory follows the group to the members that
+        // still serve (its pid is gone, its URL no longer answers).
+        engine_file.write();
         match failure {
             Some(f) => Err(f),
             None => Ok(0),

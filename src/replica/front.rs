@@ -2,8 +2,9 @@
 //! and UI at the same paths. The leader's front passes requests to its
 //! engine's API (on a loopback port of its own); a follower's front passes
 //! them to the leader's front; with no leader known it answers 503 naming
-//! the members. `/healthz` and `GET /api/v1/members` are answered by the
-//! member itself, so a client sees the group even during an election.
+//! the members. `/healthz`, `/readyz` and `GET /api/v1/members` are
+//! answered by the member itself, so a client sees the group even during
+//! an election; the first two from its own state alone.
 //! Adding and removing members (admin) happens on the leader.
 
 use std::sync::{Arc, RwLock};
@@ -146,15 +147,33 @@ async fn handle(
 async fn answer(s: &FrontState, client: ClientAddr, req: Request) -> Response {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
+    // Both from the member's own state: no peer is asked.
     if path == "/healthz" && method == Method::GET {
-        let view = s.replica.members_view().await;
+        let h = s.replica.health();
         return axum::Json(serde_json::json!({
             "status": "ok",
-            "member": view.this,
-            "state": view.state,
-            "leader": view.leader,
+            "member": h.member,
+            "state": h.state,
+            "leader": h.leader,
+            "term": h.term,
         }))
         .into_response();
+    }
+    if path == "/readyz" && method == Method::GET {
+        let mut h = s.replica.health();
+        // A leader is ready once its engine serves (it opens the engine
+        // on its store after winning).
+        let serving = s.local.read().unwrap_or_else(|p| p.into_inner()).is_some();
+        if h.ready && h.leader == Some(h.member) && !serving {
+            h.ready = false;
+            h.why_not = Some("it leads; its engine is opening".into());
+        }
+        let status = if h.ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        return (status, axum::Json(h)).into_response();
     }
     if path == "/api/v1/members" || path.starts_with("/api/v1/members/") {
         return members(s, client, &method, &path, req).await;
@@ -263,7 +282,13 @@ async fn pass(s: &FrontState, client: ClientAddr, req: Request) -> Response {
                     .into_response()
                 }
             },
-            _ => {
+            Some(_) => {
+                return ApiError::unavailable(
+                    "this member leads; its engine is opening: try again in a moment",
+                )
+                .into_response()
+            }
+            None => {
                 return ApiError::unavailable(format!(
                     "no leader yet (members: {}): try again in a moment",
                     s.replica

@@ -18,14 +18,18 @@ pub struct MemberView {
     pub raft: String,
     /// Its API's URL (absent when it did not answer).
     pub api_url: Option<String>,
-    /// `leader`, `follower` or `learner` (not voting yet).
+    /// `leader`, `follower`, `learner` (not voting yet), `catching up`
+    /// (more than [`CATCHING_UP_LAG_ENTRIES`] behind, in the leader's
+    /// view) or `unreachable` (it did not answer the asker now).
     pub role: String,
+    /// Whether it answered the member that made this view, now.
+    pub reachable: bool,
     /// The last log index known replicated to it (the leader's view).
     pub matched_index: Option<u64>,
     /// Entries it is behind the leader's log (the leader's view).
     pub lag: Option<u64>,
-    /// Milliseconds since it last answered this member (the leader's
-    /// view: its replication; a follower: what it asked).
+    /// Milliseconds since it last answered the member that made this
+    /// view (its Raft traffic, or the probe the view sends each member).
     pub last_contact_ms_ago: Option<u64>,
 }
 
@@ -53,13 +57,24 @@ pub struct MembersView {
     pub elections: u64,
     /// Milliseconds since a majority acknowledged it (a leader only).
     pub quorum_ack_ms_ago: Option<u64>,
+    /// Milliseconds since it last took an append from the leader (a
+    /// follower only).
+    pub leader_contact_ms_ago: Option<u64>,
+    /// Whether it hears a majority: a leader acknowledged by one within
+    /// the election timeout, a follower that heard its leader within the
+    /// election timeout's top. A member that does not may be cut off: its
+    /// view of the group is stale.
+    pub hears_majority: bool,
     /// Every member.
     pub members: Vec<MemberView>,
 }
 
 /// How long a member's `/raft/info` may take before the view goes without
-/// its URL.
+/// its URL and calls it unreachable.
 const INFO_TIMEOUT: Duration = Duration::from_millis(400);
+
+/// A follower further behind the leader's log than this is `catching up`.
+pub const CATCHING_UP_LAG_ENTRIES: u64 = 1_000;
 
 impl Replica {
     /// The view of the group from this member.
@@ -67,13 +82,6 @@ impl Replica {
         let m = self.raft.metrics().borrow().clone();
         let membership = m.membership_config.membership().clone();
         let voters: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
-        let now = wall_ms();
-        let contacts = self
-            .net
-            .contacts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
         let mut members = Vec::new();
         let nodes: Vec<(u64, String)> = membership
             .nodes()
@@ -90,6 +98,14 @@ impl Replica {
                 .map(|i| i.api_url)
         }))
         .await;
+        let now = wall_ms();
+        let contacts = self
+            .net
+            .contacts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let leads = m.current_leader == Some(self.settings.id);
         for ((id, raft), api_url) in nodes.into_iter().zip(infos) {
             let matched = m
                 .replication
@@ -97,8 +113,14 @@ impl Replica {
                 .and_then(|r| r.get(&id).cloned())
                 .flatten()
                 .map(|l| l.index);
-            let role = if m.current_leader == Some(id) {
+            let lag = matched.map(|i| m.last_log_index.unwrap_or(0).saturating_sub(i));
+            let reachable = api_url.is_some();
+            let role = if !reachable {
+                "unreachable"
+            } else if m.current_leader == Some(id) {
                 "leader"
+            } else if leads && lag.is_none_or(|l| l > CATCHING_UP_LAG_ENTRIES) {
+                "catching up"
             } else if voters.contains(&id) {
                 "follower"
             } else {
@@ -109,15 +131,27 @@ impl Replica {
                 raft,
                 api_url,
                 role: role.into(),
+                reachable,
                 matched_index: matched,
-                lag: matched.map(|i| m.last_log_index.unwrap_or(0).saturating_sub(i)),
+                lag,
                 last_contact_ms_ago: if id == self.settings.id {
+                    Some(0)
+                } else if reachable {
+                    // It answered the probe just now.
                     Some(0)
                 } else {
                     contacts.get(&id).map(|at| now.saturating_sub(*at))
                 },
             });
         }
+        let leader_contact_ms_ago = self.leader_contact_ms_ago();
+        let hears_majority = if leads {
+            m.millis_since_quorum_ack
+                .is_some_and(|ms| ms < self.settings.election_min_ms)
+        } else {
+            m.current_leader.is_some()
+                && leader_contact_ms_ago.is_some_and(|ms| ms < self.settings.election_max_ms)
+        };
         MembersView {
             this: self.settings.id,
             state: m.state.name().into(),
@@ -129,6 +163,8 @@ impl Replica {
             purged_index: m.purged.map(|l| l.index),
             elections: self.elections(),
             quorum_ack_ms_ago: m.millis_since_quorum_ack,
+            leader_contact_ms_ago: if leads { None } else { leader_contact_ms_ago },
+            hears_majority,
             members,
         }
     }

@@ -20,9 +20,9 @@ mod types;
 
 pub use front::Front;
 pub use guard::{INDEX_MAX, TERM_AHEAD_MAX, TERM_MAX};
-pub use members::{MemberView, MembersView};
+pub use members::{MemberView, MembersView, CATCHING_UP_LAG_ENTRIES};
 pub use network::COOKIE_HEADER;
-pub use node::Replica;
+pub use node::{Health, Replica, READY_LAG_ENTRIES};
 pub use rpc::MemberInfo;
 pub use settings::{
     check_host_port, snapshot_entries, ReplicaSettings, ELECTION_MAX_MS_DEFAULT,

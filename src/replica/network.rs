@@ -51,6 +51,9 @@ pub struct Network {
     pub(super) term: Arc<AtomicU64>,
     /// `https` with mutual TLS between members, else `http`.
     pub(super) scheme: &'static str,
+    /// When this member last took an append from a leader (ms since the
+    /// epoch; 0 never): a follower's measure of hearing the group.
+    pub(super) leader_heard_ms: Arc<AtomicU64>,
 }
 
 impl Network {
@@ -79,6 +82,7 @@ impl Network {
             rpc_timeout_min,
             term: Arc::new(AtomicU64::new(0)),
             scheme: if tls.is_some() { "https" } else { "http" },
+            leader_heard_ms: Arc::new(AtomicU64::new(0)),
         })
     }
 }

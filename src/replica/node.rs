@@ -14,7 +14,29 @@ use super::network::{self, COOKIE_HEADER};
 use super::proposer::Proposer;
 use super::rpc::{self, MemberInfo};
 use super::settings::ReplicaSettings;
-use super::types::{Member, Raft};
+use super::types::{Member, Raft, ServerStateExt};
+
+/// A follower with more of its log than this not yet applied is not ready.
+pub const READY_LAG_ENTRIES: u64 = 1_000;
+
+/// What a member says of itself on `/healthz` and `/readyz`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Health {
+    /// Its id.
+    pub member: u64,
+    /// leader, follower, candidate, learner.
+    pub state: &'static str,
+    /// The leader it knows.
+    pub leader: Option<u64>,
+    /// Its term.
+    pub term: u64,
+    /// The last index applied to its store.
+    pub applied_index: Option<u64>,
+    /// Whether a load balancer may send it requests.
+    pub ready: bool,
+    /// Why not, when not.
+    pub why_not: Option<String>,
+}
 
 /// A running member: its Raft node over its store.
 #[derive(Clone)]
@@ -92,6 +114,7 @@ impl Replica {
                 api_url: settings.api_url.clone(),
                 cluster: settings.cluster.clone(),
             },
+            net.leader_heard_ms.clone(),
         );
         let replica = Replica {
             raft,
@@ -235,6 +258,62 @@ impl Replica {
             if rx.changed().await.is_err() {
                 return "the Raft core's task ended (a panic)".into();
             }
+        }
+    }
+
+    /// Milliseconds since this member last took an append from a leader.
+    pub fn leader_contact_ms_ago(&self) -> Option<u64> {
+        match self
+            .net
+            .leader_heard_ms
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => None,
+            at => Some(super::types::wall_ms().saturating_sub(at)),
+        }
+    }
+
+    /// What `/healthz` and `/readyz` say, from this member's own state
+    /// alone (no peer is asked: an answer in microseconds, whatever the
+    /// peers do). Ready: it leads and hears a majority, or it follows a
+    /// leader it heard within the election timeout's top and has applied
+    /// its log to within [`READY_LAG_ENTRIES`].
+    pub fn health(&self) -> Health {
+        let m = self.raft.metrics().borrow().clone();
+        let leads = m.state == ServerState::Leader && m.current_leader == Some(self.settings.id);
+        let applied = m.last_applied.map_or(0, |l| l.index);
+        let lag = m.last_log_index.unwrap_or(0).saturating_sub(applied);
+        let contact = self.leader_contact_ms_ago();
+        let why_not = if leads {
+            (!self.heard_majority(&m)).then(|| {
+                format!(
+                    "it leads but no majority acknowledged it within {} ms",
+                    self.settings.election_min_ms
+                )
+            })
+        } else if m.current_leader.is_none() {
+            Some("no leader known (an election, or this member is cut off)".into())
+        } else if contact.is_none_or(|ms| ms >= self.settings.election_max_ms) {
+            Some(format!(
+                "no append from the leader (member {}) within {} ms",
+                m.current_leader.unwrap_or_default(),
+                self.settings.election_max_ms
+            ))
+        } else if lag > READY_LAG_ENTRIES {
+            Some(format!(
+                "{lag} entries of its log not applied yet (ready within {READY_LAG_ENTRIES})"
+            ))
+        } else {
+            None
+        };
+        Health {
+            member: self.settings.id,
+            state: m.state.name(),
+            leader: m.current_leader,
+            term: m.current_term,
+            applied_index: m.last_applied.map(|l| l.index),
+            ready: why_not.is_none(),
+            why_not,
         }
     }
 

@@ -40,6 +40,8 @@ struct Rpc {
     /// time, so two leaders (an old one and a new one) cannot make a member
     /// hold two chunks.
     snapshot: Arc<tokio::sync::Mutex<()>>,
+    /// Set when an append from a leader is taken (see `Network`).
+    leader_heard_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The largest vote a peer may send: a vote and a log id.
@@ -69,12 +71,14 @@ pub(super) fn spawn(
     raft: Raft,
     cookie: &str,
     about: MemberInfo,
+    leader_heard_ms: Arc<std::sync::atomic::AtomicU64>,
 ) -> tokio::task::JoinHandle<()> {
     let state = Rpc {
         raft,
         cookie: Arc::from(cookie),
         info: Arc::new(about),
         snapshot: Arc::new(tokio::sync::Mutex::new(())),
+        leader_heard_ms,
     };
     let limited = |bytes: u64| axum::extract::DefaultBodyLimit::max(bytes as usize);
     let app = axum::Router::new()
@@ -257,7 +261,21 @@ fn admitted<Req: serde::de::DeserializeOwned>(
 
 async fn append(State(s): State<Rpc>, body: Bytes) -> Response {
     match admitted(&s, &body, guard::check_append) {
-        Ok(req) => msgpack(&s.raft.append_entries(req).await),
+        Ok(req) => {
+            let answer = s.raft.append_entries(req).await;
+            if matches!(
+                answer,
+                Ok(openraft::raft::AppendEntriesResponse::Success
+                    | openraft::raft::AppendEntriesResponse::PartialSuccess(_)
+                    | openraft::raft::AppendEntriesResponse::Conflict)
+            ) {
+                s.leader_heard_ms.store(
+                    super::types::wall_ms(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+            msgpack(&answer)
+        }
         Err(refused) => refused.into_response(),
     }
 }

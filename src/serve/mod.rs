@@ -119,6 +119,7 @@ pub fn router(state: AppState) -> axum::Router {
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX));
     let open = axum::Router::new()
         .route("/healthz", axum::routing::get(handlers::healthz))
+        .route("/readyz", axum::routing::get(handlers::readyz))
         .merge(crate::ui::routes());
     open.merge(protected)
         // An unknown route or a wrong method answers the documented error
@@ -174,6 +175,7 @@ pub fn routes_served() -> Vec<(&'static str, &'static str)> {
         .map(|(m, p, _)| (m, p))
         .collect();
     listed.push(("get", "/healthz"));
+    listed.push(("get", "/readyz"));
     listed.sort();
     listed
 }

@@ -13,7 +13,7 @@ pub use runs::{NodeLive, RunWithLive};
 mod stream;
 pub(crate) mod system;
 
-pub(crate) use system::healthz;
+pub(crate) use system::{healthz, readyz};
 
 use super::access::Role;
 use super::routes::Routes;

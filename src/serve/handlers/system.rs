@@ -17,6 +17,16 @@ pub async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
     }
 }
 
+/// Readiness, for load balancers and Kubernetes probes: a single engine
+/// is ready while it runs (a replicated member answers from its own Raft
+/// state instead). No token.
+pub async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
+    match s.engine.error() {
+        None => (StatusCode::OK, "ready\n".to_string()),
+        Some(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("stopped: {e}\n")),
+    }
+}
+
 /// Prometheus' text format.
 pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
     let body = s.metrics.render(&s.engine).await;
