@@ -10,10 +10,14 @@
 //! through the environment: WEIR_DISK_RESERVE_BYTES=8 MiB,
 //! WEIR_DISK_RESERVE_PERCENT=0, WEIR_RESERVE_FILE_BYTES=4 MiB.
 
+mod disk_support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use disk_support::Tmpfs;
 
 const NODES: usize = 30;
 const NODE_FILE_BYTES: u64 = 3 << 20;
@@ -23,58 +27,6 @@ const DISK_BYTES_LARGE: u64 = 256 << 20;
 const STOP_WITHIN: Duration = Duration::from_secs(30);
 /// The run on the enlarged disk must finish within this.
 const FINISH_WITHIN: Duration = Duration::from_secs(120);
-
-/// A tmpfs mounted for the test, unmounted on drop.
-struct Tmpfs {
-    at: PathBuf,
-}
-
-impl Tmpfs {
-    fn mount(at: &Path, bytes: u64) -> Result<Tmpfs, String> {
-        std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
-            .arg(at)
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "mount -t tmpfs failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(Tmpfs {
-            at: at.to_path_buf(),
-        })
-    }
-
-    fn resize(&self, bytes: u64) {
-        let out = Command::new("mount")
-            .args(["-o", &format!("remount,size={bytes}")])
-            .arg(&self.at)
-            .output()
-            .expect("mount runs");
-        assert!(
-            out.status.success(),
-            "remount to {bytes} bytes: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.at)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            // Something still holds a file open: detach it now, the
-            // kernel frees it when the last holder goes.
-            let _ = Command::new("umount").arg("-l").arg(&self.at).status();
-        }
-    }
-}
 
 fn weir() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_weir"));

@@ -81,6 +81,7 @@ pub fn run(a: MembersArgs) -> Result<u8, Failure> {
             "matched",
             "lag",
             "last contact",
+            "disk free",
         ]);
         for m in v
             .get("members")
@@ -92,6 +93,15 @@ pub fn run(a: MembersArgs) -> Result<u8, Failure> {
                 Some(ms) => format!("{ms} ms ago"),
                 None => "-".into(),
             };
+            let disk = match (
+                m.get("free_bytes").and_then(Value::as_u64),
+                m.get("reserve_bytes").and_then(Value::as_u64),
+            ) {
+                (Some(free), Some(reserve)) => {
+                    format!("{} MiB (reserve {} MiB)", free >> 20, reserve >> 20)
+                }
+                _ => "-".into(),
+            };
             t.add_row(vec![
                 s(m, "id"),
                 s(m, "role"),
@@ -100,6 +110,7 @@ pub fn run(a: MembersArgs) -> Result<u8, Failure> {
                 s(m, "matched_index"),
                 s(m, "lag"),
                 contact,
+                disk,
             ]);
         }
         out(&t.to_string());

@@ -193,6 +193,12 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 _ = term.recv() => break 'member,
                 _ = int.recv() => break 'member,
             }
+            if replica.disk_low() {
+                // It may still lead for its lease: it opens no engine, and
+                // with no heartbeat another member takes over.
+                tokio::time::sleep(Duration::from_millis(LEAD_CHECK_MS * 10)).await;
+                continue 'member;
+            }
             let promoted = Instant::now();
             store.clear_failure();
             let raft_term = replica.raft.metrics().borrow().current_term;
@@ -255,6 +261,10 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             let stopping = loop {
                 tokio::select! {
                     _ = tick.tick() => {
+                        if replica.disk_low() {
+                            tracing::warn!(member = id, "replica: the disk is under the reserve; stopping the engine so that another member leads");
+                            break false;
+                        }
                         if !replica.leads() {
                             tracing::warn!(member = id, "replica: no longer leads (or no majority heard within the election timeout); stopping the engine");
                             break false;
@@ -300,7 +310,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             // A leader that stepped down on its own (the engine failed)
             // lets another stand: it waits an election timeout before it
             // may lead again.
-            if replica.leads() {
+            if replica.leads() && !replica.disk_low() {
                 let _ = replica.raft.trigger().elect().await;
             }
         }

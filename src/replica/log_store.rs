@@ -172,6 +172,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        // The reserve first: sled must never meet a full disk mid-write.
+        // Refused, openraft's core stops and the member exits 3.
+        self.store
+            .ensure_room()
+            .map_err(|e| io(StorageIOError::write_logs, e))?;
         let mut batch = sled::Batch::default();
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(|e| io(StorageIOError::write_logs, e))?;

@@ -20,8 +20,14 @@ pub struct MemberView {
     pub api_url: Option<String>,
     /// `leader`, `follower`, `learner` (not voting yet), `catching up`
     /// (more than [`CATCHING_UP_LAG_ENTRIES`] behind, in the leader's
-    /// view) or `unreachable` (it did not answer the asker now).
+    /// view), `under reserve` (its disk is under the store's reserve: it
+    /// neither leads nor takes entries) or `unreachable` (it did not
+    /// answer the asker now).
     pub role: String,
+    /// Its data directory's free bytes, as it said.
+    pub free_bytes: Option<u64>,
+    /// The free bytes its store keeps at the least.
+    pub reserve_bytes: Option<u64>,
     /// Whether it answered the member that made this view, now.
     pub reachable: bool,
     /// The last log index known replicated to it (the leader's view).
@@ -89,13 +95,13 @@ impl Replica {
             .collect();
         let infos = futures::future::join_all(nodes.iter().map(|(id, _)| async move {
             if *id == self.settings.id {
-                return Some(self.settings.api_url.clone());
+                return Some((self.settings.api_url.clone(), self.store.disk_room()));
             }
             tokio::time::timeout(INFO_TIMEOUT, self.info_of(*id))
                 .await
                 .ok()
                 .and_then(Result::ok)
-                .map(|i| i.api_url)
+                .map(|i| (i.api_url, i.disk))
         }))
         .await;
         let now = wall_ms();
@@ -106,7 +112,11 @@ impl Replica {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let leads = m.current_leader == Some(self.settings.id);
-        for ((id, raft), api_url) in nodes.into_iter().zip(infos) {
+        for ((id, raft), info) in nodes.into_iter().zip(infos) {
+            let (api_url, disk) = match info {
+                Some((url, disk)) => (Some(url), disk),
+                None => (None, None),
+            };
             let matched = m
                 .replication
                 .as_ref()
@@ -117,6 +127,8 @@ impl Replica {
             let reachable = api_url.is_some();
             let role = if !reachable {
                 "unreachable"
+            } else if disk.is_some_and(|d| d.under_reserve()) {
+                "under reserve"
             } else if m.current_leader == Some(id) {
                 "leader"
             } else if leads && lag.is_none_or(|l| l > CATCHING_UP_LAG_ENTRIES) {
@@ -131,6 +143,8 @@ impl Replica {
                 raft,
                 api_url,
                 role: role.into(),
+                free_bytes: disk.map(|d| d.free_bytes),
+                reserve_bytes: disk.map(|d| d.reserve_bytes),
                 reachable,
                 matched_index: matched,
                 lag,

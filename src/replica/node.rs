@@ -16,6 +16,9 @@ use super::rpc::{self, MemberInfo};
 use super::settings::ReplicaSettings;
 use super::types::{Member, Raft, ServerStateExt};
 
+/// How often a member compares its disk's free space with the reserve.
+pub const DISK_CHECK_MS: u64 = 250;
+
 /// A follower with more of its log than this not yet applied is not ready.
 pub const READY_LAG_ENTRIES: u64 = 1_000;
 
@@ -49,6 +52,9 @@ pub struct Replica {
     pub settings: Arc<ReplicaSettings>,
     pub(super) net: network::Network,
     elections: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether the data directory is under the store's disk reserve (see
+    /// [`Replica::watch_disk`]).
+    disk_low: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Replica {
@@ -113,8 +119,10 @@ impl Replica {
                 id: settings.id,
                 api_url: settings.api_url.clone(),
                 cluster: settings.cluster.clone(),
+                disk: None,
             },
             net.leader_heard_ms.clone(),
+            store.clone(),
         );
         let replica = Replica {
             raft,
@@ -122,8 +130,10 @@ impl Replica {
             settings: Arc::new(settings),
             net,
             elections: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            disk_low: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         replica.watch_elections();
+        replica.watch_disk();
         replica.initialize_if_new().await?;
         Ok(replica)
     }
@@ -201,6 +211,50 @@ impl Replica {
                 }
             }
         });
+    }
+
+    /// Watches the data directory's free space against the store's
+    /// reserve, every [`DISK_CHECK_MS`]. Under it, the member neither
+    /// stands for election nor sends heartbeats: if it leads, the others
+    /// stop hearing it and elect one of themselves after the leader's
+    /// lease (its engine stops at once: see `cli::replicated`); it takes
+    /// no entries (its Raft listener answers 507). When there is room
+    /// again it may stand and catches up.
+    fn watch_disk(&self) {
+        let replica = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(DISK_CHECK_MS));
+            loop {
+                tick.tick().await;
+                let room = replica.store.disk_room();
+                let low = room.is_some_and(|r| r.under_reserve());
+                let was = replica
+                    .disk_low
+                    .swap(low, std::sync::atomic::Ordering::Relaxed);
+                if low == was {
+                    continue;
+                }
+                let config = replica.raft.runtime_config();
+                config.elect(!low);
+                config.heartbeat(!low);
+                let (free, reserve) = room.map_or((0, 0), |r| (r.free_bytes, r.reserve_bytes));
+                if low {
+                    tracing::error!(member = replica.settings.id, free_bytes = free, reserve_bytes = reserve, dir = %replica.store.dir().display(), "replica: the disk is under the reserve: this member does not stand for election, steps down if it leads, and takes no entries");
+                } else {
+                    tracing::info!(
+                        member = replica.settings.id,
+                        free_bytes = free,
+                        reserve_bytes = reserve,
+                        "replica: room on the disk again: this member may stand and catches up"
+                    );
+                }
+            }
+        });
+    }
+
+    /// Whether the data directory is under the store's disk reserve.
+    pub fn disk_low(&self) -> bool {
+        self.disk_low.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether this member leads and has heard a majority within
@@ -284,7 +338,12 @@ impl Replica {
         let applied = m.last_applied.map_or(0, |l| l.index);
         let lag = m.last_log_index.unwrap_or(0).saturating_sub(applied);
         let contact = self.leader_contact_ms_ago();
-        let why_not = if leads {
+        let why_not = if self.disk_low() {
+            Some(format!(
+                "the disk of {} is under the store's reserve",
+                self.store.dir().display()
+            ))
+        } else if leads {
             (!self.heard_majority(&m)).then(|| {
                 format!(
                     "it leads but no majority acknowledged it within {} ms",

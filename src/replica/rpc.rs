@@ -15,6 +15,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
+use weir_actors::store::{DiskRoom, Store};
+
 use super::guard;
 use super::network::COOKIE_HEADER;
 use super::types::Raft;
@@ -28,6 +30,9 @@ pub struct MemberInfo {
     pub api_url: String,
     /// Where workers join it (`--cluster`), if they may.
     pub cluster: Option<String>,
+    /// Its data directory's free space and reserve, as it answers.
+    #[serde(default)]
+    pub disk: Option<DiskRoom>,
 }
 
 /// The Raft routes' state.
@@ -42,6 +47,8 @@ struct Rpc {
     snapshot: Arc<tokio::sync::Mutex<()>>,
     /// Set when an append from a leader is taken (see `Network`).
     leader_heard_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// The member's store: its disk's room.
+    store: Store,
 }
 
 /// The largest vote a peer may send: a vote and a log id.
@@ -72,6 +79,7 @@ pub(super) fn spawn(
     cookie: &str,
     about: MemberInfo,
     leader_heard_ms: Arc<std::sync::atomic::AtomicU64>,
+    store: Store,
 ) -> tokio::task::JoinHandle<()> {
     let state = Rpc {
         raft,
@@ -79,6 +87,7 @@ pub(super) fn spawn(
         info: Arc::new(about),
         snapshot: Arc::new(tokio::sync::Mutex::new(())),
         leader_heard_ms,
+        store,
     };
     let limited = |bytes: u64| axum::extract::DefaultBodyLimit::max(bytes as usize);
     let app = axum::Router::new()
@@ -259,9 +268,35 @@ fn admitted<Req: serde::de::DeserializeOwned>(
     Ok(req)
 }
 
+/// A member under its disk reserve takes no entries (nor snapshots): it
+/// answers 507, the leader replicates to the others, and it catches up
+/// once there is room again. Heartbeats still reach it.
+fn no_room(s: &Rpc) -> Option<Response> {
+    let room = s.store.disk_room()?;
+    room.under_reserve().then(|| {
+        tracing::warn!(free_bytes = room.free_bytes, reserve_bytes = room.reserve_bytes, dir = %s.store.dir().display(), "replica: entries refused: the disk is under the reserve");
+        (
+            StatusCode::INSUFFICIENT_STORAGE,
+            format!(
+                "member {}: {} MiB free in {}, under the reserve of {} MiB: no entries taken until there is room",
+                s.info.id,
+                room.free_bytes >> 20,
+                s.store.dir().display(),
+                room.reserve_bytes >> 20
+            ),
+        )
+            .into_response()
+    })
+}
+
 async fn append(State(s): State<Rpc>, body: Bytes) -> Response {
     match admitted(&s, &body, guard::check_append) {
         Ok(req) => {
+            if !req.entries.is_empty() {
+                if let Some(refused) = no_room(&s) {
+                    return refused;
+                }
+            }
             let answer = s.raft.append_entries(req).await;
             if matches!(
                 answer,
@@ -288,6 +323,9 @@ async fn vote(State(s): State<Rpc>, body: Bytes) -> Response {
 }
 
 async fn snapshot(State(s): State<Rpc>, body: Bytes) -> Response {
+    if let Some(refused) = no_room(&s) {
+        return refused;
+    }
     match admitted(&s, &body, guard::check_snapshot) {
         Ok(req) => msgpack(&s.raft.install_snapshot(req).await),
         Err(refused) => refused.into_response(),
@@ -295,5 +333,7 @@ async fn snapshot(State(s): State<Rpc>, body: Bytes) -> Response {
 }
 
 async fn member_info(State(s): State<Rpc>) -> Response {
-    axum::Json(&*s.info).into_response()
+    let mut info = (*s.info).clone();
+    info.disk = s.store.disk_room();
+    axum::Json(info).into_response()
 }

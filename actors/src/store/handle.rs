@@ -30,6 +30,22 @@ pub(crate) const REPLICA: &str = "replica";
 /// Tree of the Raft log's entries.
 pub(crate) const RAFT_LOG: &str = "raft_log";
 
+/// Free space and the reserve of a store's filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DiskRoom {
+    /// Bytes free.
+    pub free_bytes: u64,
+    /// Bytes the store leaves free at the least.
+    pub reserve_bytes: u64,
+}
+
+impl DiskRoom {
+    /// Whether the free space is under the reserve.
+    pub fn under_reserve(&self) -> bool {
+        self.free_bytes < self.reserve_bytes
+    }
+}
+
 /// A handle to the store; clones share it.
 #[derive(Clone)]
 pub struct Store {
@@ -201,6 +217,30 @@ impl Store {
             Some(cause) => hook(&cause),
             None => *slot = Some(Box::new(hook)),
         }
+    }
+
+    /// The data directory's free space and the reserve the store keeps
+    /// there, as the next write would see them; `None` when the probe
+    /// fails. Read, for one, by a replicated member that must not lead
+    /// under the reserve.
+    pub fn disk_room(&self) -> Option<DiskRoom> {
+        let s = &self.inner.settings;
+        let space = s.free_space.probe(&self.inner.dir).ok()?;
+        Some(DiskRoom {
+            free_bytes: space.free_bytes,
+            reserve_bytes: disk::reserve_bytes(
+                space.total_bytes,
+                s.disk_reserve_min_bytes,
+                s.disk_reserve_percent,
+            ),
+        })
+    }
+
+    /// Refuses a write unless the data directory has room above the
+    /// reserve (see [`Self::check_space`]): for writes made beside the
+    /// store's own, such as a replicated member's Raft log.
+    pub fn ensure_room(&self) -> Result<(), StoreError> {
+        self.check_space()
     }
 
     /// Refuses a write when the data directory's filesystem has less free

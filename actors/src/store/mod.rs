@@ -69,7 +69,7 @@ pub use cold::StoreCold;
 pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use error::StoreError;
 pub use faults::{FaultErrno, FaultInjector, FaultPoint, ENV_FAULT_INJECT};
-pub use handle::Store;
+pub use handle::{DiskRoom, Store};
 pub use image::{StoreImage, LOG_KEYS};
 pub use inspect::Inspect;
 pub use journal::{Commit, CommitInfo, JournalEntry};
