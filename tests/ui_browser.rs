@@ -1335,6 +1335,27 @@ async fn a_replicated_engines_ui_names_the_leader_and_follows_a_failover() {
         "the graphs page, through the follower"
     );
     b.shot("leader").await;
+    // The Members page, from the nav: every member with its role.
+    b.click("#nav-members").await;
+    b.wait_js(
+        "three members on the Members page",
+        "return document.querySelectorAll('#members tr[data-member]').length === 3 ? true : null;",
+    )
+    .await;
+    let roles = b
+        .js(
+            "return [...document.querySelectorAll('#members tr[data-member]')].map(r => r.dataset.member + ' ' + r.dataset.role);",
+            vec![],
+        )
+        .await;
+    let roles: Vec<String> = serde_json::from_value(roles).unwrap();
+    assert!(roles.contains(&format!("{leader} leader")), "{roles:?}");
+    assert_eq!(
+        roles.iter().filter(|r| r.ends_with(" follower")).count(),
+        2,
+        "{roles:?}"
+    );
+    b.shot("members").await;
     let killed = leader;
     let mut g = tokio::task::spawn_blocking(move || {
         g.kill(killed);
@@ -1358,6 +1379,18 @@ async fn a_replicated_engines_ui_names_the_leader_and_follows_a_failover() {
             .contains(&format!("leader {new_leader} ")),
         "{now}"
     );
+    // The Members page follows the failover without a reload: the killed
+    // member unreachable, the new one leading.
+    b.wait_js(
+        "the failover on the Members page",
+        &format!(
+            "const r = (id) => (document.querySelector(`#members tr[data-member='${{id}}']`) || {{dataset: {{}}}}).dataset.role; \
+             return r('{killed}') === 'unreachable' && r('{new_leader}') === 'leader' ? true : null;"
+        ),
+    )
+    .await;
+    b.shot("members-failover").await;
+    b.goto(&url).await;
     // The page still works: a run started from the CLI shows on it.
     let part = "2026-01-05";
     let r = g.api(

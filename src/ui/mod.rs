@@ -100,6 +100,11 @@ const ASSETS: &[Asset] = &[
         content_type: JS,
         body: include_str!("assets/pages/queue.js"),
     },
+    Asset {
+        path: "pages/members.js",
+        content_type: JS,
+        body: include_str!("assets/pages/members.js"),
+    },
 ];
 
 /// The Content-Security-Policy of every UI answer: only the engine's own

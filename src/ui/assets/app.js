@@ -9,6 +9,7 @@ import * as graphPage from "./pages/graph.js";
 import * as runPage from "./pages/run.js";
 import * as queuePage from "./pages/queue.js";
 import * as auditPage from "./pages/audit.js";
+import * as membersPage from "./pages/members.js";
 import { can, whoami } from "./role.js";
 
 const main = document.getElementById("main");
@@ -36,6 +37,8 @@ function pageFor(parts) {
       return { page: queuePage, args: [], nav: "queue" };
     case "audit":
       return { page: auditPage, args: [], nav: "audit" };
+    case "members":
+      return { page: membersPage, args: [], nav: "members" };
     default:
       return null;
   }
@@ -130,8 +133,10 @@ async function showLeader() {
     const res = await fetch("/api/v1/members", { credentials: "same-origin" });
     if (!res.ok) {
       shown.hidden = true;
+      document.getElementById("nav-members").hidden = true;
       return;
     }
+    document.getElementById("nav-members").hidden = false;
     const v = await res.json();
     // The member this page is on (the view may be the leader's).
     const here = res.headers.get("x-weir-member") || v.this;

@@ -136,6 +136,12 @@ export const STATES = {
   closed: { glyph: "●", label: "closed" },
   open: { glyph: "✗", label: "open" },
   half_open: { glyph: "◐", label: "half-open" },
+  leader: { glyph: "★", label: "leader" },
+  follower: { glyph: "●", label: "follower" },
+  learner: { glyph: "◔", label: "learner" },
+  catching_up: { glyph: "◑", label: "catching up" },
+  under_reserve: { glyph: "⚠", label: "under reserve" },
+  unreachable: { glyph: "✗", label: "unreachable" },
 };
 
 export function stateInfo(state) {
