@@ -21,6 +21,8 @@
 #   WEIR_PEER_CERT, WEIR_PEER_KEY
 #   WEIR_INSECURE_RAFT_HTTP=1     plain Raft traffic off loopback
 #   WEIR_ELECTION_TIMEOUT_MS      [400]
+#   WEIR_BACKUP_DIR    scheduled backups into this folder (member)
+#   WEIR_BACKUP_EVERY, WEIR_BACKUP_KEEP   [6h, 7d]
 #   WEIR_JOIN          a worker's members' cluster addresses, HOST:PORT,…
 #   WEIR_POOLS         a worker's pools, NAME=SLOTS,…  [default=4]
 #   WEIR_NAME          a worker's name     [$HOSTNAME]
@@ -66,6 +68,10 @@ if [ -n "${WEIR_CLUSTER:-}" ]; then
 fi
 if [ -n "${WEIR_COOKIE_FILE:-}" ]; then
     set -- "$@" --cookie-file "$WEIR_COOKIE_FILE"
+fi
+if [ -n "${WEIR_BACKUP_DIR:-}" ]; then
+    set -- "$@" --backup-dir "$WEIR_BACKUP_DIR" --backup-every "${WEIR_BACKUP_EVERY:-6h}" \
+        --backup-keep "${WEIR_BACKUP_KEEP:-7d}"
 fi
 if [ -n "${WEIR_RAFT_PEERS:-}" ]; then
     id="${WEIR_RAFT_ID:-}"

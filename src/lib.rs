@@ -9,6 +9,7 @@ pub use weir_actors as actors;
 pub use weir_core as core;
 
 mod assets;
+pub mod backup;
 pub mod bench;
 pub mod cli;
 pub mod cluster_tasks;

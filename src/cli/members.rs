@@ -35,15 +35,30 @@ pub enum MembersAction {
         /// Its id.
         id: u64,
     },
+    /// On a stopped member whose group lost its majority for good: keeps
+    /// its store, drops its Raft log, vote and membership, so that started
+    /// with --raft-peers naming itself alone it leads a new group (then
+    /// `weir members add` the others). Writes it had not received, or
+    /// logged but not applied, are lost: pick the member that applied the
+    /// most. Needs --yes.
+    ForceNewGroup {
+        /// Say that you accept the loss of what this member lacks.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 /// Runs `weir members`.
 pub fn run(a: MembersArgs) -> Result<u8, Failure> {
+    if let Some(MembersAction::ForceNewGroup { yes }) = &a.action {
+        return force_new_group(&a.conn, *yes);
+    }
     let req = match &a.action {
         None => get(&["api", "v1", "members"], vec![]),
         Some(MembersAction::Add { id, raft }) => {
             post(&["api", "v1", "members"], json!({"id": id, "raft": raft}))
         }
+        Some(MembersAction::ForceNewGroup { .. }) => unreachable!("handled above"),
         Some(MembersAction::Remove { id }) => post(
             &["api", "v1", "members", &id.to_string(), "remove"],
             json!({}),
@@ -116,4 +131,43 @@ pub fn run(a: MembersArgs) -> Result<u8, Failure> {
         out(&t.to_string());
         Ok(0)
     })
+}
+
+/// `weir members force-new-group`: offline, on a stopped member's data
+/// directory.
+fn force_new_group(conn: &super::client::Conn, yes: bool) -> Result<u8, Failure> {
+    let data = super::datadir::for_client(conn.data.as_deref())?;
+    if let Ok(Some(info)) = crate::serve::discovery::find_engine(&data) {
+        if crate::serve::discovery::pid_alive(info.pid) {
+            return Err(Failure::input(format!(
+                "the member of {} runs (pid {}): stop it first",
+                data.display(),
+                info.pid
+            )));
+        }
+    }
+    if !yes {
+        return Err(Failure::input(format!(
+            "force-new-group drops the Raft state of {}: writes this member did not receive, or logged \
+             but did not apply, are lost. Pass --yes to go on",
+            data.display()
+        )));
+    }
+    let settings = weir_actors::store::StoreSettings::default()
+        .with_env_overrides()
+        .map_err(Failure::input)?;
+    let (store, _) = weir_actors::store::Store::open(&data, settings)
+        .map_err(|e| Failure::store(e.to_string()))?;
+    let f = crate::replica::force_new_group(&store).map_err(Failure::store)?;
+    drop(store);
+    let _ = std::fs::remove_file(data.join("engine.json"));
+    out(&format!(
+        "{}: the group is forgotten (applied index {}, {} logged entries past it dropped). Start this member \
+         with --raft-peers naming itself alone (e.g. --raft-id 1 --raft-peers 1=HOST:PORT), then \
+         `weir members add` the others",
+        data.display(),
+        f.applied_index.map_or("-".into(), |i| i.to_string()),
+        f.unapplied_entries
+    ));
+    Ok(0)
 }

@@ -9,6 +9,7 @@
 //! what and where.
 
 mod access;
+mod backup;
 mod client;
 mod control;
 mod datadir;
@@ -51,7 +52,7 @@ enum Command {
     /// Runs graph definitions: adopts them, starts triggers and the requested runs, serves the API while it runs.
     Run(run::RunArgs),
     /// Serves graph definitions until stopped: triggers, the API, reload on SIGHUP.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Checks definitions and prints each graph.
     Validate {
         /// A definition file, or a folder of them.
@@ -107,6 +108,10 @@ enum Command {
     Workers(workers::WorkersArgs),
     /// A replicated engine's members: leader, term, lag; add or remove one.
     Members(members::MembersArgs),
+    /// A backup of the running engine (or of the member asked), checked.
+    Backup(backup::BackupArgs),
+    /// Makes a new data directory from a backup.
+    Restore(backup::RestoreArgs),
     /// Shows store health: entries, snapshot, size, last sequence (while no engine runs).
     Inspect {
         /// The data directory.
@@ -204,12 +209,14 @@ pub fn main() -> ExitCode {
         Command::Worker(a) => workers::worker(a),
         Command::Workers(a) => workers::workers(a),
         Command::Members(a) => members::run(a),
+        Command::Backup(a) => backup::run_backup(a),
+        Command::Restore(a) => backup::run_restore(a),
         Command::Inspect { data } => {
             datadir::for_client(data.as_deref()).and_then(|d| inspect::run(&d))
         }
         Command::Run(args) => run::run(args),
-        Command::Serve(args) if args.raft_id.is_some() => replicated::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) if args.raft_id.is_some() => replicated::run(*args),
+        Command::Serve(args) => serve::run(*args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -98,6 +98,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
     let cluster = super::serve::cluster_config(&a, &defs.root)?;
+    let backups = super::serve::backup_schedule(&a)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -172,6 +173,8 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         );
         engine_file.write();
         let refresher = engine_file.refresh(replica.clone());
+        let _backups = backups
+            .map(|s| super::serve::AbortOnDrop(crate::backup::spawn_schedule(store.clone(), s)));
         eprintln!(
             "weir: member {id} of {} (Raft at {}); API and UI at {api_url}/ (every member serves it); data in {}",
             peers.len(),

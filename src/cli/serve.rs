@@ -104,6 +104,18 @@ pub struct ServeArgs {
     /// With --peer-cert: its private key (PEM).
     #[arg(long, value_name = "FILE", requires = "peer_cert")]
     pub peer_key: Option<PathBuf>,
+    /// Scheduled backups into this folder (see --backup-every): each a
+    /// file weir-backup-STAMP-SEQ.wbk that `weir restore` takes. A
+    /// replicated member backs up its own store.
+    #[arg(long, value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+    /// With --backup-dir: between two backups, e.g. 6h.
+    #[arg(long, requires = "backup_dir", default_value = "6h")]
+    pub backup_every: String,
+    /// With --backup-dir: backups older than this are removed (the newest
+    /// one never), e.g. 7d.
+    #[arg(long, requires = "backup_dir", default_value = "7d")]
+    pub backup_keep: String,
     /// Let members talk plain HTTP over addresses that are not loopback
     /// (the cookie and every write then cross the network in the clear).
     #[arg(long, requires = "raft_id", conflicts_with = "peer_ca")]
@@ -123,6 +135,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
     let cluster = cluster_config(&a, &defs.root)?;
+    let backups = backup_schedule(&a)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -158,6 +171,15 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 .display(),
             data.display()
         );
+        let _backups = backups.map(|s| {
+            eprintln!(
+                "weir: a backup every {} into {} (kept {})",
+                a.backup_every,
+                s.dir.display(),
+                a.backup_keep
+            );
+            AbortOnDrop(crate::backup::spawn_schedule(engine.store().clone(), s))
+        });
         if let Some(addr) = engine.cluster_address() {
             eprintln!(
                 "weir: workers join at {addr} (weir worker --join {addr} --cookie-file F --pool NAME=SLOTS)"
@@ -288,4 +310,43 @@ pub fn cluster_config(
             .to_string(),
     );
     Ok(Some((config, a.no_local_workers)))
+}
+
+/// The backup schedule of `--backup-dir`, if any.
+pub fn backup_schedule(a: &ServeArgs) -> Result<Option<crate::backup::Schedule>, Failure> {
+    let Some(dir) = &a.backup_dir else {
+        return Ok(None);
+    };
+    let every = humantime::parse_duration(&a.backup_every).map_err(|e| {
+        Failure::input(format!(
+            "--backup-every {:?}: {e} (write e.g. 6h)",
+            a.backup_every
+        ))
+    })?;
+    let keep = humantime::parse_duration(&a.backup_keep).map_err(|e| {
+        Failure::input(format!(
+            "--backup-keep {:?}: {e} (write e.g. 7d)",
+            a.backup_keep
+        ))
+    })?;
+    if every < Duration::from_secs(1) {
+        return Err(Failure::input(format!(
+            "--backup-every {:?}: at least 1s",
+            a.backup_every
+        )));
+    }
+    Ok(Some(crate::backup::Schedule {
+        dir: dir.clone(),
+        every,
+        keep,
+    }))
+}
+
+/// Aborts a task when dropped (a scheduled backup at shutdown).
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -178,6 +178,24 @@ async fn answer(s: &FrontState, client: ClientAddr, req: Request) -> Response {
     if path == "/api/v1/members" || path.starts_with("/api/v1/members/") {
         return members(s, client, &method, &path, req).await;
     }
+    // Any member backs up its own store, at its applied index: a
+    // follower's backup costs the leader nothing.
+    if path == "/api/v1/backup" && method == Method::GET {
+        let role = match access::caller_in(
+            &s.replica.store,
+            &s.token,
+            wall_ms(),
+            &method,
+            req.headers(),
+        ) {
+            Ok(c) => c.role,
+            Err(e) => return e.into_response(),
+        };
+        if role < Role::Admin {
+            return ApiError::forbidden("GET /api/v1/backup needs the admin role").into_response();
+        }
+        return crate::backup::response(s.replica.store.clone()).await;
+    }
     pass(s, client, req).await
 }
 

@@ -18,7 +18,7 @@ use weir_actors::store::Store;
 use super::log_store::{encode_meta, io, read_meta, StorageResult};
 use super::types::{Member, TypeConfig};
 
-const APPLIED: &str = "applied";
+pub(super) const APPLIED: &str = "applied";
 const MEMBERSHIP: &str = "membership";
 
 /// The last snapshot: its meta and its image.

@@ -13,6 +13,7 @@ mod members;
 mod network;
 mod node;
 mod proposer;
+mod recover;
 mod rpc;
 mod settings;
 mod tls;
@@ -23,6 +24,7 @@ pub use guard::{INDEX_MAX, TERM_AHEAD_MAX, TERM_MAX};
 pub use members::{MemberView, MembersView, CATCHING_UP_LAG_ENTRIES};
 pub use network::COOKIE_HEADER;
 pub use node::{Health, Replica, READY_LAG_ENTRIES};
+pub use recover::{force_new_group, Forgotten};
 pub use rpc::MemberInfo;
 pub use settings::{
     check_host_port, snapshot_entries, ReplicaSettings, ELECTION_MAX_MS_DEFAULT,

@@ -65,6 +65,7 @@ impl Store {
     }
 
     pub(super) fn write_blob_file(&self, blob: &BlobRef, bytes: &[u8]) -> Result<(), StoreError> {
+        let _gate = self.write_gate();
         let path = self.blob_path(blob);
         if self.read_blob(blob).is_ok() {
             tracing::trace!(path = %path.display(), "blob already stored");
@@ -234,7 +235,10 @@ impl Store {
                 continue;
             }
             let path = self.blob_path(b);
-            match std::fs::remove_file(&path) {
+            let gate = self.write_gate();
+            let gone = std::fs::remove_file(&path);
+            drop(gate);
+            match gone {
                 Ok(()) => {
                     removed += 1;
                     tracing::debug!(path = %path.display(), "blob removed: no record references it");

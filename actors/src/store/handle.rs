@@ -92,6 +92,10 @@ pub(super) struct Inner {
     pub(super) key_runs: std::sync::RwLock<KeyRuns>,
     /// One commit at a time: sequences are assigned under it.
     pub(super) commit_lock: Mutex<()>,
+    /// Every write of the store's content (trees, blobs) holds it shared;
+    /// a backup holds it alone while it reads, so a backup is the store
+    /// at one point between writes (see the `backup` module).
+    pub(super) backup_gate: std::sync::RwLock<()>,
     /// Serializes durable flushes and remembers the newest blob file synced.
     pub(super) sync: Mutex<SyncState>,
     /// weir's own blobs (`DATA/blobs`), with their pins.
@@ -169,6 +173,7 @@ impl Store {
         what: &'static str,
         write: impl FnOnce() -> Result<T, sled::Error>,
     ) -> Result<T, StoreError> {
+        let _gate = self.write_gate();
         let written = self
             .inject(FaultPoint::Write)
             .map_err(sled::Error::Io)
@@ -182,6 +187,15 @@ impl Store {
             self.fail(&e);
             e
         })
+    }
+
+    /// The shared side of the backup gate, for a write of the store's
+    /// content.
+    pub(super) fn write_gate(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.inner
+            .backup_gate
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn check_writable(&self) -> Result<(), StoreError> {

@@ -81,6 +81,7 @@ impl Store {
             self.write_blob_file(&BlobRef::of(blob), blob)?;
         }
         let inner = &self.inner;
+        let _gate = self.write_gate();
         // The keys to remove, read before the transaction: a tree read
         // inside a transaction over that tree waits for the transaction.
         let mut stale: Vec<(TreeId, Vec<sled::IVec>)> = Vec::new();
@@ -166,7 +167,7 @@ impl Store {
     }
 
     /// Paths of every blob file.
-    fn blob_files(&self) -> io::Result<Vec<std::path::PathBuf>> {
+    pub(super) fn blob_files(&self) -> io::Result<Vec<std::path::PathBuf>> {
         let mut out = Vec::new();
         let dir = &self.inner.blobs.dir;
         let Ok(shards) = std::fs::read_dir(dir) else {

@@ -36,6 +36,7 @@
 //! indexes out of bounds), and every refusal is a [`StoreError`] that names
 //! the data directory's files and what was found.
 
+pub mod backup;
 mod blob_files;
 mod blobs;
 mod cold;

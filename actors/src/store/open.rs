@@ -125,6 +125,7 @@ impl Store {
                 tail_changed: Mutex::new(BTreeSet::new()),
                 key_runs: std::sync::RwLock::new(KeyRuns::default()),
                 commit_lock: Mutex::new(()),
+                backup_gate: std::sync::RwLock::new(()),
                 sync: Mutex::new(SyncState::default()),
                 blobs,
                 _lock: lock,

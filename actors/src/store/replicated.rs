@@ -185,6 +185,8 @@ impl Store {
                 self.write_blob_file(&BlobRef::of(bytes), bytes)?;
             }
         }
+        // Blobs hold the gate themselves; the trees' transaction here.
+        let _gate = self.write_gate();
         let result = (
             &inner.journal,
             &inner.snapshot,

@@ -120,6 +120,7 @@ pub fn routes() -> Routes {
         .post(Role::Admin, "/api/v1/tokens", access::create)
         .post(Role::Admin, "/api/v1/tokens/{name}/revoke", access::revoke)
         .get_as(Role::Admin, "/api/v1/audit", access::audit)
+        .get_as(Role::Admin, "/api/v1/backup", system::backup)
         .post(
             Role::Admin,
             "/api/v1/breakers/{target}/reset",

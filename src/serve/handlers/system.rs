@@ -27,6 +27,12 @@ pub async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
     }
 }
 
+/// A backup of the store at one point between writes, streamed (see
+/// `crate::backup`).
+pub async fn backup(State(s): State<AppState>) -> axum::response::Response {
+    crate::backup::response(s.engine.store().clone()).await
+}
+
 /// Prometheus' text format.
 pub async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
     let body = s.metrics.render(&s.engine).await;
