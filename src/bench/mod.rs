@@ -4,6 +4,7 @@
 //! bytes).
 
 mod api;
+mod backup;
 mod child;
 mod cluster;
 mod core;
@@ -47,6 +48,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "cluster" => cluster::run(quick),
         "core" => core::run(quick),
         "store" => store::run(quick),
+        "backup" => backup::run(quick),
         "drain" => drain::run(quick),
         "keys" => keys::run(quick),
         "chain" => graphs::run_chain(quick),

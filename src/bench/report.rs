@@ -29,7 +29,7 @@ impl BenchError {
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
     "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster", "growth", "mapped", "torture", "soak", "failover",
+    "validate", "api", "cluster", "growth", "mapped", "torture", "soak", "failover", "backup",
 ];
 
 /// A `RESULT` line from key-value pairs.

@@ -161,13 +161,18 @@ fn mode_name(d: Durability) -> &'static str {
 }
 
 /// A directory removed on drop (the root package has no tempfile).
-struct TempDir {
-    path: PathBuf,
+pub(super) struct TempDir {
+    pub(super) path: PathBuf,
 }
 
 impl TempDir {
     fn new() -> Result<TempDir, BenchError> {
-        let path = std::env::temp_dir().join(format!("weir-bench-store-{}", std::process::id()));
+        TempDir::named("store")
+    }
+
+    /// `weir-bench-NAME-PID` in the temporary folder, empty.
+    pub(super) fn named(name: &str) -> Result<TempDir, BenchError> {
+        let path = std::env::temp_dir().join(format!("weir-bench-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path)
             .map_err(|e| BenchError::Failed(format!("temp dir {}: {e}", path.display())))?;
@@ -192,7 +197,7 @@ fn bench_settings(durability: Durability) -> StoreSettings {
     }
 }
 
-fn enqueue(i: u64, pool: &Arc<str>, task: &Arc<str>) -> Op {
+pub(super) fn enqueue(i: u64, pool: &Arc<str>, task: &Arc<str>) -> Op {
     Op::Enqueue(Job {
         payload: vec![(i % 251) as u8; PAYLOAD_BYTES],
         due_ms: i,
@@ -397,50 +402,55 @@ struct Open {
 
 /// Builds a store of `tickets` pending tickets, snapshotted as
 /// `snapshot_due` says, then measures its open in a child process.
-fn open_pending(dir: &Path, tickets: u64) -> Result<Open, BenchError> {
-    let started = Instant::now();
-    {
-        let settings = StoreSettings {
-            durability: Durability::None,
-            ..StoreSettings::default()
-        };
-        let (store, _) = Store::open(dir, settings).map_err(failed("open"))?;
-        let pool: Arc<str> = "pool".into();
-        let task: Arc<str> = "noop".into();
-        let mut state = QueueState::new();
-        let mut dirty: Vec<TicketId> = Vec::new();
-        let group = 4_096u64;
-        let mut i = 0u64;
-        while i < tickets {
-            let n = group.min(tickets - i);
-            let ops: Vec<Op> = (i..i + n).map(|k| enqueue(k, &pool, &task)).collect();
-            for op in &ops {
-                match state.step(op) {
-                    Applied::Enqueued(id) => dirty.push(id),
-                    other => return Err(BenchError::Failed(format!("enqueue gave {other:?}"))),
-                }
-            }
-            i += n;
-            store
-                .commit(&Commit {
-                    ops,
-                    ..Commit::default()
-                })
-                .map_err(failed("commit"))?;
-            if store.snapshot_due() {
-                let changed = std::mem::take(&mut dirty);
-                store
-                    .write_snapshot(
-                        store.last_seq(),
-                        state.next_id(),
-                        state.len() as u64,
-                        changed.into_iter().map(|id| (id, state.ticket(id))),
-                    )
-                    .map_err(failed("snapshot"))?;
+/// Fills a new store in `dir` with `tickets` pending tickets (100-byte
+/// payloads), snapshotted as `snapshot_due` says, synced.
+pub(super) fn build_pending(dir: &Path, tickets: u64) -> Result<(), BenchError> {
+    let settings = StoreSettings {
+        durability: Durability::None,
+        ..StoreSettings::default()
+    };
+    let (store, _) = Store::open(dir, settings).map_err(failed("open"))?;
+    let pool: Arc<str> = "pool".into();
+    let task: Arc<str> = "noop".into();
+    let mut state = QueueState::new();
+    let mut dirty: Vec<TicketId> = Vec::new();
+    let group = 4_096u64;
+    let mut i = 0u64;
+    while i < tickets {
+        let n = group.min(tickets - i);
+        let ops: Vec<Op> = (i..i + n).map(|k| enqueue(k, &pool, &task)).collect();
+        for op in &ops {
+            match state.step(op) {
+                Applied::Enqueued(id) => dirty.push(id),
+                other => return Err(BenchError::Failed(format!("enqueue gave {other:?}"))),
             }
         }
-        store.sync().map_err(failed("sync"))?;
+        i += n;
+        store
+            .commit(&Commit {
+                ops,
+                ..Commit::default()
+            })
+            .map_err(failed("commit"))?;
+        if store.snapshot_due() {
+            let changed = std::mem::take(&mut dirty);
+            store
+                .write_snapshot(
+                    store.last_seq(),
+                    state.next_id(),
+                    state.len() as u64,
+                    changed.into_iter().map(|id| (id, state.ticket(id))),
+                )
+                .map_err(failed("snapshot"))?;
+        }
     }
+    store.sync().map_err(failed("sync"))?;
+    Ok(())
+}
+
+fn open_pending(dir: &Path, tickets: u64) -> Result<Open, BenchError> {
+    let started = Instant::now();
+    build_pending(dir, tickets)?;
     let build = started.elapsed();
     let disk_bytes = dir_bytes(dir);
 
@@ -560,7 +570,7 @@ fn proc_status_bytes(field: &str) -> Result<u64, BenchError> {
         .ok_or_else(|| BenchError::Failed(format!("/proc/self/status has no {field}")))
 }
 
-fn dir_bytes(dir: &Path) -> u64 {
+pub(super) fn dir_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };

@@ -139,7 +139,13 @@ pub fn find(conn: &Conn) -> Result<(Option<Client>, Option<PathBuf>), Failure> {
         return Ok((Some(client(conn, &url, token)?), data));
     }
     let data = datadir::for_client(conn.data.as_deref())?;
-    match discovery::find_engine(&data).map_err(Failure::store)? {
+    let found = discovery::find_engine(&data)
+        .map_err(Failure::store)?
+        // This member stopped (or died): its peers' URLs count only while
+        // one of them answers; else no engine runs, and read-only commands
+        // read this store.
+        .filter(|info| discovery::pid_alive(info.pid) || info.members.iter().any(|u| answers(u)));
+    match found {
         Some(info) => {
             let token = token_for(conn, Some(&data))?;
             announce(conn, Some(&data), Some(&info.url));
@@ -397,4 +403,21 @@ pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, Failure> {
         .build()
         .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
     Ok(rt.block_on(f))
+}
+
+/// How long a stopped member's client waits for one of its peers to take
+/// a connection before it reads the store instead.
+const PEER_CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// Whether something takes a TCP connection at the URL's host and port.
+fn answers(url: &str) -> bool {
+    let Ok(u) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let Ok(addrs) = u.socket_addrs(|| None) else {
+        return false;
+    };
+    addrs
+        .into_iter()
+        .any(|a| std::net::TcpStream::connect_timeout(&a, PEER_CONNECT_TIMEOUT).is_ok())
 }
