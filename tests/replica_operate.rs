@@ -579,9 +579,15 @@ fn views_name_unreachable_members_and_a_cut_off_leader() {
         let (status, body, _) = probe(&g, id, "/readyz");
         assert_eq!(status, 200, "member {id}: {body}");
     }
-    // A dead member is unreachable in the table, and /healthz does not
-    // wait for it.
-    g.kill(other);
+    // A member that takes connections and never answers (stopped, as a
+    // powered-off machine behind a firewall that drops packets is) is
+    // unreachable in the table, and /healthz does not wait for it (it
+    // waited for the view's probe: 0.4 s).
+    let stopped = g.pid(other).unwrap();
+    // SAFETY: a signal to a child process the test started.
+    unsafe {
+        libc::kill(stopped as i32, libc::SIGSTOP);
+    }
     let table = g.cli(f, &["members"]);
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(table.status.success(), "{text}");
@@ -611,7 +617,10 @@ fn views_name_unreachable_members_and_a_cut_off_leader() {
     );
     // The leader cut off from both others: it says so in the table, and
     // it is not ready.
-    g.spawn(other);
+    // SAFETY: as above.
+    unsafe {
+        libc::kill(stopped as i32, libc::SIGCONT);
+    }
     g.wait("the group whole again", Duration::from_secs(30), || {
         let v = g.view(leader)?;
         v["members"]
