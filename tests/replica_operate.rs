@@ -567,7 +567,7 @@ fn probe(g: &Group, id: u64, path: &str) -> (u16, String, Duration) {
 fn views_name_unreachable_members_and_a_cut_off_leader() {
     let tmp = tempfile::tempdir().unwrap();
     let defs = chain_defs(tmp.path(), "0");
-    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
+    let g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
     let leader = g.wait_leader(Duration::from_secs(30));
     let f = follower(&g, leader);
     let other = *g

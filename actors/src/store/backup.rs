@@ -108,14 +108,28 @@ pub enum BackupError {
     Store(#[from] StoreError),
 }
 
-/// A writer that hashes and counts what passes.
+/// A writer that hashes and counts what passes, in blocks: BLAKE3 is
+/// fast on large inputs and slow on the few bytes of one frame's parts.
 struct Hashing<W> {
     inner: W,
     hash: blake3::Hasher,
     bytes: u64,
+    block: Vec<u8>,
 }
 
+/// Bytes hashed and written at once.
+const HASH_BLOCK_BYTES: usize = 1 << 20;
+
 impl<W: Write> Hashing<W> {
+    fn new(inner: W) -> Self {
+        Hashing {
+            inner,
+            hash: blake3::Hasher::new(),
+            bytes: 0,
+            block: Vec::with_capacity(HASH_BLOCK_BYTES),
+        }
+    }
+
     fn frame(&mut self, kind: u8, payload: &[&[u8]]) -> io::Result<()> {
         let len: usize = payload.iter().map(|p| p.len()).sum();
         let len = u32::try_from(len)
@@ -131,9 +145,20 @@ impl<W: Write> Hashing<W> {
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        self.hash.update(bytes);
         self.bytes += bytes.len() as u64;
-        self.inner.write_all(bytes)
+        self.block.extend_from_slice(bytes);
+        if self.block.len() >= HASH_BLOCK_BYTES {
+            self.drain()?;
+        }
+        Ok(())
+    }
+
+    /// Hashes and writes the block.
+    fn drain(&mut self) -> io::Result<()> {
+        self.hash.update(&self.block);
+        self.inner.write_all(&self.block)?;
+        self.block.clear();
+        Ok(())
     }
 }
 
@@ -196,11 +221,7 @@ impl Store {
             journal_seq,
             replicated: self.is_replicated() || !self.inner.replica.is_empty(),
         };
-        let mut w = Hashing {
-            inner: out,
-            hash: blake3::Hasher::new(),
-            bytes: 0,
-        };
+        let mut w = Hashing::new(out);
         w.write_all(MAGIC).map_err(io_err)?;
         let head = rmp_serde::to_vec_named(&header).map_err(|e| io_err(io::Error::other(e)))?;
         w.frame(KIND_HEADER, &[&head]).map_err(io_err)?;
@@ -227,6 +248,7 @@ impl Store {
             w.frame(KIND_BLOB, &[&bytes]).map_err(io_err)?;
             blobs += 1;
         }
+        w.drain().map_err(io_err)?;
         let blake3 = w.hash.finalize().to_hex().to_string();
         let trailer = Trailer {
             entries,
