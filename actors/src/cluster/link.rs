@@ -58,6 +58,10 @@ pub const RECONNECT_INITIAL_MS: u64 = 100;
 /// The longest wait between reconnects: with [`CONNECT_TIMEOUT_MS`], a
 /// healed network sees the worker back within about 2.5 s.
 pub const RECONNECT_MAX_MS: u64 = 1_000;
+/// How long after losing its session a worker of a replicated engine
+/// keeps trying the members every [`RECONNECT_INITIAL_MS`] (a failover),
+/// before its backoff grows.
+pub const FAILOVER_POLL_MS: u64 = 10_000;
 /// Sessions that close before they authenticate, in a row, that end the
 /// worker (a wrong cookie).
 pub const AUTH_FAILURES_MAX: u32 = 3;
@@ -95,8 +99,12 @@ pub struct LinkArgs {
 }
 
 enum Conn {
-    /// No session; the next connect at `next_ms`.
-    Down { next_ms: u64, backoff_ms: u64 },
+    /// No session since `since_ms`; the next connect at `next_ms`.
+    Down {
+        next_ms: u64,
+        backoff_ms: u64,
+        since_ms: u64,
+    },
     /// Connecting or connected; `ready` once the session exchanged state.
     Up {
         ready: bool,
@@ -204,6 +212,7 @@ impl Actor for LinkActor {
             conn: Conn::Down {
                 next_ms: now,
                 backoff_ms: RECONNECT_INITIAL_MS,
+                since_ms: now,
             },
             joining: None,
             welcome: None,
@@ -338,9 +347,15 @@ impl LinkState {
         self.joining = None;
         self.session_id = None;
         self.outbox.clear();
+        let now = self.clock.now_ms();
+        let since_ms = match self.conn {
+            Conn::Down { since_ms, .. } => since_ms,
+            _ => now,
+        };
         self.conn = Conn::Down {
-            next_ms: self.clock.now_ms() + RECONNECT_INITIAL_MS,
+            next_ms: now + RECONNECT_INITIAL_MS,
             backoff_ms: RECONNECT_INITIAL_MS,
+            since_ms,
         };
     }
 
@@ -413,11 +428,23 @@ impl LinkState {
             Conn::Down {
                 next_ms,
                 backoff_ms,
+                since_ms,
             } => {
                 if now < *next_ms {
                     return;
                 }
-                let wait = *backoff_ms;
+                // A replicated engine's members refuse at once until the
+                // new leader's engine listens (about a second after the
+                // old one died): poll them at the first interval for a
+                // while, so the worker joins as soon as it does, instead
+                // of after a backoff grown meanwhile.
+                let failing_over = self.connector.members() > 1
+                    && now.saturating_sub(*since_ms) < FAILOVER_POLL_MS;
+                let wait = if failing_over {
+                    RECONNECT_INITIAL_MS
+                } else {
+                    *backoff_ms
+                };
                 *next_ms = now + wait;
                 *backoff_ms = (wait * 2).min(RECONNECT_MAX_MS);
                 // One session at a time: any left (an attempt the network

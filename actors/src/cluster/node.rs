@@ -287,6 +287,11 @@ impl Connector {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// How many addresses the engine has (a replicated engine's members).
+    pub fn members(&self) -> usize {
+        self.addresses.len()
+    }
+
     /// The engine's address tried first (the last that answered).
     pub fn address(&self) -> &str {
         let i = self.current.load(std::sync::atomic::Ordering::Relaxed);
