@@ -34,6 +34,20 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Writes a backup of `store` into `file` through a 1 MiB buffer: the
+/// file back, flushed (not synced), and what it holds.
+pub fn backup_into(
+    store: &Store,
+    file: std::fs::File,
+) -> Result<(std::fs::File, BackupSummary), String> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let summary = store
+        .backup_to(&mut out, now_ms())
+        .map_err(|e| e.to_string())?;
+    let file = out.into_inner().map_err(|e| e.to_string())?;
+    Ok((file, summary))
+}
+
 /// Takes a backup of `store` into an unnamed file in its data directory
 /// (unlinked at once: a crash leaves nothing), rewound for reading.
 pub fn spool(store: &Store) -> Result<(std::fs::File, BackupSummary), String> {
@@ -46,13 +60,8 @@ pub fn spool(store: &Store) -> Result<(std::fs::File, BackupSummary), String> {
         .open(&path)
         .map_err(|e| format!("cannot make the backup's spool {}: {e}", path.display()))?;
     let _ = std::fs::remove_file(&path);
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let summary = store
-        .backup_to(&mut out, now_ms())
-        .map_err(|e| e.to_string())?;
-    let mut file = out
-        .into_inner()
-        .map_err(|e| format!("the backup's spool: {e}"))?;
+    let (mut file, summary) =
+        backup_into(store, file).map_err(|e| format!("the backup's spool: {e}"))?;
     file.rewind()
         .map_err(|e| format!("the backup's spool: {e}"))?;
     Ok((file, summary))
@@ -121,14 +130,10 @@ pub fn write_into(store: &Store, dir: &Path) -> Result<(PathBuf, BackupSummary),
     let stamp = chrono_stamp(now_ms());
     let partial = dir.join(format!("{FILE_PREFIX}{stamp}{FILE_SUFFIX}.partial"));
     let file = create_private(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-    let summary = store.backup_to(&mut out, now_ms()).map_err(|e| {
+    let (file, summary) = backup_into(store, file).map_err(|e| {
         let _ = std::fs::remove_file(&partial);
-        e.to_string()
+        format!("{}: {e}", partial.display())
     })?;
-    let file = out
-        .into_inner()
-        .map_err(|e| format!("{}: {e}", partial.display()))?;
     file.sync_all()
         .map_err(|e| format!("{}: {e}", partial.display()))?;
     let done = dir.join(format!(

@@ -62,6 +62,19 @@ fn runs_in_store(data: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The partitions of `pair`'s complete runs, as the running engine says.
+fn complete(served: &serve_support::Served) -> Vec<String> {
+    let v = served.json(&[
+        "runs", "--graph", "pair", "--state", "complete", "--limit", "1000",
+    ]);
+    v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["partition"].as_str().unwrap().to_string())
+        .collect()
+}
+
 fn restore(file: &Path, data: &Path) -> std::process::Output {
     weir()
         .arg("restore")
@@ -81,20 +94,9 @@ fn a_backup_under_load_restores_every_run_acknowledged_before_it_and_none_after(
     // Load: a backfill of a year of days, running while the backup is taken.
     served.ok(&["backfill", "pair", "2020-01-01..2020-12-31"]);
     serve_support::wait_for("some runs complete", Duration::from_secs(60), || {
-        let v = served.json(&[
-            "runs", "--graph", "pair", "--state", "complete", "--limit", "1000",
-        ]);
-        (v["runs"].as_array()?.len() >= 20).then_some(())
+        (complete(&served).len() >= 20).then_some(())
     });
-    let before = served.json(&[
-        "runs", "--graph", "pair", "--state", "complete", "--limit", "1000",
-    ]);
-    let acknowledged: Vec<String> = before["runs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["partition"].as_str().unwrap().to_string())
-        .collect();
+    let acknowledged = complete(&served);
     let file = tmp.path().join("pair.wbk");
     let said = served.ok(&["backup", file.to_str().unwrap()]);
     assert!(said.contains("backup written to"), "{said}");
@@ -154,10 +156,7 @@ fn a_cut_damaged_or_interrupted_backup_is_refused_whole() {
     let served = serve_support::start(&["serve"], &defs, &data);
     served.ok(&["backfill", "pair", "2021-01-01..2021-03-31"]);
     serve_support::wait_for("the backfill", Duration::from_secs(60), || {
-        let v = served.json(&[
-            "runs", "--graph", "pair", "--state", "complete", "--limit", "1000",
-        ]);
-        (v["runs"].as_array()?.len() == 90).then_some(())
+        (complete(&served).len() == 90).then_some(())
     });
     let file = tmp.path().join("b.wbk");
     served.ok(&["backup", file.to_str().unwrap()]);

@@ -104,31 +104,10 @@ fn the_member_script_runs_a_group_as_the_manifests_do() {
             std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
         }
     }
-    let (ca, cert, key) = serve_support::tls_files(dir);
-    // The CA signed a certificate for 127.0.0.1 only; the members are
-    // named `localhost`: a certificate for that name too.
-    let (ca, cert, key) = {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-        let _ = (ca, cert, key);
-        let ca_key = KeyPair::generate().unwrap();
-        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_cert = p.self_signed(&ca_key).unwrap();
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-            .unwrap()
-            .signed_by(&leaf_key, &ca_cert, &ca_key)
-            .unwrap();
-        let (a, b, c) = (
-            dir.join("peer-ca.pem"),
-            dir.join("peer.crt"),
-            dir.join("peer.key"),
-        );
-        std::fs::write(&a, ca_cert.pem()).unwrap();
-        std::fs::write(&b, leaf.pem()).unwrap();
-        std::fs::write(&c, leaf_key.serialize_pem()).unwrap();
-        (a, b, c)
-    };
+    // The members are named `localhost`: their certificate says so.
+    let peer_tls = dir.join("peer-tls");
+    std::fs::create_dir_all(&peer_tls).unwrap();
+    let (ca, cert, key) = serve_support::tls_files_for(&peer_tls, &["localhost", "127.0.0.1"]);
     let raft: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let api: Vec<String> = (0..3)
         .map(|_| format!("127.0.0.1:{}", free_port()))

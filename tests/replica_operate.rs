@@ -336,20 +336,9 @@ fn a_member_whose_raft_core_stops_exits_3() {
     );
 }
 
-/// A CA and a certificate it signed for 127.0.0.1 and localhost: the
-/// CA's PEM, and the leaf's chain and key PEM.
+/// A CA and a certificate it signed for 127.0.0.1 and localhost.
 fn ca_and_leaf() -> (String, String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca.self_signed(&ca_key).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    (ca.pem(), leaf.pem(), key.serialize_pem())
+    serve_support::ca_and_leaf(&["127.0.0.1", "localhost"])
 }
 
 /// A TLS client trusting `ca_pem`, presenting `identity` (chain, key) if

@@ -100,8 +100,7 @@ fn starts(data: &Path) -> Vec<String> {
 
 #[test]
 fn a_full_disk_stops_the_run_and_loses_nothing() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !disk_support::can_mount() {
         eprintln!("skipped: mounting a tmpfs needs root, and this test does not run as root");
         return;
     }
@@ -216,8 +215,7 @@ fn a_full_disk_stops_the_run_and_loses_nothing() {
 /// run started.
 #[test]
 fn a_disk_under_the_reserve_at_start_is_a_store_error() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !disk_support::can_mount() {
         eprintln!("skipped: mounting a tmpfs needs root, and this test does not run as root");
         return;
     }

@@ -134,15 +134,9 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
         copy_s.push(t.elapsed().as_secs_f64());
         let _ = std::fs::remove_dir_all(&copy_to);
         let t = Instant::now();
-        let mut out = std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::fs::File::create(&file).map_err(failed("backup file"))?,
-        );
-        let summary = store.backup_to(&mut out, 0).map_err(failed("backup"))?;
-        out.into_inner()
-            .map_err(failed("backup file"))?
-            .sync_all()
-            .map_err(failed("backup fsync"))?;
+        let out = std::fs::File::create(&file).map_err(failed("backup file"))?;
+        let (out, summary) = crate::backup::backup_into(&store, out).map_err(failed("backup"))?;
+        out.sync_all().map_err(failed("backup fsync"))?;
         backup_s.push(t.elapsed().as_secs_f64());
         backup_bytes = summary.bytes;
     }
@@ -168,11 +162,8 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
     let (alone, _) = writers(&store, window, 10_000_000, None)?;
     let spool = root.path.join("spool.wbk");
     let take = || -> Result<(), BenchError> {
-        let mut out = std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::fs::File::create(&spool).map_err(failed("spool"))?,
-        );
-        store.backup_to(&mut out, 0).map_err(failed("backup"))?;
+        let out = std::fs::File::create(&spool).map_err(failed("spool"))?;
+        crate::backup::backup_into(&store, out).map_err(failed("backup"))?;
         Ok(())
     };
     let (beside, stall) = writers(&store, window, 20_000_000, Some(&take))?;

@@ -335,7 +335,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
 /// name `localhost`.
 fn loopback(addr: &str) -> bool {
     if let Ok(a) = addr.parse::<std::net::SocketAddr>() {
-        return a.ip().is_loopback();
+        return crate::serve::is_loopback(&a);
     }
     addr.rsplit_once(':')
         .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))

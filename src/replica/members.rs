@@ -148,10 +148,8 @@ impl Replica {
                 reachable,
                 matched_index: matched,
                 lag,
-                last_contact_ms_ago: if id == self.settings.id {
-                    Some(0)
-                } else if reachable {
-                    // It answered the probe just now.
+                // This member, or one that answered the probe just now.
+                last_contact_ms_ago: if reachable {
                     Some(0)
                 } else {
                     contacts.get(&id).map(|at| now.saturating_sub(*at))
@@ -160,11 +158,9 @@ impl Replica {
         }
         let leader_contact_ms_ago = self.leader_contact_ms_ago();
         let hears_majority = if leads {
-            m.millis_since_quorum_ack
-                .is_some_and(|ms| ms < self.settings.election_min_ms)
+            self.heard_majority(&m)
         } else {
-            m.current_leader.is_some()
-                && leader_contact_ms_ago.is_some_and(|ms| ms < self.settings.election_max_ms)
+            m.current_leader.is_some() && self.heard_leader(leader_contact_ms_ago)
         };
         MembersView {
             this: self.settings.id,

@@ -292,9 +292,15 @@ impl Replica {
         }
     }
 
-    fn heard_majority(&self, m: &openraft::RaftMetrics<u64, Member>) -> bool {
+    pub(super) fn heard_majority(&self, m: &openraft::RaftMetrics<u64, Member>) -> bool {
         m.millis_since_quorum_ack
             .is_some_and(|ms| ms < self.settings.election_min_ms)
+    }
+
+    /// Whether a follower took an append from its leader `contact_ms_ago`
+    /// within the top of the election timeout.
+    pub(super) fn heard_leader(&self, contact_ms_ago: Option<u64>) -> bool {
+        contact_ms_ago.is_some_and(|ms| ms < self.settings.election_max_ms)
     }
 
     /// Resolves when this member's Raft core stops of itself — a storage
@@ -352,7 +358,7 @@ impl Replica {
             })
         } else if m.current_leader.is_none() {
             Some("no leader known (an election, or this member is cut off)".into())
-        } else if contact.is_none_or(|ms| ms >= self.settings.election_max_ms) {
+        } else if !self.heard_leader(contact) {
             Some(format!(
                 "no append from the leader (member {}) within {} ms",
                 m.current_leader.unwrap_or_default(),

@@ -7,12 +7,12 @@
 //! a certificate says a machine is one of the group's, the cookie that it
 //! runs this group.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::pki_types::PrivateKeyDer;
+use weir_actors::cluster::node::{certs, crypto};
 
 /// The files of a member's identity and of the group's CA.
 #[derive(Debug, Clone)]
@@ -40,45 +40,30 @@ impl std::fmt::Debug for PeerTls {
     }
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn read_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<_> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("{what} {}: {e}", path.display()))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
-    if certs.is_empty() {
-        return Err(format!("{what} {}: no certificate in it", path.display()));
-    }
-    Ok(certs)
-}
-
 impl PeerTls {
     /// Loads the files and builds both sides.
     pub fn load(files: &PeerTlsFiles) -> Result<PeerTls, String> {
-        let chain = read_certs("--tls-cert", &files.cert)?;
+        let chain = certs(&files.cert).map_err(|e| format!("--tls-cert: {e}"))?;
         let key = PrivateKeyDer::from_pem_file(&files.key)
             .map_err(|e| format!("--tls-key {}: {e}", files.key.display()))?;
         let mut roots = rustls::RootCertStore::empty();
-        for c in read_certs("--peer-ca", &files.ca)? {
+        for c in certs(&files.ca).map_err(|e| format!("--peer-ca: {e}"))? {
             roots
                 .add(c)
                 .map_err(|e| format!("--peer-ca {}: {e}", files.ca.display()))?;
         }
         let roots = Arc::new(roots);
         let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), crypto())
                 .build()
                 .map_err(|e| format!("--peer-ca {}: {e}", files.ca.display()))?;
-        let server = rustls::ServerConfig::builder_with_provider(provider())
+        let server = rustls::ServerConfig::builder_with_provider(crypto())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain.clone(), key.clone_key())
             .map_err(|e| format!("--tls-cert/--tls-key: {e}"))?;
-        let client = rustls::ClientConfig::builder_with_provider(provider())
+        let client = rustls::ClientConfig::builder_with_provider(crypto())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
             .with_root_certificates(roots)

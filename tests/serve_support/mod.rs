@@ -295,30 +295,46 @@ pub fn concrete(path: &str) -> String {
         .replace("{name}", "nosuchtoken")
 }
 
-/// A CA, and an engine certificate for 127.0.0.1 signed by it: PEM files
-/// (ca.pem, cert.pem, key.pem) in `dir`.
-pub fn tls_files(
-    dir: &std::path::Path,
-) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+/// A new CA and a certificate it signed for `names` (IP addresses or
+/// DNS names): the CA's PEM, the leaf's PEM and its key's PEM.
+pub fn ca_and_leaf(names: &[&str]) -> (String, String, String) {
     use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = ca.self_signed(&ca_key).unwrap();
     let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+    let leaf = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
         .unwrap()
         .signed_by(&key, &ca, &ca_key)
         .unwrap();
+    (ca.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// [`ca_and_leaf`] for `names`, written into `dir` as `ca.pem`,
+/// `cert.pem` and `key.pem`: their paths.
+pub fn tls_files_for(
+    dir: &std::path::Path,
+    names: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let (ca, cert, key) = ca_and_leaf(names);
     let (ca_p, cert_p, key_p) = (
         dir.join("ca.pem"),
         dir.join("cert.pem"),
         dir.join("key.pem"),
     );
-    std::fs::write(&ca_p, ca.pem()).unwrap();
-    std::fs::write(&cert_p, cert.pem()).unwrap();
-    std::fs::write(&key_p, key.serialize_pem()).unwrap();
+    std::fs::write(&ca_p, ca).unwrap();
+    std::fs::write(&cert_p, cert).unwrap();
+    std::fs::write(&key_p, key).unwrap();
     (ca_p, cert_p, key_p)
+}
+
+/// A CA, and an engine certificate for 127.0.0.1 signed by it: PEM files
+/// (ca.pem, cert.pem, key.pem) in `dir`.
+pub fn tls_files(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    tls_files_for(dir, &["127.0.0.1"])
 }
 
 /// Writes a definition file `name.toml` into `dir`.

@@ -74,11 +74,13 @@ fn loose_mode(path: &Path) -> Option<u32> {
     (mode & 0o044 != 0).then_some(mode)
 }
 
-fn crypto() -> Arc<rustls::crypto::CryptoProvider> {
+/// The crypto provider of every TLS config weir makes (ring).
+pub fn crypto() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, NodeError> {
+/// The PEM certificates of `path`; none is an error.
+pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, NodeError> {
     use rustls::pki_types::pem::PemObject;
     let certs: Result<Vec<_>, _> = CertificateDer::pem_file_iter(path)
         .map_err(|e| NodeError::File {

@@ -19,7 +19,7 @@
 //! whose checksum differs, is refused by [`restore`] and [`verify`] before
 //! anything is made.
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -189,6 +189,21 @@ const TREES: [TreeId; 4] = [
 ];
 
 impl Store {
+    /// The journal's last sequence as its tree holds it (a follower's
+    /// journal is written by applies, not by a writer that counts).
+    fn journal_end(&self) -> Result<u64, StoreError> {
+        Ok(
+            match self.inner.journal.last().map_err(|e| self.sled_err(e))? {
+                Some((k, _)) => k
+                    .as_ref()
+                    .try_into()
+                    .map(u64::from_be_bytes)
+                    .unwrap_or_default(),
+                None => 0,
+            },
+        )
+    }
+
     /// Writes a backup of the store into `out`, with every write of the
     /// store's content held back while it reads (see the module). `out`
     /// should be a local file: the gate is held until this returns.
@@ -206,14 +221,7 @@ impl Store {
             .backup_gate
             .write()
             .unwrap_or_else(|p| p.into_inner());
-        let journal_seq = match self.inner.journal.last().map_err(|e| self.sled_err(e))? {
-            Some((k, _)) => k
-                .as_ref()
-                .try_into()
-                .map(u64::from_be_bytes)
-                .unwrap_or_default(),
-            None => 0,
-        };
+        let journal_seq = self.journal_end()?;
         let header = BackupHeader {
             format: 1,
             created_ms,
@@ -288,6 +296,20 @@ struct Reader<'a, R> {
     name: &'a str,
     hash: blake3::Hasher,
     offset: u64,
+}
+
+impl<'a, R: Read> Reader<'a, BufReader<R>> {
+    /// A reader of `input`, its first bytes checked.
+    fn open(input: R, name: &'a str) -> Result<Self, BackupError> {
+        let mut r = Reader {
+            inner: BufReader::with_capacity(1 << 20, input),
+            name,
+            hash: blake3::Hasher::new(),
+            offset: 0,
+        };
+        r.magic()?;
+        Ok(r)
+    }
 }
 
 impl<R: Read> Reader<'_, R> {
@@ -410,13 +432,7 @@ impl<R: Read> Reader<'_, R> {
 /// Reads a whole backup and checks it: its checksum, its counts, its
 /// frames. Nothing is written.
 pub fn verify(input: impl Read, name: &str) -> Result<BackupSummary, BackupError> {
-    let mut r = Reader {
-        inner: io::BufReader::with_capacity(1 << 20, input),
-        name,
-        hash: blake3::Hasher::new(),
-        offset: 0,
-    };
-    r.magic()?;
+    let mut r = Reader::open(input, name)?;
     let (mut header, mut entries, mut blobs) = (None, 0u64, 0u64);
     loop {
         match r.next()? {
@@ -488,13 +504,7 @@ fn build(
     settings: StoreSettings,
 ) -> Result<BackupSummary, BackupError> {
     let (store, _) = Store::open(dir, settings)?;
-    let mut r = Reader {
-        inner: io::BufReader::with_capacity(1 << 20, input),
-        name,
-        hash: blake3::Hasher::new(),
-        offset: 0,
-    };
-    r.magic()?;
+    let mut r = Reader::open(input, name)?;
     let (mut header, mut entries, mut blobs) = (None, 0u64, 0u64);
     let mut batches: Vec<(TreeId, sled::Batch, usize)> = Vec::new();
     let flush = |store: &Store, batches: &mut Vec<(TreeId, sled::Batch, usize)>| {
@@ -540,14 +550,7 @@ fn build(
     };
     flush(&store, &mut batches)?;
     store.sync_replica()?;
-    let last = match store.inner.journal.last().map_err(|e| store.sled_err(e))? {
-        Some((k, _)) => k
-            .as_ref()
-            .try_into()
-            .map(u64::from_be_bytes)
-            .unwrap_or_default(),
-        None => 0,
-    };
+    let last = store.journal_end()?;
     store
         .inner
         .last_seq
