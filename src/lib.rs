@@ -20,6 +20,7 @@ pub mod exit;
 pub mod fuzzing;
 mod graphs;
 pub mod logs;
+pub mod objects;
 mod ops;
 pub mod replica;
 pub mod serve;

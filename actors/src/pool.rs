@@ -41,7 +41,8 @@ use crate::msg::supervisor::SupervisorMsg;
 use crate::msg::work::{DeferCause, Grant, Report};
 pub use crate::msg::work::{PoolUp, PoolView};
 use crate::store::{BlobRef, Store};
-use crate::task::{TaskContext, TaskError, TaskRegistry};
+use crate::task::{ArtifactSlot, TaskContext, TaskError, TaskRegistry};
+use weir_core::artifact::ArtifactRef;
 
 /// An attempt running this long is marked started in the queue's journal
 /// (the ticket's `started`). A crash costs the attempt whether or not it
@@ -214,6 +215,7 @@ impl Actor for PoolActor {
                 outcome,
                 output,
                 output_blob,
+                artifacts,
                 error,
                 retry_after_ms,
                 started_ms,
@@ -221,7 +223,7 @@ impl Actor for PoolActor {
                 id,
                 attempt,
                 outcome,
-                (output, output_blob),
+                (output, output_blob, artifacts),
                 (error, retry_after_ms),
                 started_ms,
             ),
@@ -491,7 +493,9 @@ impl PoolState {
             task: job.task.clone(),
             payload: Arc::from(job.payload),
             cancel: cancel.clone(),
+            artifacts: ArtifactSlot::default(),
         };
+        let artifacts = ctx.artifacts.clone();
         let timeout_ms = job.timeout_ms;
         let me = myself.clone();
         let store = match &self.uplink {
@@ -519,6 +523,7 @@ impl PoolState {
                         outcome: AttemptOutcome::Permanent,
                         output: Vec::new(),
                         output_blob: None,
+                        artifacts: Vec::new(),
                         error: Some(e),
                         retry_after_ms: None,
                         started_ms,
@@ -572,12 +577,18 @@ impl PoolState {
                 }
                 _ => (outcome, output, None, error),
             };
+            // Only a success's artifacts are recorded.
+            let artifacts = match outcome {
+                AttemptOutcome::Success => artifacts.take(),
+                _ => Vec::new(),
+            };
             let _ = me.cast(PoolMsg::Ended {
                 id,
                 attempt,
                 outcome,
                 output,
                 output_blob,
+                artifacts,
                 error,
                 retry_after_ms,
                 started_ms,
@@ -590,7 +601,7 @@ impl PoolState {
         id: TicketId,
         attempt: u32,
         outcome: AttemptOutcome,
-        (output, output_blob): (Vec<u8>, Option<BlobRef>),
+        (output, output_blob, artifacts): (Vec<u8>, Option<BlobRef>, Vec<ArtifactRef>),
         (error, retry_after_ms): (Option<String>, Option<u64>),
         started_ms: u64,
     ) {
@@ -623,6 +634,7 @@ impl PoolState {
             regrant: 0,
             started_ms,
             finished_ms: self.clock.now_ms(),
+            artifacts,
         };
         if let Some(blob) = output_blob {
             self.pinned.insert((id, attempt), blob);

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
+use weir_core::artifact::ArtifactRef;
 use weir_core::queue::TicketId;
 
 /// What a task gets to run one attempt.
@@ -30,6 +31,26 @@ pub struct TaskContext {
     /// Cancelled when the ticket is cancelled, the attempt times out, or the
     /// engine shuts down: a task that runs long should watch it.
     pub cancel: CancellationToken,
+    /// Where a succeeding attempt leaves the artifacts it stored: they go
+    /// into the ticket's done record with its output.
+    pub artifacts: ArtifactSlot,
+}
+
+/// The artifacts an attempt stored (durably, before it returned), handed
+/// from the task to the pool beside its output.
+#[derive(Debug, Clone, Default)]
+pub struct ArtifactSlot(Arc<std::sync::Mutex<Vec<ArtifactRef>>>);
+
+impl ArtifactSlot {
+    /// Sets the attempt's artifacts (replacing any set before).
+    pub fn set(&self, artifacts: Vec<ArtifactRef>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = artifacts;
+    }
+
+    /// Takes the attempt's artifacts.
+    pub fn take(&self) -> Vec<ArtifactRef> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
 }
 
 /// Why an attempt failed.

@@ -20,6 +20,7 @@
 //! `asset` (materializations across graphs) and `codec` (the versioned
 //! envelope of everything stored).
 
+pub mod artifact;
 pub mod asset;
 pub mod breaker;
 pub mod canonical;

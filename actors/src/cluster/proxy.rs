@@ -393,6 +393,7 @@ impl ProxyState {
                     regrant: 0,
                     started_ms: now,
                     finished_ms: now,
+                    artifacts: Vec::new(),
                 });
                 // The worker never got the grant: its slot is free.
                 self.credit(1);

@@ -26,6 +26,8 @@ pub enum PoolMsg {
         output: Vec<u8>,
         /// Output on success, written to a blob (pinned).
         output_blob: Option<BlobRef>,
+        /// The artifacts a success stored.
+        artifacts: Vec<weir_core::artifact::ArtifactRef>,
         /// Error on failure.
         error: Option<String>,
         /// The least wait before a retry (a server's `Retry-After`).

@@ -67,6 +67,8 @@ pub struct EarlyCompletion {
     pub output: Vec<u8>,
     /// The blob holding a large output.
     pub output_blob: Option<crate::store::BlobRef>,
+    /// Its artifacts.
+    pub artifacts: Vec<weir_core::artifact::ArtifactRef>,
 }
 
 /// Counts of the queue, published after every batch.

@@ -83,6 +83,11 @@ pub struct Report {
     pub started_ms: u64,
     /// When it ended.
     pub finished_ms: u64,
+    /// The artifacts a success stored in the artifact store (durably,
+    /// before it reported): they go into the done record. Left out when
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<weir_core::artifact::ArtifactRef>,
 }
 
 /// A worker's status.

@@ -60,6 +60,7 @@ impl QueueActorState {
                     key: job.key.clone(),
                     output: std::mem::take(&mut record.output),
                     output_blob: record.output_blob.take(),
+                    artifacts: std::mem::take(&mut record.artifacts),
                 };
                 if notify::completing(&self.names, notify, early) {
                     self.awaiting_successors.insert(job.key.clone());

@@ -147,6 +147,7 @@ impl QueueActorState {
                     finished_ms: now,
                     pokes: tries.pokes,
                     members: None,
+                    artifacts: Vec::new(),
                     worker: match &place {
                         Place::Running { worker, .. } => {
                             Some(crate::records::done::worker_shown(worker))

@@ -64,8 +64,8 @@ impl QueueActorState {
             r.output
         };
         let output = match r.output_blob {
-            Some(blob) => Output::Blob(blob),
-            None => Output::Inline(output),
+            Some(blob) => Output::Blob(blob, r.artifacts),
+            None => Output::Inline(output, r.artifacts),
         };
         self.apply_attempt_end(op, plan, Some(output), error, now, Some(r.started_ms));
     }
@@ -99,12 +99,14 @@ impl QueueActorState {
                     Terminal::Skipped => DoneStatus::Skipped,
                 };
                 let failures = tries.failures + u32::from(status == DoneStatus::Failed);
-                let (output, output_blob) = match output {
-                    Some(Output::Inline(bytes)) if status == DoneStatus::Succeeded => (bytes, None),
-                    Some(Output::Blob(blob)) if status == DoneStatus::Succeeded => {
-                        (Vec::new(), Some(blob))
+                let (output, output_blob, artifacts) = match output {
+                    Some(Output::Inline(bytes, arts)) if status == DoneStatus::Succeeded => {
+                        (bytes, None, arts)
                     }
-                    _ => (Vec::new(), None),
+                    Some(Output::Blob(blob, arts)) if status == DoneStatus::Succeeded => {
+                        (Vec::new(), Some(blob), arts)
+                    }
+                    _ => (Vec::new(), None, Vec::new()),
                 };
                 tracing::debug!(key = %job.key, id, attempts, deferrals = tries.deferrals, status = %status, plan = ?plan, "ticket completed");
                 let record = DoneRecord {
@@ -136,6 +138,7 @@ impl QueueActorState {
                     pokes: tries.pokes,
                     members: None,
                     worker,
+                    artifacts,
                 };
                 self.started.remove(&id);
                 if status == DoneStatus::Failed {

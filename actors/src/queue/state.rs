@@ -22,10 +22,10 @@ use super::settings::QueueSettings;
 
 /// A succeeded attempt's output as its report carries it.
 pub(super) enum Output {
-    /// Small enough to stay in the record.
-    Inline(Vec<u8>),
-    /// In a blob the worker wrote.
-    Blob(BlobRef),
+    /// Small enough to stay in the record (with the attempt's artifacts).
+    Inline(Vec<u8>, Vec<weir_core::artifact::ArtifactRef>),
+    /// In a blob the worker wrote (with the attempt's artifacts).
+    Blob(BlobRef, Vec<weir_core::artifact::ArtifactRef>),
 }
 
 /// What a batch does once durable.

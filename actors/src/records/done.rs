@@ -142,6 +142,10 @@ pub struct DoneRecord {
     /// mark, a decision) and in records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
+    /// The artifacts its succeeding attempt stored in the artifact store,
+    /// by name, size and content hash. Left out of the encoding when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<weir_core::artifact::ArtifactRef>,
 }
 
 fn is_zero(v: &u32) -> bool {

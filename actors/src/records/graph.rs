@@ -297,4 +297,9 @@ pub struct UpstreamRecord {
     pub output_blob: Option<crate::store::BlobRef>,
     /// Its rerun count.
     pub rerun: u32,
+    /// The artifacts of its succeeding attempt (for a mapped node, every
+    /// member's, each name under the member's index: `3/raw.csv`). Left
+    /// out of the encoding when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<weir_core::artifact::ArtifactRef>,
 }

@@ -425,6 +425,24 @@ impl SchedulerState {
         };
         let mut error = settled.error.clone();
         let mut output = Vec::new();
+        // Each member's artifacts, under its index: a downstream finds
+        // member 3's raw.csv as `3/raw.csv`.
+        let artifacts: Vec<weir_core::artifact::ArtifactRef> = if settled.succeeded {
+            records
+                .iter()
+                .enumerate()
+                .flat_map(|(i, d)| {
+                    d.artifacts
+                        .iter()
+                        .map(move |a| weir_core::artifact::ArtifactRef {
+                            name: format!("{i}/{}", a.name),
+                            ..a.clone()
+                        })
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         if settled.succeeded {
             let mut outs = Vec::with_capacity(records.len());
             for d in &records {
@@ -483,6 +501,7 @@ impl SchedulerState {
                 pokes: 0,
                 members: Some(Box::new(counts)),
                 worker: None,
+                artifacts,
             };
             let mut puts = vec![(dkey.clone(), store.encode("node record", &record)?)];
             if let Some(b) = &output_blob {
@@ -540,6 +559,7 @@ impl SchedulerState {
             pokes: 0,
             members: None,
             worker: None,
+            artifacts: Vec::new(),
         };
         let bytes = self.store.encode("node record", &record)?;
         let store = self.store.clone();

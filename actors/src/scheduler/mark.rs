@@ -153,6 +153,7 @@ impl SchedulerState {
             pokes: 0,
             members: None,
             worker: None,
+            artifacts: Vec::new(),
         };
         let done_bytes = self.store.encode("node record", &done)?;
         let run_bytes = self.store.encode("run record", &record)?;

@@ -134,6 +134,7 @@ impl SchedulerState {
                     pokes: 0,
                     members: None,
                     worker: None,
+                    artifacts: Vec::new(),
                 };
                 puts.push((done_key(&id), self.store.encode("node record", &record)?));
                 run.recorded[ch.node] = Some(rerun);

@@ -326,6 +326,7 @@ impl SchedulerState {
                         output: d.output,
                         output_blob: d.output_blob,
                         rerun: ur,
+                        artifacts: d.artifacts,
                     });
                     read.insert(u, r.clone());
                     r

@@ -111,6 +111,7 @@ impl SchedulerState {
             output: e.output.clone(),
             output_blob: e.output_blob.clone(),
             rerun: id.rerun,
+            artifacts: e.artifacts.clone(),
         };
         let p = id.partition.to_string();
         let (jobs, ids) = self.build_jobs(&p, &ready, Some((idx, record)))?;
