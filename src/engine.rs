@@ -134,6 +134,9 @@ pub struct ClusterConfig {
     /// The engine's WEIR_DATA folder, which commands of workers on the
     /// engine's machine (without a root of their own) share.
     pub work_dir: Option<String>,
+    /// The engine's artifact folder, when its artifacts are kept in one:
+    /// workers on its machine without an `--artifacts` URL share it.
+    pub artifacts_dir: Option<String>,
 }
 
 impl std::fmt::Debug for ClusterConfig {
@@ -157,6 +160,7 @@ impl ClusterConfig {
             settings: ClusterSettings::default(),
             root: None,
             work_dir: None,
+            artifacts_dir: None,
         }
     }
 }
@@ -408,6 +412,7 @@ impl EngineBuilder {
                         settings: c.settings.clone(),
                         root: c.root.clone(),
                         work: c.work_dir.clone(),
+                        artifacts: c.artifacts_dir.clone(),
                         logs,
                         server: Some(server.clone()),
                     }),

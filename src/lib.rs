@@ -8,6 +8,7 @@
 pub use weir_actors as actors;
 pub use weir_core as core;
 
+pub mod artifacts;
 mod assets;
 pub mod backup;
 pub mod bench;

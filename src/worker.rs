@@ -69,6 +69,7 @@ pub struct WorkerBuilder {
     tls_ca: Option<PathBuf>,
     root: Option<PathBuf>,
     data: Option<PathBuf>,
+    artifacts: Option<crate::artifacts::Shared>,
     commands: bool,
     version: u32,
 }
@@ -108,6 +109,15 @@ impl WorkerBuilder {
         Fut: std::future::Future<Output = TaskResult> + Send + 'static,
     {
         self.tasks.register_fn(name, f);
+        self
+    }
+
+    /// Where its commands' artifacts are kept (the engine's store, reached
+    /// with the worker's own credentials). Default: the engine's folder
+    /// when the engine keeps them in one and the worker runs on its
+    /// machine; else nodes with artifacts fail, saying so.
+    pub fn artifacts(mut self, store: crate::artifacts::Shared) -> Self {
+        self.artifacts = Some(store);
         self
     }
 
@@ -221,6 +231,23 @@ impl WorkerBuilder {
             self.tasks
                 .register(crate::task::sensor::SENSOR_TASK, Arc::new(sensor));
             let forward_http = forward.clone();
+            let artifacts = match self.artifacts.take() {
+                Some(a) => a,
+                None => {
+                    let welcome = welcome_rx.clone();
+                    let own_root = self.root.is_some();
+                    Arc::new(crate::artifacts::ArtifactStore::Lazy(Arc::new(move || {
+                        let folder = welcome.borrow().as_ref().and_then(|w| w.artifacts.clone());
+                        match folder {
+                            Some(dir) if !own_root && Path::new(&dir).is_dir() => {
+                                crate::objects::Objects::folder(Path::new(&dir))
+                            }
+                            Some(_) => Err("this worker was given no --artifacts URL and the engine keeps its artifacts in a folder of its own machine: give the engine and this worker the URL of a store both reach".to_string()),
+                            None => Err("this worker was given no --artifacts URL (give it the engine's)".to_string()),
+                        }
+                    })))
+                }
+            };
             let command = CommandTask {
                 scratch: data.join("scratch"),
                 work: data.join("work"),
@@ -232,6 +259,7 @@ impl WorkerBuilder {
                     work,
                     worker_id: worker_id.clone(),
                 }),
+                artifacts,
             };
             self.tasks.register(COMMAND_TASK, Arc::new(command));
             let http = crate::task::http::HttpTask::new()
@@ -320,6 +348,7 @@ impl Worker {
             tls_ca: None,
             root: None,
             data: None,
+            artifacts: None,
             commands: false,
             version: PROTOCOL_VERSION,
         }

@@ -25,6 +25,7 @@ async fn engine(data: &Path, expiry_interval_ms: u64) -> Engine {
         logs: Some(LogPaths::new(data)),
         log_limits: LogLimits::default(),
         remote: None,
+        artifacts: weir::artifacts::ArtifactStore::in_folder(&data.join("artifacts")).unwrap(),
     };
     Engine::builder(data)
         .durability(Durability::Flush)
@@ -42,6 +43,8 @@ fn config(script: &str, permanent: &[i32]) -> serde_json::Value {
         permanent_exit_codes: permanent.to_vec(),
         env: Default::default(),
         cwd: std::env::temp_dir().display().to_string(),
+        artifacts: Vec::new(),
+        artifact_limits: None,
     })
     .unwrap()
 }

@@ -110,6 +110,11 @@ pub struct Welcome {
     /// machine (no `--root`) share it with the engine's own.
     #[serde(default)]
     pub work: Option<String>,
+    /// The engine's artifact folder, when its artifacts are kept in a
+    /// folder: a worker on the engine's machine without an `--artifacts`
+    /// URL of its own reads and writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<String>,
     /// A replicated engine's leader term (0: not replicated): a worker
     /// refuses a welcome of a term older than one it joined.
     #[serde(default)]

@@ -146,6 +146,8 @@ pub struct ClusterArgs {
     pub root: Option<String>,
     /// The engine's WEIR_DATA folder.
     pub work: Option<String>,
+    /// The engine's artifact folder, when its artifacts are in one.
+    pub artifacts: Option<String>,
     /// Where remote attempts' logs go.
     pub logs: Option<Arc<dyn LogIntake>>,
     /// The node server.
@@ -629,6 +631,7 @@ impl SupervisorState {
                     pools: self.args.pools.keys().map(|p| p.to_string()).collect(),
                     root: cluster.root,
                     work: cluster.work,
+                    artifacts: cluster.artifacts,
                     logs: cluster.logs,
                     server: cluster.server,
                     shared: self.gateway_shared.clone(),

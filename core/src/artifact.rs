@@ -62,6 +62,40 @@ impl Default for Limits {
     }
 }
 
+/// Parses a size: a number and a unit of B, KB, MB, GB, TB (powers of
+/// 1000) or KiB, MiB, GiB, TiB (powers of 1024); a bare number is bytes.
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = (&t[..split], t[split..].trim());
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        other => {
+            return Err(format!(
+                "{text:?}: the unit {other:?} is not one of B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+            ))
+        }
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 512MiB"))?;
+    let v = n * scale as f64;
+    if !v.is_finite() || v >= u64::MAX as f64 {
+        return Err(format!("{text:?} is too large"));
+    }
+    Ok(v as u64)
+}
+
 /// The object key of content hashed `hash` (relative to the store's URL).
 pub fn object_key(hash: &str) -> String {
     format!("{KEY_PREFIX}/{hash}")
@@ -337,6 +371,16 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    #[test]
+    fn sizes_parse_with_their_units() {
+        assert_eq!(parse_bytes("10MiB"), Ok(10 << 20));
+        assert_eq!(parse_bytes("1.5 KB"), Ok(1_500));
+        assert_eq!(parse_bytes("7"), Ok(7));
+        assert!(parse_bytes("10 bananas").unwrap_err().contains("bananas"));
+        assert!(parse_bytes("MiB").is_err());
+        assert!(parse_bytes("1e30TiB").is_err());
     }
 
     #[test]

@@ -135,6 +135,15 @@ pub enum Ref {
         /// The path into its output as JSON; empty: the output's text.
         path: Vec<Step>,
     },
+    /// `{upstream.NODE.artifact.NAME}`: the local path of an upstream's
+    /// artifact, fetched before the attempt.
+    Artifact {
+        /// The upstream.
+        node: String,
+        /// The artifact's name (`raw.csv`, `reports/a.html`, `3/raw.csv`
+        /// for member 3 of a mapped upstream).
+        name: String,
+    },
     /// `{params.NAME}`.
     Param(String),
     /// `${env:NAME}` (HTTP calls only).
@@ -220,6 +229,8 @@ pub struct Upstream<'a> {
     /// Its output, whole; `None` when the input names it without holding
     /// it (a blob not read back before the attempt).
     pub output: Option<&'a [u8]>,
+    /// The names of its artifacts.
+    pub artifacts: &'a [crate::artifact::ArtifactRef],
 }
 
 /// A variable of the environment by name (`${env:NAME}`).
@@ -248,6 +259,10 @@ pub struct Scope<'a> {
     /// The graph's zone, which `{partition.start}` and `{partition.end}`
     /// are shown in.
     pub zone: Zone,
+    /// The folder upstream artifacts are fetched into
+    /// (`$WEIR_ARTIFACTS_IN`: `<folder>/<node>/<name>`); `None` where no
+    /// attempt fetches them (`{upstream.NODE.artifact.NAME}` then fails).
+    pub artifacts_in: Option<&'a str>,
     /// Upstream outputs parsed as JSON, once per scope.
     json: RefCell<BTreeMap<String, Rc<Result<serde_json::Value, String>>>>,
 }
@@ -273,6 +288,7 @@ impl<'a> Scope<'a> {
             env: None,
             item: None,
             zone: Zone::UTC,
+            artifacts_in: None,
             json: RefCell::new(BTreeMap::new()),
         }
     }
@@ -517,7 +533,12 @@ impl Template {
                     partitioning_word(ctx.partitioning)
                 )),
                 Ref::PartitionKey => {}
-                Ref::Node | Ref::Attempt | Ref::RunId | Ref::Output { .. } | Ref::Item { .. }
+                Ref::Node
+                | Ref::Attempt
+                | Ref::RunId
+                | Ref::Output { .. }
+                | Ref::Artifact { .. }
+                | Ref::Item { .. }
                     if ctx.node.is_none() =>
                 {
                     fault(
@@ -530,7 +551,7 @@ impl Template {
                     ctx.node.unwrap_or_default()
                 )),
                 Ref::Item { .. } => {}
-                Ref::Output { node, .. } => {
+                Ref::Output { node, .. } | Ref::Artifact { node, .. } => {
                     let this = ctx.node.unwrap_or_default();
                     if ctx.upstreams.contains(&node.as_str()) {
                     } else if node == this {
@@ -699,14 +720,41 @@ fn parse_ref(c: &mut Cursor<'_>) -> Result<Ref, String> {
                 return Err("write {upstream.NODE.output}: the node is missing".into());
             }
             let at = c.pos;
-            if !(c.eat(b'.') && c.take(is_root_char) == "output") {
-                return Err(format!(
-                    "after {{upstream.{node}, write .output (at byte {at}; a node whose name holds a dot is written {{upstream[\"a.b\"].output}})"
-                ));
-            }
-            Ref::Output {
-                node,
-                path: parse_path(c)?,
+            let word = if c.eat(b'.') {
+                c.take(is_root_char)
+            } else {
+                ""
+            };
+            match word {
+                "output" => Ref::Output {
+                    node,
+                    path: parse_path(c)?,
+                },
+                "artifact" => {
+                    // The name runs to the closing brace (it may hold
+                    // dots and slashes), or is quoted: `["a b.csv"]`.
+                    let name = if c.eat(b'.') {
+                        c.take(|b| b != b'}').to_string()
+                    } else if c.eat(b'[') && c.eat(b'"') {
+                        let n = c.quoted()?;
+                        if !c.eat(b']') {
+                            return Err("expected ] after the quoted artifact name".into());
+                        }
+                        n
+                    } else {
+                        return Err(format!(
+                            "write {{upstream.{node}.artifact.NAME}} (at byte {})",
+                            c.pos
+                        ));
+                    };
+                    crate::artifact::check_name(&name, false)?;
+                    Ref::Artifact { node, name }
+                }
+                _ => {
+                    return Err(format!(
+                        "after {{upstream.{node}, write .output or .artifact.NAME (at byte {at}; a node whose name holds a dot is written {{upstream[\"a.b\"].output}})"
+                    ))
+                }
             }
         }
         other => return Err(format!("{other:?} is not a reference")),
@@ -811,6 +859,30 @@ fn value_of(r: &Ref, scope: &Scope<'_>) -> Result<String, String> {
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             }
+        }
+        Ref::Artifact { node, name } => {
+            let up = scope.upstreams.get(node.as_str()).ok_or_else(|| {
+                format!(
+                    "upstream {node:?} has no record in this attempt's input (it has not ended)"
+                )
+            })?;
+            if !up.succeeded {
+                return Err(format!(
+                    "upstream {node:?} ended {}, so it has no artifacts",
+                    up.status
+                ));
+            }
+            if !up.artifacts.iter().any(|a| &a.name == name) {
+                let names: Vec<&str> = up.artifacts.iter().map(|a| a.name.as_str()).collect();
+                return Err(format!(
+                    "upstream {node:?} has no artifact {name:?} (its artifacts: {})",
+                    list(&names)
+                ));
+            }
+            let folder = scope.artifacts_in.ok_or_else(|| {
+                format!("{{upstream.{node}.artifact.{name}}} is a path of a command's attempt, where artifacts are fetched")
+            })?;
+            format!("{folder}/{node}/{name}")
         }
         Ref::Output { node, path } => {
             let up = scope.upstreams.get(node.as_str()).ok_or_else(|| {
@@ -944,6 +1016,7 @@ mod tests {
                 status: "succeeded",
                 succeeded: true,
                 output: Some(OUT),
+                artifacts: &[],
             },
         );
         s.upstreams.insert(
@@ -952,6 +1025,7 @@ mod tests {
                 status: "succeeded",
                 succeeded: true,
                 output: Some(b"plain words\n\n"),
+                artifacts: &[],
             },
         );
         s.upstreams.insert(
@@ -960,6 +1034,7 @@ mod tests {
                 status: "failed",
                 succeeded: false,
                 output: Some(b""),
+                artifacts: &[],
             },
         );
         s.upstreams.insert(
@@ -968,9 +1043,58 @@ mod tests {
                 status: "succeeded",
                 succeeded: true,
                 output: None,
+                artifacts: &[],
             },
         );
         s
+    }
+
+    #[test]
+    fn artifact_references_render_to_local_paths() {
+        let p = params();
+        let arts = [crate::artifact::ArtifactRef {
+            name: "reports/raw.csv".into(),
+            bytes: 3,
+            hash: "a".repeat(64),
+        }];
+        let mut s = scope(&p);
+        s.upstreams.insert(
+            "extract",
+            Upstream {
+                status: "succeeded",
+                succeeded: true,
+                output: Some(OUT),
+                artifacts: &arts,
+            },
+        );
+        let go = |s: &Scope<'_>, t: &str| {
+            Template::parse(t, Place::Command)
+                .map_err(|e| e.to_string())?
+                .render(s, Escape::None, 4096)
+                .map_err(|e| e.to_string())
+        };
+        let e = go(&s, "{upstream.extract.artifact.reports/raw.csv}").unwrap_err();
+        assert!(e.contains("a command's attempt"), "{e}");
+        s.artifacts_in = Some("/tmp/in");
+        assert_eq!(
+            go(&s, "--in={upstream.extract.artifact.reports/raw.csv}").unwrap(),
+            "--in=/tmp/in/extract/reports/raw.csv"
+        );
+        assert_eq!(
+            go(&s, "{upstream[\"extract\"].artifact[\"reports/raw.csv\"]}").unwrap(),
+            "/tmp/in/extract/reports/raw.csv"
+        );
+        let e = go(&s, "{upstream.extract.artifact.nope.csv}").unwrap_err();
+        assert!(
+            e.contains("no artifact \"nope.csv\"") && e.contains("reports/raw.csv"),
+            "{e}"
+        );
+        let e = go(&s, "{upstream.bad.artifact.x}").unwrap_err();
+        assert!(e.contains("ended failed"), "{e}");
+        let e = Template::parse("{upstream.extract.artifact.../x}", Place::Command).unwrap_err();
+        assert!(e.to_string().contains(".."), "{e}");
+        let e = Template::parse("{upstream.extract.files}", Place::Command).unwrap_err();
+        assert!(e.to_string().contains(".artifact.NAME"), "{e}");
     }
 
     fn render(t: &str) -> Result<String, String> {
@@ -1361,6 +1485,7 @@ mod tests {
                 status: "succeeded",
                 succeeded: true,
                 output: Some(out),
+                artifacts: &[],
             },
         );
         s

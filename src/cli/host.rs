@@ -26,8 +26,18 @@ pub async fn open_engine(
     data: &Path,
     durability: Durability,
     default_capacity: Option<u32>,
+    artifacts: crate::artifacts::Shared,
 ) -> Result<Arc<Engine>, Failure> {
-    open_engine_with(defs, data, durability, default_capacity, None, None).await
+    open_engine_with(
+        defs,
+        data,
+        durability,
+        default_capacity,
+        None,
+        None,
+        artifacts,
+    )
+    .await
 }
 
 /// Opens the engine for `defs` on `data`, with a cluster when asked (and
@@ -39,6 +49,7 @@ pub async fn open_engine_with(
     default_capacity: Option<u32>,
     cluster: Option<(ClusterConfig, bool)>,
     opened: Option<weir_actors::store::Store>,
+    artifacts: crate::artifacts::Shared,
 ) -> Result<Arc<Engine>, Failure> {
     let default_capacity = default_capacity.unwrap_or_else(|| {
         std::thread::available_parallelism()
@@ -76,6 +87,9 @@ pub async fn open_engine_with(
         .join("work");
     if let Some((mut config, _)) = cluster {
         config.work_dir = Some(work.display().to_string());
+        config.artifacts_dir = artifacts
+            .store()
+            .and_then(|o| o.local_folder().map(|p| p.display().to_string()));
         builder = builder.cluster(config);
     }
     for (t, s) in &defs.targets {
@@ -90,6 +104,7 @@ pub async fn open_engine_with(
             logs: Some(crate::logs::LogPaths::new(data)),
             log_limits: Default::default(),
             remote: None,
+            artifacts: artifacts.clone(),
         }),
     );
     let http = crate::task::http::HttpTask::new()
@@ -106,7 +121,9 @@ pub async fn open_engine_with(
         EngineError::Settings(s) => Failure::input(s),
         other => Failure::store(other.to_string()),
     })?;
-    Ok(Arc::new(engine))
+    let engine = Arc::new(engine);
+    crate::artifacts::collect::spawn(&engine, artifacts);
+    Ok(engine)
 }
 
 /// Adopts every graph of `defs`, then starts the triggers held at open

@@ -104,6 +104,17 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         .build()
         .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
+        // Checked before the member joins its group: a member that cannot
+        // reach the shared store refuses to start, naming it.
+        let artifacts = a
+            .artifacts
+            .open(
+                crate::artifacts::options::Default::Missing(
+                    "this engine is replicated and was given no --artifacts URL (a store every member and worker reaches: s3://…, or a file:// folder they share)",
+                ),
+                &format!("member-{id}"),
+            )
+            .await?;
         let settings = StoreSettings {
             durability,
             ..StoreSettings::default()
@@ -218,6 +229,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 a.default_capacity,
                 cluster,
                 Some(store.clone()),
+                artifacts.clone(),
             )
             .await;
             let engine = match opened {

@@ -80,6 +80,9 @@ pub struct RunArgs {
     /// http://127.0.0.1:4318 (default: $OTEL_EXPORTER_OTLP_ENDPOINT).
     #[arg(long, value_name = "URL")]
     pub otlp_endpoint: Option<String>,
+    /// Where artifacts are kept.
+    #[command(flatten)]
+    pub artifacts: crate::artifacts::options::ArtifactArgs,
 }
 
 /// Sets up logging to stderr at `default_level` (RUST_LOG overrides),
@@ -201,7 +204,16 @@ async fn run_async(
     progress: bool,
 ) -> Result<u8, Failure> {
     let data = super::datadir::for_definitions(args.data.as_deref(), &defs.root);
-    let engine = super::host::open_engine(&defs, &data, durability, args.default_capacity).await?;
+    let artifacts = args
+        .artifacts
+        .open(
+            crate::artifacts::options::Default::Folder(&data.join("artifacts")),
+            "run",
+        )
+        .await?;
+    let engine =
+        super::host::open_engine(&defs, &data, durability, args.default_capacity, artifacts)
+            .await?;
     let graphs: Vec<String> = defs
         .graphs
         .iter()

@@ -120,6 +120,9 @@ pub struct ServeArgs {
     /// (the cookie and every write then cross the network in the clear).
     #[arg(long, requires = "raft_id", conflicts_with = "peer_ca")]
     pub insecure_raft_http: bool,
+    /// Where artifacts are kept.
+    #[command(flatten)]
+    pub artifacts: crate::artifacts::options::ArtifactArgs,
 }
 
 /// A lease shorter than this draws a warning: TCP's retransmissions on a
@@ -141,9 +144,23 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         .build()
         .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
     rt.block_on(async move {
-        let engine =
-            host::open_engine_with(&defs, &data, durability, a.default_capacity, cluster, None)
-                .await?;
+        let artifacts = a
+            .artifacts
+            .open(
+                crate::artifacts::options::Default::Folder(&data.join("artifacts")),
+                "serve",
+            )
+            .await?;
+        let engine = host::open_engine_with(
+            &defs,
+            &data,
+            durability,
+            a.default_capacity,
+            cluster,
+            None,
+            artifacts,
+        )
+        .await?;
         let graphs: Vec<String> = defs
             .graphs
             .iter()

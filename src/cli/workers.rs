@@ -59,6 +59,10 @@ pub struct WorkerArgs {
     /// Serve the tasks of `weir bench cluster` too.
     #[arg(long, hide = true)]
     pub bench_tasks: bool,
+    /// Where artifacts are kept: the engine's --artifacts URL (default:
+    /// the engine's own folder, for a worker on its machine).
+    #[command(flatten)]
+    pub artifacts: crate::artifacts::options::ArtifactArgs,
 }
 
 fn pool_arg(p: &str) -> Result<(String, u32), Failure> {
@@ -122,6 +126,14 @@ pub fn worker(a: WorkerArgs) -> Result<u8, Failure> {
         other => Failure::store(other.to_string()),
     };
     rt.block_on(async move {
+        if a.artifacts.artifacts.is_some() {
+            let who = a.name.clone().unwrap_or_else(|| "worker".into());
+            let store = a
+                .artifacts
+                .open(crate::artifacts::options::Default::Missing(""), &who)
+                .await?;
+            b = b.artifacts(store);
+        }
         let worker = b.start().await.map_err(refused)?;
         eprintln!(
             "weir: worker {} joining {} with pool(s) {}",

@@ -156,6 +156,16 @@ impl NodeFile {
                 None
             }
             (Some(argv), None, None, None) => self.command_task(argv, dir, &mut faults),
+            _ if !self.artifacts.is_empty()
+                || self.artifact_bytes_max.is_some()
+                || self.artifacts_bytes_max.is_some() =>
+            {
+                faults.push(f(
+                    "artifacts",
+                    "artifacts belong to command nodes: the command writes them under $WEIR_ARTIFACTS_OUT".into(),
+                ));
+                None
+            }
             (None, Some(t), None, None) => {
                 if !self.permanent_exit_codes.is_empty()
                     || !self.env.is_empty()
@@ -427,6 +437,33 @@ impl NodeFile {
             }
             None => dir.to_path_buf(),
         };
+        if let Err(e) = weir_core::artifact::Patterns::new(&self.artifacts) {
+            faults.push(field_msg(node, "artifacts", e));
+        }
+        let mut limits = weir_core::artifact::Limits::default();
+        for (field, value, into) in [
+            (
+                "artifact_bytes_max",
+                &self.artifact_bytes_max,
+                &mut limits.bytes_max,
+            ),
+            (
+                "artifacts_bytes_max",
+                &self.artifacts_bytes_max,
+                &mut limits.node_bytes_max,
+            ),
+        ] {
+            if let Some(v) = value {
+                match weir_core::artifact::parse_bytes(v) {
+                    Ok(0) => faults.push(field_msg(node, field, "must be above 0")),
+                    Ok(n) => *into = n,
+                    Err(e) => faults.push(field_msg(node, field, e)),
+                }
+                if self.artifacts.is_empty() {
+                    faults.push(field_msg(node, field, "the node declares no artifacts"));
+                }
+            }
+        }
         if faults.len() > before {
             return None;
         }
@@ -435,6 +472,10 @@ impl NodeFile {
             permanent_exit_codes: self.permanent_exit_codes.clone(),
             env: self.env.clone(),
             cwd: cwd.to_string_lossy().into_owned(),
+            artifacts: self.artifacts.clone(),
+            artifact_limits: (!self.artifacts.is_empty()
+                && limits != weir_core::artifact::Limits::default())
+            .then_some(limits),
         };
         match serde_json::to_value(&config) {
             Ok(config) => Some(TaskSpec {

@@ -177,6 +177,14 @@ pub struct NodeFile {
     pub env: BTreeMap<String, String>,
     /// The command's working directory (relative to the file's folder).
     pub cwd: Option<String>,
+    /// The files the command leaves under `$WEIR_ARTIFACTS_OUT` that its
+    /// downstreams receive: names or globs (`raw.csv`, `reports/*.html`).
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    /// The largest artifact (`5GiB` by default).
+    pub artifact_bytes_max: Option<String>,
+    /// The most bytes of one attempt's artifacts (`20GiB` by default).
+    pub artifacts_bytes_max: Option<String>,
     /// A registered task instead of a command.
     pub task: Option<String>,
     /// The registered task's config.

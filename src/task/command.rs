@@ -58,6 +58,13 @@ pub struct CommandConfig {
     pub env: BTreeMap<String, String>,
     /// Working directory.
     pub cwd: String,
+    /// The artifacts' patterns (files under `$WEIR_ARTIFACTS_OUT`). Left
+    /// out when none, so a definition without them hashes as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<String>,
+    /// The artifacts' limits, when the node sets them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_limits: Option<weir_core::artifact::Limits>,
 }
 
 /// The command task.
@@ -75,6 +82,8 @@ pub struct CommandTask {
     pub log_limits: LogLimits,
     /// In a worker process: where logs go and where commands run.
     pub remote: Option<RemoteSide>,
+    /// Where artifacts are stored and fetched from.
+    pub artifacts: crate::artifacts::Shared,
 }
 
 /// Places a command's working directory (the engine's path of it) in a
@@ -129,6 +138,14 @@ pub fn render_args<'t>(
         out.push(v);
     }
     Ok(out)
+}
+
+/// Now, in ms since the epoch (artifacts' freshness against the
+/// collector's grace).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Kills a process group when dropped (the attempt timed out and its
@@ -210,6 +227,7 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         logs,
         log_limits,
         remote,
+        artifacts,
     } = task;
     let input: TaskInput = weir_core::codec::decode(&ctx.payload).map_err(|e| {
         TaskError::Permanent(format!(
@@ -262,9 +280,27 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         TaskError::Retryable(format!("cannot write {}: {e}", upstreams_path.display()))
     })?;
 
+    // Upstream artifacts are fetched before anything renders: a template
+    // naming one renders its local path.
+    let arts_in = dir.join("in");
+    let arts_out = dir.join("out");
+    let fetched = tokio::select! {
+        r = artifacts.fetch_inputs(&input, &arts_in) => r,
+        () = ctx.cancel.cancelled() => Err(TaskError::Retryable("cancelled while fetching artifacts".into())),
+    };
+    let made_out = tokio::fs::create_dir_all(&arts_out)
+        .await
+        .map_err(|e| TaskError::Retryable(format!("cannot create {}: {e}", arts_out.display())));
+    if let Err(e) = fetched.and(made_out) {
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        tracing::warn!(run_id = %ctx.key, attempt = ctx.attempt, error = %e, "artifacts not fetched");
+        return Err(e);
+    }
+    let arts_in_text = arts_in.to_string_lossy().into_owned();
     let attempt = ctx.attempt.to_string();
     let (argv, env) = {
-        let scope = input.scope(ctx.attempt, &ctx.key);
+        let mut scope = input.scope(ctx.attempt, &ctx.key);
+        scope.artifacts_in = Some(&arts_in_text);
         let who = format!("node {}", input.node);
         let argv = render_args(
             &who,
@@ -324,6 +360,8 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         .env("WEIR_UPSTREAMS", &upstreams_path)
         .env("WEIR_OUTPUT", &output_path)
         .env("WEIR_DATA", &work)
+        .env("WEIR_ARTIFACTS_IN", &arts_in)
+        .env("WEIR_ARTIFACTS_OUT", &arts_out)
         .env(
             "WEIR_WORKER",
             remote.as_ref().map_or("engine", |r| r.worker_id.as_str()),
@@ -425,7 +463,7 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         String::from_utf8_lossy(&stderr).trim_end()
     );
     let result = if status.success() {
-        match tokio::fs::metadata(&output_path).await {
+        let output = match tokio::fs::metadata(&output_path).await {
             Err(_) => Ok(Vec::new()),
             Ok(m) if m.len() > OUTPUT_BYTES_MAX => Err(TaskError::Permanent(format!(
                 "node {}: WEIR_OUTPUT holds {} bytes, over the limit of {OUTPUT_BYTES_MAX}",
@@ -435,6 +473,23 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
             Ok(_) => tokio::fs::read(&output_path)
                 .await
                 .map_err(|e| TaskError::Retryable(format!("cannot read WEIR_OUTPUT: {e}"))),
+        };
+        match output {
+            // The artifacts are durable in the store before the success is
+            // reported: its record never names an object that is not there.
+            Ok(out) if !config.artifacts.is_empty() => {
+                let limits = config.artifact_limits.unwrap_or_default();
+                let stored = tokio::select! {
+                    r = artifacts.store_outputs(&input.node, &arts_out, &config.artifacts, &limits, now_ms()) => r,
+                    () = ctx.cancel.cancelled() => Err(TaskError::Retryable("cancelled while storing artifacts".into())),
+                };
+                stored.map(|refs| {
+                    tracing::info!(run_id = %ctx.key, attempt = ctx.attempt, artifacts = refs.len(), bytes = refs.iter().map(|a| a.bytes).sum::<u64>(), "artifacts stored");
+                    ctx.artifacts.set(refs);
+                    out
+                })
+            }
+            other => other,
         }
     } else {
         let how = match (status.code(), status.signal()) {

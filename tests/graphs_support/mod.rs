@@ -42,6 +42,8 @@ pub fn command_engine(data: &Path, slots: u32) -> EngineBuilder {
                 logs: None,
                 log_limits: Default::default(),
                 remote: None,
+                artifacts: weir::artifacts::ArtifactStore::in_folder(&data.join("artifacts"))
+                    .unwrap(),
             }),
         )
         .task(NOTIFY_TASK, Arc::new(NotifyTask))

@@ -119,6 +119,8 @@ pub struct GatewayArgs {
     pub root: Option<String>,
     /// The engine's WEIR_DATA folder.
     pub work: Option<String>,
+    /// The engine's artifact folder, when its artifacts are in one.
+    pub artifacts: Option<String>,
     /// Where remote attempts' logs go.
     pub logs: Option<Arc<dyn LogIntake>>,
     /// The node server (its session events come here).
@@ -391,6 +393,7 @@ impl GatewayState {
             heartbeat_ms: self.args.settings.heartbeat_ms,
             root: self.args.root.clone(),
             work: self.args.work.clone(),
+            artifacts: self.args.artifacts.clone(),
             term: self.args.settings.term,
         };
         if let Some(w) = self

@@ -273,6 +273,7 @@ impl TaskInput {
                     succeeded: up.status == DoneStatus::Succeeded,
                     // A blob the worker has not read back is no output.
                     output: up.output_blob.is_none().then_some(up.output.as_slice()),
+                    artifacts: &up.artifacts,
                 },
             );
         }

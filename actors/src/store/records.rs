@@ -105,6 +105,29 @@ impl Store {
         Ok(out)
     }
 
+    /// Hands every record under `prefix`, decoded, to `f`, in key order,
+    /// without holding them all (a scan of every node record).
+    pub fn scan_each<T: DeserializeOwned>(
+        &self,
+        prefix: &str,
+        mut f: impl FnMut(&str, T),
+    ) -> Result<u64, StoreError> {
+        let mut n = 0;
+        for item in self.inner.records.scan_prefix(prefix.as_bytes()) {
+            let (k, v) = item.map_err(|e| self.sled_err(e))?;
+            let key = String::from_utf8_lossy(&k);
+            let value = codec::decode(&v).map_err(|source| StoreError::Corrupt {
+                dir: self.dir().to_path_buf(),
+                tree: RECORDS,
+                key: key.to_string(),
+                source,
+            })?;
+            f(&key, value);
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Keys of the records under `prefix`, in key order.
     pub fn scan_keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         self.inner

@@ -49,6 +49,9 @@ pub struct NodeView {
     /// (its state, error and attempts stay visible until the rerun ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<PreviousRecord>,
+    /// The artifacts of its current record (name, size, content hash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<weir_core::artifact::ArtifactRef>,
 }
 
 /// The record a rerun supersedes, shown beside the rerun until it ends.
@@ -351,6 +354,7 @@ pub fn graph_run(
                     pokes: r.done.pokes,
                     members: None,
                     previous: None,
+                    artifacts: r.done.artifacts.clone(),
                 },
                 None => NodeView {
                     node: name.to_string(),
@@ -384,6 +388,7 @@ pub fn graph_run(
                             finished_ms: r.done.finished_ms,
                         }
                     }),
+                    artifacts: Vec::new(),
                 },
             }
         })

@@ -1,0 +1,1 @@
+//! The API's routes of artifacts (see `serve`).

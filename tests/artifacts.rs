@@ -1,0 +1,161 @@
+//! Artifacts on one node with the default folder: files pass through a
+//! 1 → 20 → 1 graph, a rerun's downstreams see the new files, each record
+//! names its artifacts by size and hash, the collector takes them with
+//! their run's expiry (and spares content a live record still names), and
+//! bad declarations are refused with their line.
+
+mod artifacts_support;
+mod graphs_support;
+
+use std::time::Duration;
+
+use artifacts_support::{fan_graph, folder_hashes, join_listing};
+use graphs_support::{command_engine, from_toml, node_record, settled};
+use weir::artifacts::{collect, ArtifactStore};
+use weir::{Partition, RerunOutcome, RunState};
+
+const WIDTH: usize = 20;
+const BYTES: usize = 100_000;
+
+fn record(engine: &weir::Engine, p: &Partition, node: &str) -> weir::DoneRecord {
+    let run = engine.graph_run("fan", p).unwrap().unwrap();
+    let n = run.nodes.iter().find(|n| n.node == node).unwrap();
+    let id = weir::actors::scheduler::records::run_id("fan", p, node, n.rerun);
+    engine
+        .store()
+        .get::<weir::DoneRecord>(&weir::actors::done::done_key(&id))
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_pass_from_node_to_node_and_go_with_their_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let store_dir = data.join("artifacts");
+    let engine = command_engine(&data, 8)
+        .expiry_interval_ms(200)
+        .open()
+        .await
+        .unwrap();
+    let def = from_toml(
+        dir.path(),
+        &fan_graph("fan", WIDTH, BYTES, "retention = \"1s\""),
+    );
+    engine.adopt(def).await.unwrap();
+    let p = "2026-11-01".parse::<Partition>().unwrap();
+    engine.start_runs("fan", vec![p.clone()]).await.unwrap();
+    assert_eq!(settled(&engine, "fan", &p).await, RunState::Complete);
+    let (_, _, _, out) = node_record(&engine, "fan", &p, "join");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        join_listing(WIDTH, BYTES, "2026-11-01")
+    );
+
+    // make's record names its two artifacts (not the scratch file), each
+    // by the size and hash of the object the store holds.
+    let made = record(&engine, &p, "make");
+    let names: Vec<&str> = made.artifacts.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["data.bin", "logs/p.txt"]);
+    for a in &made.artifacts {
+        let bytes = std::fs::read(store_dir.join("artifacts/blake3").join(&a.hash)).unwrap();
+        assert_eq!(bytes.len() as u64, a.bytes);
+        assert_eq!(blake3::hash(&bytes).to_hex().to_string(), a.hash);
+    }
+    assert_eq!(made.artifacts[0].bytes, BYTES as u64);
+    // Each middle node's part starts with make's file.
+    let data_bin = std::fs::read(
+        store_dir
+            .join("artifacts/blake3")
+            .join(&made.artifacts[0].hash),
+    )
+    .unwrap();
+    let m7 = record(&engine, &p, "m7");
+    let part = std::fs::read(
+        store_dir
+            .join("artifacts/blake3")
+            .join(&m7.artifacts[0].hash),
+    )
+    .unwrap();
+    assert!(part.starts_with(&data_bin));
+    assert!(part.ends_with(b"2026-11-01\n7\n"));
+    // 2 of make, 20 parts (each different), no half object.
+    let first = folder_hashes(&store_dir);
+    assert_eq!(first.len(), 2 + WIDTH, "{first:?}");
+
+    // A rerun of make writes a new file; its downstreams see it.
+    assert!(matches!(
+        engine.rerun("fan", p.clone(), "make").await.unwrap(),
+        RerunOutcome::Submitted(_)
+    ));
+    assert_eq!(settled(&engine, "fan", &p).await, RunState::Complete);
+    let remade = record(&engine, &p, "make");
+    assert_ne!(remade.artifacts[0].hash, made.artifacts[0].hash);
+    // The small file's content did not change: one object stands for both.
+    assert_eq!(remade.artifacts[1].hash, made.artifacts[1].hash);
+    let new_bin = std::fs::read(
+        store_dir
+            .join("artifacts/blake3")
+            .join(&remade.artifacts[0].hash),
+    )
+    .unwrap();
+    let m7 = record(&engine, &p, "m7");
+    let part = std::fs::read(
+        store_dir
+            .join("artifacts/blake3")
+            .join(&m7.artifacts[0].hash),
+    )
+    .unwrap();
+    assert!(part.starts_with(&new_bin) && !part.starts_with(&data_bin));
+
+    // The collector keeps what live records name, here all of it: the
+    // superseded records of the rerun stay until the run expires.
+    let artifacts = ArtifactStore::in_folder(&store_dir).unwrap();
+    let grace0 = std::sync::Arc::new(ArtifactStore::Store {
+        objects: artifacts.store().unwrap(),
+        grace_ms: 0,
+    });
+    let now = engine.now_ms() + 1;
+    let pass = collect::pass(engine.store(), &grace0, now).await.unwrap();
+    assert_eq!(pass.deleted, 0, "{pass:?}");
+
+    // A second partition's run stays while the first expires.
+    let q = "2026-11-02".parse::<Partition>().unwrap();
+    engine.start_runs("fan", vec![q.clone()]).await.unwrap();
+    assert_eq!(settled(&engine, "fan", &q).await, RunState::Complete);
+    let kept: std::collections::BTreeSet<String> = ["make", "m0", "m19"]
+        .iter()
+        .flat_map(|n| record(&engine, &q, n).artifacts.into_iter().map(|a| a.hash))
+        .collect();
+    // Expire the first run (retention 1s), then collect.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while engine.graph_run("fan", &p).unwrap().is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not expire"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let now = engine.now_ms() + 1;
+    let pass = collect::pass(engine.store(), &grace0, now).await.unwrap();
+    assert!(pass.deleted > 0, "{pass:?}");
+    let left = folder_hashes(&store_dir);
+    for h in &kept {
+        assert!(
+            left.contains(h),
+            "a live record's artifact {h} was collected"
+        );
+    }
+    // Everything left is named by q's records.
+    let mut named = std::collections::BTreeSet::new();
+    for n in std::iter::once("make".to_string()).chain((0..WIDTH).map(|i| format!("m{i}"))) {
+        named.extend(
+            record(&engine, &q, &n)
+                .artifacts
+                .into_iter()
+                .map(|a| a.hash),
+        );
+    }
+    assert_eq!(left, named);
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+}
