@@ -357,3 +357,65 @@ fn a_timezone_is_shown_checked_and_hashed() {
         "{f:?}"
     );
 }
+
+#[test]
+fn artifact_names_that_leave_their_folder_are_refused_with_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"name = "arts"
+
+[[nodes]]
+name = "a"
+command = ["true"]
+artifacts = ["../up.csv"]
+
+[[nodes]]
+name = "b"
+upstreams = ["a"]
+command = ["cat", "{upstream.a.artifact./etc/passwd}"]
+
+[[nodes]]
+name = "c"
+http = { url = "http://127.0.0.1:9/x" }
+artifacts = ["x.csv"]
+
+[[nodes]]
+name = "d"
+command = ["true"]
+artifacts = ["a\u0000b"]
+
+[[nodes]]
+name = "e"
+command = ["true"]
+artifacts = ["reports/[oops"]
+
+[[nodes]]
+name = "f"
+command = ["true"]
+artifacts = ["ok.csv"]
+artifact_bytes_max = "10 bananas"
+
+[[nodes]]
+name = "g"
+command = ["true"]
+artifacts = ["ok.csv", "reports/*.html", "**/*.json"]
+artifacts_bytes_max = "1GiB"
+"#;
+    let o = validate(dir.path(), "arts.toml", text);
+    assert_eq!(o.status.code(), Some(2), "{}", explain(&o));
+    let lines = faults(&o);
+    let want = [
+        ("arts.toml:3:", "\"..\" segment"),
+        ("arts.toml:8:", "is absolute"),
+        ("arts.toml:13:", "artifacts belong to command nodes"),
+        ("arts.toml:18:", "control character"),
+        ("arts.toml:23:", "is not a glob"),
+        ("arts.toml:28:", "bananas"),
+    ];
+    assert_eq!(lines.len(), want.len(), "{}", explain(&o));
+    for (line, (place, says)) in lines.iter().zip(want) {
+        assert!(
+            line.contains(place) && line.contains(says),
+            "{line:?} is not {place} {says}"
+        );
+    }
+}

@@ -40,6 +40,9 @@ pub struct Pass {
     pub referenced: usize,
     /// Objects deleted.
     pub deleted: usize,
+    /// Half-written uploads of a folder store removed (a crash mid-put
+    /// leaves one beside its object's name, never under it).
+    pub staged_removed: usize,
 }
 
 /// Between two passes: half the grace, within the bounds.
@@ -126,9 +129,56 @@ pub async fn pass(
         tracing::debug!(hash = %hash, "artifact deleted: no record references it");
         deleted += 1;
     }
+    let staged_removed = match objects.local_folder() {
+        Some(root) => {
+            let dir = root.join(artifact::KEY_PREFIX);
+            let grace_ms = artifacts.grace_ms();
+            tokio::task::spawn_blocking(move || remove_staged(&dir, now_ms, grace_ms))
+                .await
+                .map_err(|e| e.to_string())?
+        }
+        None => 0,
+    };
     Ok(Pass {
         listed: stored.len(),
         referenced: referenced.len(),
         deleted,
+        staged_removed,
     })
+}
+
+/// Removes the staged uploads (`<hash>#<n>`) under `dir` older than the
+/// grace: a folder store writes an object to such a file and renames it
+/// into place, so one left behind is an upload a crash cut short. Errors
+/// are traced and leave the file for the next pass.
+fn remove_staged(dir: &std::path::Path, now_ms: u64, grace_ms: u64) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some((hash, _)) = name.to_str().and_then(|n| n.split_once('#')) else {
+            continue;
+        };
+        if !artifact::is_hash(hash) {
+            continue;
+        }
+        let modified_ms = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(now_ms, |d| d.as_millis() as u64);
+        if now_ms.saturating_sub(modified_ms) <= grace_ms {
+            continue;
+        }
+        match std::fs::remove_file(e.path()) {
+            Ok(()) => removed += 1,
+            Err(err) => {
+                tracing::warn!(file = %e.path().display(), error = %err, "a staged upload was not removed")
+            }
+        }
+    }
+    removed
 }

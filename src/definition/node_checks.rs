@@ -141,6 +141,16 @@ impl NodeFile {
                 Err(e) => faults.push(f("upstreams", e.to_string())),
             }
         }
+        if self.command.is_none()
+            && (!self.artifacts.is_empty()
+                || self.artifact_bytes_max.is_some()
+                || self.artifacts_bytes_max.is_some())
+        {
+            faults.push(f(
+                "artifacts",
+                "artifacts belong to command nodes: the command writes them under $WEIR_ARTIFACTS_OUT".into(),
+            ));
+        }
         let task = match (&self.command, &self.task, &self.http, &self.sensor) {
             (None, None, None, Some(sn)) => self.sensor_task(sn, dir, &mut faults),
             (_, _, _, Some(_)) => {
@@ -156,16 +166,6 @@ impl NodeFile {
                 None
             }
             (Some(argv), None, None, None) => self.command_task(argv, dir, &mut faults),
-            _ if !self.artifacts.is_empty()
-                || self.artifact_bytes_max.is_some()
-                || self.artifacts_bytes_max.is_some() =>
-            {
-                faults.push(f(
-                    "artifacts",
-                    "artifacts belong to command nodes: the command writes them under $WEIR_ARTIFACTS_OUT".into(),
-                ));
-                None
-            }
             (None, Some(t), None, None) => {
                 if !self.permanent_exit_codes.is_empty()
                     || !self.env.is_empty()

@@ -598,12 +598,17 @@ impl Group {
 
     /// The chain's runs, by partition: state.
     pub fn runs(&self) -> BTreeMap<String, String> {
+        self.runs_of("chain")
+    }
+
+    /// The runs of `graph`, by partition: state.
+    pub fn runs_of(&self, graph: &str) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         let mut cursor: Option<String> = None;
         loop {
             let path = match &cursor {
-                None => "/api/v1/runs?graph=chain&limit=1000".to_string(),
-                Some(c) => format!("/api/v1/runs?graph=chain&limit=1000&cursor={c}"),
+                None => format!("/api/v1/runs?graph={graph}&limit=1000"),
+                Some(c) => format!("/api/v1/runs?graph={graph}&limit=1000&cursor={c}"),
             };
             let r = self.api("GET", &path, None, Duration::from_secs(30));
             assert_eq!(r.status, 200, "runs: {}", r.body);
@@ -627,9 +632,15 @@ impl Group {
     /// to their last) through whichever member answers, and asserts the
     /// engine took it.
     pub fn backfill_chain(&self, parts: &[String]) {
+        self.backfill("chain", parts)
+    }
+
+    /// Starts a backfill of `graph` over `parts` (their first to their
+    /// last) and asserts the engine took it.
+    pub fn backfill(&self, graph: &str, parts: &[String]) {
         let r = self.api(
             "POST",
-            "/api/v1/graphs/chain/backfills",
+            &format!("/api/v1/graphs/{graph}/backfills"),
             Some(&json!({"from": parts[0], "to": parts[parts.len() - 1]})),
             Duration::from_secs(20),
         );
@@ -638,9 +649,20 @@ impl Group {
 
     /// Waits until every partition of `parts` has a complete run.
     pub fn wait_complete(&self, parts: &[String], timeout: Duration) -> BTreeMap<String, String> {
+        self.wait_complete_of("chain", parts, timeout)
+    }
+
+    /// Waits until every partition of `parts` has a complete run of
+    /// `graph`.
+    pub fn wait_complete_of(
+        &self,
+        graph: &str,
+        parts: &[String],
+        timeout: Duration,
+    ) -> BTreeMap<String, String> {
         let t0 = Instant::now();
         loop {
-            let runs = self.runs();
+            let runs = self.runs_of(graph);
             let done = parts
                 .iter()
                 .all(|p| runs.get(p).map(String::as_str) == Some("complete"));
@@ -689,13 +711,27 @@ impl Group {
 
     /// Starts a worker process that joins the group.
     pub fn worker(&self, name: &str, slots: u32) -> Child {
+        self.worker_with(name, slots, &[], &[])
+    }
+
+    /// Starts a worker process that joins the group, with `extra` flags
+    /// and `env`.
+    pub fn worker_with(
+        &self,
+        name: &str,
+        slots: u32,
+        extra: &[String],
+        env: &[(String, String)],
+    ) -> Child {
         let log = std::fs::File::create(self.dir.join(format!("worker-{name}.log"))).unwrap();
         weir()
             .env("RUST_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["worker", "--join", &self.join(), "--name", name])
             .arg("--cookie-file")
             .arg(&self.cookie)
             .args(["--pool", &format!("default={slots}")])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -129,6 +129,18 @@ pub fn start(args: &[&str], defs: &Path, data: &Path) -> Served {
 /// As [`start`], listening on `listen` (to restart an engine on the port
 /// its clients know).
 pub fn start_on(args: &[&str], defs: &Path, data: &Path, listen: &str) -> Served {
+    start_env(args, defs, data, listen, &[])
+}
+
+/// As [`start_on`], with `env` in the process's environment (an object
+/// store's endpoint and keys).
+pub fn start_env(
+    args: &[&str],
+    defs: &Path,
+    data: &Path,
+    listen: &str,
+    env: &[(String, String)],
+) -> Served {
     let stderr = data.with_extension(format!("stderr.{}", std::process::id()));
     let _ = std::fs::create_dir_all(data.parent().unwrap());
     let err = std::fs::File::create(&stderr).unwrap();
@@ -139,6 +151,7 @@ pub fn start_on(args: &[&str], defs: &Path, data: &Path, listen: &str) -> Served
         .arg("--data")
         .arg(data)
         .args(["--listen", listen, "--durability", "flush"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::null())
         .stderr(err);
     let mut child = cmd.spawn().unwrap();
