@@ -73,14 +73,34 @@ fn etl_example_runs_to_completion() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(stdout.contains("3 run(s): 3 settled, 0 failed"), "{stdout}");
+    // The steps passed their files as artifacts, kept by content in the
+    // data directory's artifact folder.
+    let stored: Vec<String> = std::fs::read_dir(data.join("artifacts/artifacts/blake3"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .collect();
+    let find = |what: &str, p: &str, f: &dyn Fn(&str) -> bool| -> String {
+        let found: Vec<&String> = stored.iter().filter(|t| f(t)).collect();
+        assert_eq!(found.len(), 1, "{what} of {p}: {} stored", found.len());
+        found[0].clone()
+    };
     for p in ["2026-11-01", "2026-11-02", "2026-11-03"] {
-        let report =
-            std::fs::read_to_string(data.join(format!("work/etl/{p}/report.txt"))).unwrap();
+        let report = find("report.txt", p, &|t| {
+            t.starts_with(&format!("report for {p} "))
+        });
         assert!(
             report.contains("loaded") && report.contains("clean orders"),
             "{report}"
         );
-        let raw = std::fs::read_to_string(data.join(format!("work/etl/{p}/raw.csv"))).unwrap();
+        // raw.csv, and clean.csv with its bad rows dropped, share a
+        // header: raw is the longer.
+        let raw = stored
+            .iter()
+            .filter(|t| t.starts_with("id,region,amount\r\n") && t.contains(&format!("\n{p}-")))
+            .max_by_key(|t| t.len())
+            .unwrap_or_else(|| panic!("no raw.csv of {p} stored"))
+            .clone();
         let extracted = raw.lines().count() - 1;
         assert!(
             report.contains(&format!("extracted {extracted} rows")),

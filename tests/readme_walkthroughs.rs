@@ -54,6 +54,8 @@ fn copy_dir(from: &Path, to: &Path) {
 struct Walk {
     root: PathBuf,
     background: Vec<Child>,
+    /// The background process of each replicated member, by raft id.
+    members: std::collections::BTreeMap<String, usize>,
     swaps: Vec<(String, String)>,
 }
 
@@ -149,6 +151,7 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
     let mut w = Walk {
         root: root.clone(),
         background: Vec::new(),
+        members: Default::default(),
         swaps: vec![
             (
                 "127.0.0.1:7451".into(),
@@ -162,7 +165,9 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
     };
     // The replicated engine's members: their API and Raft ports, and
     // their data directories.
-    for port in ["7461", "7462", "7463", "7501", "7502", "7503"] {
+    for port in [
+        "7461", "7462", "7463", "7471", "7472", "7473", "7501", "7502", "7503",
+    ] {
         w.swaps.push((
             format!("127.0.0.1:{port}"),
             format!("127.0.0.1:{}", free_port()),
@@ -172,6 +177,11 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
         w.swaps
             .push((format!("/tmp/weir-{m}"), root.join(m).display().to_string()));
     }
+    // The folder the members and workers share for artifacts.
+    w.swaps.push((
+        "/tmp/weir-artifacts".into(),
+        root.join("artifacts").display().to_string(),
+    ));
     let blocks = blocks();
     assert_eq!(
         blocks.len(),
@@ -205,6 +215,10 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
                         .spawn()
                         .unwrap();
                     w.background.push(child);
+                    if let Some(i) = words.iter().position(|w| *w == "--raft-id") {
+                        w.members
+                            .insert(words[i + 1].to_string(), w.background.len() - 1);
+                    }
                     if cmd == "serve" {
                         let data = match words.iter().position(|w| *w == "--data") {
                             Some(i) => {
@@ -221,6 +235,32 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
                         });
                     }
                 }
+                _ if words[0] == "pkill" => {
+                    // The reader kills the member `weir members` names as
+                    // the leader (the line's 1 stands for it), mid-backfill.
+                    let v = w.members_view(&[
+                        "members",
+                        "--data",
+                        "/tmp/weir-m2",
+                        "--token-file",
+                        "token",
+                    ]);
+                    let leader = v["members"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|m| m["role"] == "leader")
+                        .map(|m| m["id"].to_string())
+                        .unwrap();
+                    let runs = w
+                        .json(&replicated_runs(&w))
+                        .map(|v| complete(&v))
+                        .unwrap_or(0);
+                    assert!(runs < 30, "the backfill ended before the kill");
+                    let child = &mut w.background[w.members[&leader]];
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                }
                 _ => {
                     // A reader looks at a run once it settled, and reruns a
                     // node of a settled run.
@@ -230,6 +270,11 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
                     // A reader asks who leads once the members elected.
                     if cmd == "members" {
                         w.members_view(&words);
+                    }
+                    if cmd == "runs" && line.contains("weir-m2") {
+                        wait_for("the 30 runs to complete", WAIT, || {
+                            w.json(&replicated_runs(&w)).filter(|v| complete(v) == 30)
+                        });
                     }
                     let o = w.shell(line, false).output().unwrap();
                     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -245,7 +290,30 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
             ran += 1;
         }
     }
-    assert_eq!(ran, 15, "every line of the walkthroughs ran");
+    assert_eq!(ran, 20, "every line of the walkthroughs ran");
+}
+
+/// `weir runs` of the replicated walkthrough's etl runs, as JSON args.
+fn replicated_runs(w: &Walk) -> Vec<&'static str> {
+    let _ = w;
+    vec![
+        "runs",
+        "--graph",
+        "etl",
+        "--limit",
+        "100",
+        "--data",
+        "m2",
+        "--token-file",
+        "token",
+    ]
+}
+
+/// How many runs of a `weir runs --json` answer are complete.
+fn complete(v: &Value) -> usize {
+    v["runs"]
+        .as_array()
+        .map_or(0, |r| r.iter().filter(|r| r["state"] == "complete").count())
 }
 
 /// What the text says each command does.
@@ -255,6 +323,13 @@ fn check(w: &Walk, cmd: &str, line: &str, stdout: &str, workers_data: &Path) {
             stdout.contains("7 run(s): 7 settled, 0 failed"),
             "{line}: {stdout}"
         ),
+        // The replicated walkthrough's backfill: the kill comes next.
+        "backfill" if line.contains("weir-m2") => {}
+        "runs" if line.contains("weir-m2") => {
+            // Every run completed across the failover (the line ran once
+            // they had: see the wait before it).
+            assert_eq!(stdout.matches("complete").count(), 30, "{line}: {stdout}");
+        }
         "backfill" => {
             for day in 8..=14 {
                 let p = format!("2026-11-{day:02}");

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The steps of the orders example. `export` drops a day's orders into
 inbox/ after a moment; `regions` lists the regions of the file as a JSON
-array of items; `count` counts one region's orders (a member of the
-mapped node); `summary` totals what the receiver stored for a week."""
+array of items and keeps the file as its artifact; `count` counts one
+region's orders in that artifact (a member of the mapped node); `summary`
+totals what the receiver (standing in for another system) stored for a
+week."""
 import datetime, json, os, random, sys, time
 
 
@@ -28,6 +30,10 @@ if step == "export":
 elif step == "regions":
     with open(sys.argv[2]) as f:
         orders = json.load(f)
+    # The landed file, as an artifact: the members of `count` read it
+    # wherever they run, not from this machine's inbox.
+    with open(os.path.join(os.environ["WEIR_ARTIFACTS_OUT"], "orders.json"), "w") as f:
+        json.dump(orders, f)
     out([{"name": r} for r in sorted({o["region"] for o in orders})])
 elif step == "count":
     path, region = sys.argv[2], sys.argv[3]
