@@ -159,3 +159,83 @@ async fn files_pass_from_node_to_node_and_go_with_their_runs() {
     assert_eq!(left, named);
     engine.shutdown(Duration::from_secs(10)).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_limits_and_damaged_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let store_dir = data.join("artifacts");
+    let engine = command_engine(&data, 4).open().await.unwrap();
+    let def = from_toml(
+        dir.path(),
+        r#"name = "mix"
+partitioning = "daily"
+
+[[nodes]]
+name = "each"                   # a mapped node: every member has its own
+items = ["a", "b", "c"]
+command = ["sh", "-c", "echo {item} > \"$WEIR_ARTIFACTS_OUT/part.txt\""]
+artifacts = ["part.txt"]
+
+[[nodes]]
+name = "gather"
+upstreams = ["each"]
+command = ["sh", "-c", "cat {upstream.each.artifact.2/part.txt} \"$WEIR_ARTIFACTS_IN\"/each/0/part.txt > \"$WEIR_OUTPUT\""]
+
+[[nodes]]
+name = "big"
+command = ["sh", "-c", "head -c 2048 /dev/zero > \"$WEIR_ARTIFACTS_OUT/x.bin\""]
+artifacts = ["x.bin"]
+artifact_bytes_max = "1KiB"
+retry = { attempts = 1 }
+
+[[nodes]]
+name = "missing"
+command = ["true"]
+artifacts = ["never.csv"]
+retry = { attempts = 1 }
+"#,
+    );
+    engine.adopt(def).await.unwrap();
+    let p = "2026-11-01".parse::<Partition>().unwrap();
+    engine.start_runs("mix", vec![p.clone()]).await.unwrap();
+    assert_eq!(settled(&engine, "mix", &p).await, RunState::Failed);
+    let (state, _, _, out) = node_record(&engine, "mix", &p, "gather");
+    assert_eq!(state, "succeeded");
+    assert_eq!(String::from_utf8(out).unwrap(), "c\na\n");
+    let run = engine.graph_run("mix", &p).unwrap().unwrap();
+    let each = run.nodes.iter().find(|n| n.node == "each").unwrap();
+    let names: Vec<&str> = each.artifacts.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["0/part.txt", "1/part.txt", "2/part.txt"]);
+    // A file over its limit and a declared file never written fail the
+    // node, naming the limit and the pattern.
+    let (state, _, error, _) = node_record(&engine, "mix", &p, "big");
+    assert_eq!(state, "failed");
+    let error = error.unwrap_or_default();
+    assert!(
+        error.contains("artifact_bytes_max") && error.contains("1024"),
+        "{error}"
+    );
+    let (_, _, error, _) = node_record(&engine, "mix", &p, "missing");
+    assert!(error
+        .unwrap_or_default()
+        .contains("\"never.csv\" matched no file"));
+
+    // An object damaged in the store is refused by the downstream that
+    // fetches it, naming it; the run does not go on with wrong bytes.
+    let hash = &each.artifacts[2].hash;
+    std::fs::write(store_dir.join("artifacts/blake3").join(hash), b"tampered\n").unwrap();
+    assert!(matches!(
+        engine.rerun("mix", p.clone(), "gather").await.unwrap(),
+        RerunOutcome::Submitted(_)
+    ));
+    assert_eq!(settled(&engine, "mix", &p).await, RunState::Failed);
+    let (state, _, error, _) = node_record(&engine, "mix", &p, "gather");
+    assert_eq!(state, "failed");
+    let error = error.unwrap_or_default();
+    assert!(
+        error.contains("damaged or replaced") && error.contains(hash.as_str()),
+        "{error}"
+    );
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+}
