@@ -28,10 +28,21 @@
 #   WEIR_NAME          a worker's name     [$HOSTNAME]
 #   WEIR_WORKER_ROOT   where a worker runs commands (their cwd's root)
 #   WEIR_TLS_CA        a worker's CA for members that serve TLS
+#   WEIR_ARTIFACTS     where artifacts are kept: s3://BUCKET/PREFIX, gs://…,
+#                      az://… or file:///shared (members and workers; the
+#                      store's keys in AWS_*/GOOGLE_*/AZURE_* variables)
+#   WEIR_ARTIFACTS_CREDENTIALS    a file of NAME=VALUE lines for that store
 # Extra arguments are passed to weir as they are.
 set -eu
 
 role="${WEIR_ROLE:-member}"
+# Members and workers reach the same artifact store.
+if [ -n "${WEIR_ARTIFACTS:-}" ]; then
+    set -- "$@" --artifacts "$WEIR_ARTIFACTS"
+    if [ -n "${WEIR_ARTIFACTS_CREDENTIALS:-}" ]; then
+        set -- "$@" --artifacts-credentials "$WEIR_ARTIFACTS_CREDENTIALS"
+    fi
+fi
 if [ "$role" = worker ]; then
     : "${WEIR_JOIN:?WEIR_JOIN: the members' cluster addresses (HOST:PORT,...)}"
     : "${WEIR_COOKIE_FILE:?WEIR_COOKIE_FILE: the cluster's cookie file}"
