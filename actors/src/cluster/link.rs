@@ -50,7 +50,7 @@ pub const TICK_MS: u64 = 100;
 /// A connection attempt (TCP and TLS) that takes longer than this has
 /// failed. Short, so that after a silent network heals the next attempt's
 /// SYN goes out within it, not after the kernel's SYN backoff.
-pub const CONNECT_TIMEOUT_MS: u64 = 1_500;
+pub const CONNECT_TIMEOUT_MS: u64 = super::node::ADDRESS_CONNECT_TIMEOUT_MS;
 /// A join unanswered this long is sent again.
 pub const JOIN_RETRY_MS: u64 = 1_000;
 /// The first reconnect waits this long; each next one twice as long.
@@ -451,16 +451,17 @@ impl LinkState {
                 // held, a session dropped as silent) is closed first, so
                 // they cannot all complete at once when the network heals.
                 self.connector.close_sessions_now().await;
-                let connect = tokio::time::timeout(
-                    Duration::from_millis(CONNECT_TIMEOUT_MS),
-                    self.connector.connect(),
-                )
-                .await
-                .unwrap_or_else(|_| {
-                    Err(ConnectError::Unreachable(format!(
-                        "no answer within {CONNECT_TIMEOUT_MS} ms"
-                    )))
-                });
+                // Each address has its own deadline inside; the round is
+                // bounded by all of them.
+                let round_ms = CONNECT_TIMEOUT_MS * self.connector.members() as u64;
+                let connect =
+                    tokio::time::timeout(Duration::from_millis(round_ms), self.connector.connect())
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(ConnectError::Unreachable(format!(
+                                "no answer within {round_ms} ms"
+                            )))
+                        });
                 match connect {
                     Ok(()) => {
                         self.conn = Conn::Up {
@@ -482,7 +483,8 @@ impl LinkState {
                         }
                     }
                     Err(ConnectError::Unreachable(e)) => {
-                        tracing::warn!(worker = %self.args_worker_id, engine = %self.connector.address(), error = %e, retry_ms = wait, "cannot reach the engine");
+                        // `e` names every address tried, each with its cause.
+                        tracing::warn!(worker = %self.args_worker_id, error = %e, retry_ms = wait, "cannot reach the engine");
                     }
                 }
             }

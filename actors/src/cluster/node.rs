@@ -227,6 +227,10 @@ pub struct Connector {
     silence_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
+/// How long one address may take to accept a connection (and its TLS
+/// handshake) before the next member is tried.
+pub const ADDRESS_CONNECT_TIMEOUT_MS: u64 = 1_500;
+
 /// The silence bound of a worker's socket before an engine's welcome gives
 /// its lease (the engine's default lease).
 pub const SILENCE_MS_DEFAULT: u64 = 5_000;
@@ -317,26 +321,48 @@ impl Connector {
     /// for as long as the kernel's retransmissions last.
     pub async fn connect(&self) -> Result<(), ConnectError> {
         // Each member in turn from the last that answered: a follower of a
-        // replicated engine does not listen, so it refuses at once.
+        // replicated engine does not listen, so it refuses at once. Each
+        // address has its own deadline: a member that drops packets (a
+        // powered-off machine, a firewall) costs its deadline, not the
+        // round, and the next is tried.
         let n = self.addresses.len();
         let first = self.current.load(std::sync::atomic::Ordering::Relaxed);
-        let mut last_error = None;
+        let mut errors: Vec<String> = Vec::new();
+        let mut tls_error = None;
         for k in 0..n {
             let i = (first + k) % n;
-            match self.connect_to(&self.addresses[i]).await {
+            let address = &self.addresses[i];
+            let tried = tokio::time::timeout(
+                std::time::Duration::from_millis(ADDRESS_CONNECT_TIMEOUT_MS),
+                self.connect_to(address),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(ConnectError::Unreachable(format!(
+                    "no answer within {ADDRESS_CONNECT_TIMEOUT_MS} ms"
+                )))
+            });
+            match tried {
                 Ok(()) => {
                     self.current.store(i, std::sync::atomic::Ordering::Relaxed);
                     return Ok(());
                 }
                 Err(e) => {
                     if n > 1 {
-                        tracing::debug!(engine = %self.addresses[i], error = %e, "member refused; trying the next");
+                        tracing::debug!(engine = %address, error = %e, "member refused; trying the next");
                     }
-                    last_error = Some(e);
+                    if let ConnectError::Tls(t) = &e {
+                        tls_error.get_or_insert_with(|| format!("{address}: {t}"));
+                    }
+                    errors.push(format!("{address}: {e}"));
                 }
             }
         }
-        Err(last_error.unwrap_or_else(|| ConnectError::Unreachable("no address".into())))
+        // Every address failed: the error names each, with its own cause.
+        Err(match tls_error {
+            Some(t) if n == 1 => ConnectError::Tls(t),
+            _ => ConnectError::Unreachable(errors.join("; ")),
+        })
     }
 
     async fn connect_to(&self, address: &str) -> Result<(), ConnectError> {
