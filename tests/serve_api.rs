@@ -712,6 +712,17 @@ fn every_route_s_real_responses_match_the_document() {
         "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/logs",
         "/api/v1/graphs/m/runs/2026-11-01/nodes/each/logs?member=1",
     );
+    // A run without artifacts lists none; a name it lacks is a 404 (the
+    // bytes of one are checked in tests/artifacts_api.rs).
+    let none = get(
+        "/api/v1/graphs/{graph}/runs/{partition}/artifacts",
+        "/api/v1/graphs/g/runs/2026-11-01/artifacts?node=a",
+    );
+    assert_eq!(none["artifacts"], json!([]), "{none}");
+    get(
+        "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/artifacts/{*name}",
+        "/api/v1/graphs/g/runs/2026-11-01/nodes/a/artifacts/reports/a.html",
+    );
     get("/api/v1/queue/pools", "/api/v1/queue/pools");
     assert!(get("/api/v1/queue/tickets", "/api/v1/queue/tickets?limit=5").is_array());
     let run = get(

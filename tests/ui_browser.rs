@@ -2,6 +2,7 @@
 //! against a `weir serve` on an ephemeral loopback port. Each test saves
 //! PNG screenshots under `target/ui-screenshots/`.
 
+mod artifacts_support;
 mod replica_support;
 mod serve_support;
 mod ui_support;
@@ -997,6 +998,127 @@ async fn a_mapped_nodes_members_and_the_asset_lineage_show() {
     assert_eq!(cells[2], "summary");
     assert!(cells[3].starts_with("orders 2026-11-02"), "{cells:?}");
     b.shot("assets-lineage").await;
+    b.close().await;
+}
+
+/// Issue #40: a node's panel lists its artifacts (name, size, the start
+/// of the hash) as links, and a link fetches the artifact's bytes with the
+/// session cookie alone (no token in the page): their blake3 hash is the
+/// one listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_artifacts_are_listed_and_download_with_the_session() {
+    let Some(b) = browser("artifacts").await else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    write_def(
+        &defs,
+        "fan",
+        &artifacts_support::fan_graph("fan", 2, 100_000, ""),
+    );
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    engine.ok(&["start", "fan", "2026-11-01"]);
+    engine.wait_run("fan", "2026-11-01", "complete");
+    let listed = engine.json(&["artifacts", "fan", "2026-11-01", "make"]);
+    let want: Vec<(String, u64, String)> = listed["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["bytes"].as_u64().unwrap(),
+                a["hash"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(want.len(), 2, "{listed}");
+
+    b.login(&engine.url, &engine.token).await;
+    b.goto(&format!(
+        "{}/{}",
+        engine.url,
+        route(&["run", "fan", "2026-11-01", "make"])
+    ))
+    .await;
+    let rows = b
+        .wait_js(
+            "make's artifacts",
+            "const r = [...document.querySelectorAll('#artifacts tbody tr')];
+             return r.length === 2 ? r.map(x => [x.dataset.artifact, Number(x.children[1].dataset.bytes), x.children[1].textContent, x.querySelector('code').dataset.hash, x.querySelector('code').textContent, x.querySelector('a').getAttribute('download')]) : null;",
+        )
+        .await;
+    let rows: Vec<(String, u64, String, String, String, String)> =
+        serde_json::from_value(rows).unwrap();
+    for (row, (name, bytes, hash)) in rows.iter().zip(&want) {
+        assert_eq!((&row.0, row.1, &row.3), (name, *bytes, hash), "{rows:?}");
+        assert_eq!(row.4, hash[..12], "the start of the hash is shown");
+        assert_eq!(row.5, name.replace('/', "_"), "the file name it saves as");
+    }
+    assert_eq!(rows[0].2, "97.7 KiB");
+    assert_eq!(rows[1].2, "11 B");
+    b.js(
+        "document.querySelector('#artifacts').scrollIntoView(); return true;",
+        vec![],
+    )
+    .await;
+    b.shot("artifacts").await;
+    // At 1280 px the list fits the panel.
+    let faults = b.run_page_faults().await;
+    assert!(faults.is_empty(), "fan's run page: {faults:?}");
+
+    // Each link, fetched as the browser follows it (the session cookie,
+    // no token): the listed bytes.
+    for (name, bytes, hash) in &want {
+        b.js(
+            "window.__dl = null;
+             const a = document.querySelector(`#artifacts tr[data-artifact='${arguments[0]}'] a`);
+             fetch(a.href, { credentials: 'same-origin' }).then(async (r) => {
+               const buf = new Uint8Array(await r.arrayBuffer());
+               window.__dl = [r.status, r.headers.get('content-disposition'), Array.from(buf, (x) => x.toString(16).padStart(2, '0')).join('')];
+             }, (e) => { window.__dl = [0, String(e), ''] });
+             return true;",
+            vec![json!(name)],
+        )
+        .await;
+        let got = b
+            .wait_js(&format!("the download of {name}"), "return window.__dl;")
+            .await;
+        let (status, disposition, hex): (u16, String, String) =
+            serde_json::from_value(got).unwrap();
+        assert_eq!(status, 200, "{name}: {disposition}");
+        assert!(
+            disposition.starts_with("attachment"),
+            "{name}: {disposition}"
+        );
+        let body: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        assert_eq!(body.len() as u64, *bytes, "{name}");
+        assert_eq!(blake3::hash(&body).to_hex().to_string(), *hash, "{name}");
+    }
+    // A node without artifacts shows no list.
+    b.goto(&format!(
+        "{}/{}",
+        engine.url,
+        route(&["run", "fan", "2026-11-01", "join"])
+    ))
+    .await;
+    b.wait_js(
+        "join's panel",
+        "const h = document.querySelector('#node-panel h2'); return h && h.textContent === 'Node join';",
+    )
+    .await;
+    assert_eq!(
+        b.js(
+            "return document.querySelectorAll('#artifacts').length;",
+            vec![]
+        )
+        .await,
+        json!(0)
+    );
     b.close().await;
 }
 

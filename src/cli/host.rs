@@ -254,7 +254,8 @@ pub fn listen_addr(
 
 /// Starts the API for `engine`: the token from `token_file` or
 /// `DATA/token` (made if absent). A non-loopback address needs a token
-/// file given on purpose, and TLS or `--insecure-http`.
+/// file given on purpose, and TLS or `--insecure-http`. The artifact
+/// routes stream from `artifacts`, the store the engine's nodes write to.
 pub async fn serve_api(
     engine: Arc<Engine>,
     data: &Path,
@@ -262,6 +263,7 @@ pub async fn serve_api(
     token_file: Option<&Path>,
     reloader: Option<Reloader>,
     security: &ApiSettings,
+    artifacts: crate::artifacts::Shared,
 ) -> Result<Server, Failure> {
     let listen = listen_addr(listen, token_file, security)?;
     let token = match token_file {
@@ -295,13 +297,15 @@ pub async fn serve_api(
                 .filter(|e| !e.is_empty())
         }),
     };
-    serve::start(engine, opts).await.map_err(|e| match e {
-        serve::ServeError::Refused(m) => Failure::input(m),
-        serve::ServeError::Bind { .. } => {
-            Failure::input(format!("{e} (pick another with --listen)"))
-        }
-        other => Failure::store(other.to_string()),
-    })
+    serve::start_with_artifacts(engine, opts, Some(artifacts))
+        .await
+        .map_err(|e| match e {
+            serve::ServeError::Refused(m) => Failure::input(m),
+            serve::ServeError::Bind { .. } => {
+                Failure::input(format!("{e} (pick another with --listen)"))
+            }
+            other => Failure::store(other.to_string()),
+        })
 }
 
 /// Takes the engine back from the API's handlers once they let go of it

@@ -1,7 +1,7 @@
 //! The command line: `weir run|serve|validate|bench`, and the clients of a
-//! running engine's API (`status`, `runs`, `logs`, `start`, `backfill`,
-//! `rerun`, `clear`, `mark`, `cancel`, `pause`, `unpause`, `trigger`,
-//! `keys`, `signal`, `dead`, `breakers`, `workers`, `reload`), plus
+//! running engine's API (`status`, `runs`, `logs`, `artifacts`, `start`,
+//! `backfill`, `rerun`, `clear`, `mark`, `cancel`, `pause`, `unpause`,
+//! `trigger`, `keys`, `signal`, `dead`, `breakers`, `workers`, `reload`), plus
 //! `inspect`; and `weir worker`, a process that serves an engine's pools.
 //!
 //! Exit codes: 0 success, 1 a run failed, 2 bad input (definition,
@@ -9,6 +9,7 @@
 //! what and where.
 
 mod access;
+mod artifacts;
 mod backup;
 mod client;
 mod control;
@@ -64,6 +65,8 @@ enum Command {
     Runs(show::RunsArgs),
     /// A node's log lines (stdout and stderr of each attempt).
     Logs(show::LogsArgs),
+    /// A run's artifacts (node, rerun, name, size, hash); `get` fetches one, checking its hash.
+    Artifacts(artifacts::ArtifactsArgs),
     /// Starts the runs of partitions.
     Start(control::StartArgs),
     /// Backfills a range of windows, paced by max_active_runs.
@@ -188,6 +191,7 @@ pub fn main() -> ExitCode {
         Command::Status(a) => show::status(a),
         Command::Runs(a) => show::runs(a),
         Command::Logs(a) => show::logs_cmd(a),
+        Command::Artifacts(a) => artifacts::run(a),
         Command::Start(a) => control::start(a),
         Command::Backfill(a) => control::backfill(a),
         Command::Rerun(a) => control::rerun(a),

@@ -98,7 +98,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
     let cluster = super::serve::cluster_config(&a, &defs.root)?;
-    let backups = super::serve::backup_schedule(&a)?;
+    let backups = super::serve::backup_schedule(&a, &data)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -256,6 +256,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                     audit_retention: security.audit_retention,
                     otlp_endpoint: security.otlp_endpoint.clone(),
                 },
+                artifacts.clone(),
             )
             .await;
             let server = match server {

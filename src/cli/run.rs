@@ -211,9 +211,14 @@ async fn run_async(
             "run",
         )
         .await?;
-    let engine =
-        super::host::open_engine(&defs, &data, durability, args.default_capacity, artifacts)
-            .await?;
+    let engine = super::host::open_engine(
+        &defs,
+        &data,
+        durability,
+        args.default_capacity,
+        artifacts.clone(),
+    )
+    .await?;
     let graphs: Vec<String> = defs
         .graphs
         .iter()
@@ -232,6 +237,7 @@ async fn run_async(
             otlp_endpoint: args.otlp_endpoint.clone(),
             ..Default::default()
         },
+        artifacts,
     )
     .await?;
     eprintln!(

@@ -104,9 +104,11 @@ pub struct ServeArgs {
     /// With --peer-cert: its private key (PEM).
     #[arg(long, value_name = "FILE", requires = "peer_cert")]
     pub peer_key: Option<PathBuf>,
-    /// Scheduled backups into this folder (see --backup-every): each a
-    /// file weir-backup-STAMP-SEQ.wbk that `weir restore` takes. A
-    /// replicated member backs up its own store.
+    /// Scheduled backups into this folder or object store URL
+    /// (s3://BUCKET/PREFIX, gs://…, az://…; keys from the AWS_*, GOOGLE_*,
+    /// AZURE_* variables; see --backup-every): each a file
+    /// weir-backup-STAMP-SEQ.wbk that `weir restore` takes. A replicated
+    /// member backs up its own store.
     #[arg(long, value_name = "DIR")]
     pub backup_dir: Option<PathBuf>,
     /// With --backup-dir: between two backups, e.g. 6h.
@@ -138,7 +140,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     let defs = definition::load(&a.path).map_err(|e| Failure::input(e.to_string()))?;
     let data = datadir::for_definitions(a.data.as_deref(), &defs.root);
     let cluster = cluster_config(&a, &defs.root)?;
-    let backups = backup_schedule(&a)?;
+    let backups = backup_schedule(&a, &data)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -158,7 +160,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             a.default_capacity,
             cluster,
             None,
-            artifacts,
+            artifacts.clone(),
         )
         .await?;
         let graphs: Vec<String> = defs
@@ -175,6 +177,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             a.token_file.as_deref(),
             Some(host::reloader(a.path.clone())),
             &security,
+            artifacts,
         )
         .await?;
         eprintln!(
@@ -192,7 +195,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             eprintln!(
                 "weir: a backup every {} into {} (kept {})",
                 a.backup_every,
-                s.dir.display(),
+                s.place,
                 a.backup_keep
             );
             AbortOnDrop(crate::backup::spawn_schedule(engine.store().clone(), s))
@@ -330,9 +333,24 @@ pub fn cluster_config(
 }
 
 /// The backup schedule of `--backup-dir`, if any.
-pub fn backup_schedule(a: &ServeArgs) -> Result<Option<crate::backup::Schedule>, Failure> {
+pub fn backup_schedule(
+    a: &ServeArgs,
+    data: &std::path::Path,
+) -> Result<Option<crate::backup::Schedule>, Failure> {
     let Some(dir) = &a.backup_dir else {
         return Ok(None);
+    };
+    let text = dir.to_string_lossy();
+    let place = if crate::backup::remote::is_url(&text) {
+        // Credentials from the store's variables (AWS_*, GOOGLE_*, AZURE_*).
+        let objects = crate::objects::Objects::open(&text, None)
+            .map_err(|e| Failure::input(format!("--backup-dir: {e}")))?;
+        crate::backup::Place::Store {
+            objects,
+            spool: data.join("backup-spool"),
+        }
+    } else {
+        crate::backup::Place::Folder(dir.clone())
     };
     let every = humantime::parse_duration(&a.backup_every).map_err(|e| {
         Failure::input(format!(
@@ -352,11 +370,7 @@ pub fn backup_schedule(a: &ServeArgs) -> Result<Option<crate::backup::Schedule>,
             a.backup_every
         )));
     }
-    Ok(Some(crate::backup::Schedule {
-        dir: dir.clone(),
-        every,
-        keep,
-    }))
+    Ok(Some(crate::backup::Schedule { place, every, keep }))
 }
 
 /// Aborts a task when dropped (a scheduled backup at shutdown).

@@ -80,6 +80,21 @@ pub fn duration(ms: Option<u64>) -> String {
     }
 }
 
+/// A size in bytes, short: `512 B`, `97.7 KiB`, `4.0 MiB`, `1.5 GiB`.
+pub fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
 /// The first line of `s`, at most `max` characters.
 pub fn first_line(s: Option<&str>, max: usize) -> String {
     let line = s.unwrap_or("").lines().next().unwrap_or("");
@@ -104,6 +119,23 @@ mod tests {
         ];
         for (i, (ms, want)) in cases.iter().enumerate() {
             assert_eq!(super::duration(*ms), *want, "#{i}: {ms:?}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        let cases = [
+            (0, "0 B"),
+            (1023, "1023 B"),
+            (1024, "1.0 KiB"),
+            (100_000, "97.7 KiB"),
+            (4 << 20, "4.0 MiB"),
+            (3 << 29, "1.5 GiB"),
+            (5 << 40, "5.0 TiB"),
+            (u64::MAX, "16777216.0 TiB"),
+        ];
+        for (i, (bytes, want)) in cases.iter().enumerate() {
+            assert_eq!(super::size(*bytes), *want, "#{i}: {bytes}");
         }
     }
 }

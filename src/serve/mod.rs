@@ -20,7 +20,7 @@ pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod grid;
-mod handlers;
+pub(crate) mod handlers;
 pub mod listen;
 pub use handlers::{NodeLive, RunWithLive};
 pub mod metrics;
@@ -164,6 +164,7 @@ pub fn app(engine: Arc<Engine>, token: &str, data_dir: PathBuf) -> axum::Router 
         started_at_ms,
         stop: tokio_util::sync::CancellationToken::new(),
         access: access_of(false, access::audit::AUDIT_RETENTION_DEFAULT),
+        artifacts: None,
     };
     router(state)
 }
@@ -188,8 +189,20 @@ pub fn routes_with_roles() -> Vec<routes::RouteSpec> {
 }
 
 /// Starts serving `engine`: binds, writes `engine.json`, and serves until
-/// [`Server::stop`].
+/// [`Server::stop`]. Its artifact routes answer 503: see
+/// [`start_with_artifacts`].
 pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, ServeError> {
+    start_with_artifacts(engine, opts, None).await
+}
+
+/// [`start`], with the store the engine keeps its artifacts in, which the
+/// artifact routes list and stream from (apart from [`ServeOptions`], whose
+/// callers name every field: a server without artifacts stays one call).
+pub async fn start_with_artifacts(
+    engine: Arc<Engine>,
+    opts: ServeOptions,
+    artifacts: Option<crate::artifacts::Shared>,
+) -> Result<Server, ServeError> {
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -250,6 +263,7 @@ pub async fn start(engine: Arc<Engine>, opts: ServeOptions) -> Result<Server, Se
             token_file: opts.token_file.clone().map(Arc::new),
             ..access_of(opts.tls.is_some(), opts.audit_retention)
         },
+        artifacts,
     };
     let app = router(state).into_make_service_with_connect_info::<listen::ClientAddr>();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();

@@ -39,6 +39,7 @@ pub fn components() -> serde_json::Map<String, serde_json::Value> {
         h::actions::ClearedNode,
         h::runs::NodeWithAttempts,
         crate::logs::LogChunk,
+        crate::artifacts::routes::RunArtifacts,
         h::actions::RerunAnswer,
         crate::MarkOutcome,
         weir_actors::queue::QueueStatus,

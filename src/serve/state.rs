@@ -1,7 +1,7 @@
 //! What every handler sees ([`AppState`]: the engine, the token, the event
-//! hub, metrics, the reloader) and the request limits they share; the
-//! handlers, the route table and the UI import it, so none of them imports
-//! the server's wiring.
+//! hub, metrics, the reloader, the artifact store) and the request limits
+//! they share; the handlers, the route table and the UI import it, so none
+//! of them imports the server's wiring.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -45,4 +45,8 @@ pub struct AppState {
     pub(crate) stop: tokio_util::sync::CancellationToken,
     /// Roles of routes, the audit log's settings, TLS.
     pub(crate) access: super::access::settings::Access,
+    /// Where the engine's artifacts are kept, for the routes that list and
+    /// stream them; `None` when the server was started without one (an
+    /// embedded server, the fuzz target): those routes then answer 503.
+    pub(crate) artifacts: Option<crate::artifacts::Shared>,
 }

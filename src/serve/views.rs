@@ -200,6 +200,10 @@ pub struct NodeDetail {
     /// its state, attempts and error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<weir_actors::views::run::PreviousRecord>,
+    /// The artifacts of its current record (a mapped node's: its members',
+    /// named `<index>/<name>`), fetched through the artifact route.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<weir_core::artifact::ArtifactRef>,
 }
 
 impl NodeDetail {
@@ -703,6 +707,7 @@ pub fn run_detail(
             }),
             members: n.members,
             previous: n.previous,
+            artifacts: n.artifacts,
         });
     }
     let window = WindowView::of(&v.partition, zone);

@@ -4,7 +4,7 @@
 
 pub(crate) mod access;
 pub(crate) mod actions;
-mod extract;
+pub(crate) mod extract;
 mod graphs;
 mod keys;
 pub(crate) mod queue;
@@ -88,6 +88,14 @@ pub fn routes() -> Routes {
         .get(
             "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/logs",
             runs::logs,
+        )
+        .get(
+            "/api/v1/graphs/{graph}/runs/{partition}/artifacts",
+            crate::artifacts::routes::list,
+        )
+        .get(
+            "/api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/artifacts/{*name}",
+            crate::artifacts::routes::download,
         )
         .post(
             Role::Operator,

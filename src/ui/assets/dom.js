@@ -110,6 +110,20 @@ export function fmtDur(ms) {
   return `${Math.floor(hr / 24)} d ${hr % 24} h`;
 }
 
+// A size in bytes, short: "512 B", "97.7 KiB", "4.0 MiB".
+export function fmtBytes(n) {
+  if (n === null || n === undefined) return "—";
+  if (n < 1024) return `${n} B`;
+  const units = ["KiB", "MiB", "GiB", "TiB"];
+  let v = n / 1024;
+  let u = 0;
+  while (v >= 1024 && u + 1 < units.length) {
+    v /= 1024;
+    u += 1;
+  }
+  return `${v.toFixed(1)} ${units[u]}`;
+}
+
 // When an instant is, from now: "in 3 min", "12 s ago".
 export function fmtRel(ms, nowMs = Date.now()) {
   if (ms === null || ms === undefined) return "—";

@@ -1,13 +1,15 @@
 // One run: its nodes (state, rerun, attempts, times, exit codes, errors),
-// a Gantt of attempts over time, and a node panel with the node's output
-// and its logs per attempt, following a running attempt live. A mapped
+// a Gantt of attempts over time, and a node panel with the node's output,
+// its artifacts (each a download link, sent with the session cookie as
+// every API call is) and its logs per attempt, following a running
+// attempt live. A mapped
 // node's panel lists its members with their states, and a member's logs;
 // a sensor's shows its checks that were not met and, while it waits, its
 // last check: when, and what it saw.
 
 import { get, post, p, qs } from "../api.js";
 import {
-  h, s, replace, fmtTime, fmtTimeIn, fmtDur, badge, table, route, facts, nodeState, stateInfo,
+  h, s, replace, fmtTime, fmtTimeIn, fmtDur, fmtBytes, badge, table, route, facts, nodeState, stateInfo,
 } from "../dom.js";
 import { confirmAction, checkbox } from "../actions.js";
 
@@ -20,6 +22,11 @@ const GANTT_W_MIN = 280;
 const LOG_PAGE = 2000;
 // Members listed in a mapped node's panel (the counts cover all).
 const MEMBERS_SHOWN = 200;
+// Artifacts listed in a node's panel (a mapped node's members' can be
+// thousands; `weir artifacts` lists all).
+const ARTIFACTS_SHOWN = 200;
+// Hex digits of an artifact's hash shown (the whole is its title).
+const HASH_SHOWN = 12;
 
 export async function render(root, [graph, partition, selectedNode]) {
   const head = h("div", { id: "run-head" });
@@ -240,6 +247,7 @@ export async function render(root, [graph, partition, selectedNode]) {
       n.error ? [h("h3", {}, "Error"), h("pre", { class: "error", id: "node-error" }, n.error)] : null,
       n.members ? membersView(n) : null,
       h("h3", {}, "Output"), outputView,
+      artifactsView(n, (d && d.artifacts) || n.artifacts || []),
       attempts.length ? [
         h("h3", {}, "Attempts"),
         // An attempt's stderr tail has a row of its own below it: the
@@ -256,6 +264,25 @@ export async function render(root, [graph, partition, selectedNode]) {
         h("h3", {}, "Logs ", pick), logBox,
       ] : h("p", { class: "muted" }, "No attempt has logs yet."));
     if (attempts.length) await showLogs(Number(pick.value), attempts, logBox);
+  };
+
+  // The artifacts of the node's current record: name (a link that saves
+  // it), size and the start of its hash.
+  const artifactsView = (n, arts) => {
+    if (!arts.length) return null;
+    const base = p("graphs", graph, "runs", partition, "nodes", n.node, "artifacts");
+    const rows = arts.slice(0, ARTIFACTS_SHOWN).map((a) => h("tr", { "data-artifact": a.name },
+      h("td", {}, h("a", {
+        href: `${base}/${a.name.split("/").map(encodeURIComponent).join("/")}`,
+        download: a.name.replace(/\//g, "_"),
+      }, a.name)),
+      h("td", { "data-bytes": a.bytes }, fmtBytes(a.bytes)),
+      h("td", {}, h("code", { title: `blake3 ${a.hash}`, "data-hash": a.hash }, a.hash.slice(0, HASH_SHOWN)))));
+    return [
+      h("h3", {}, "Artifacts"),
+      table(["Name", "Size", "Hash"], rows, { class: "artifacts", id: "artifacts" }),
+      arts.length > rows.length ? h("p", { class: "muted" }, `${arts.length - rows.length} more (\`weir artifacts ${graph} ${partition} ${n.node}\` lists all).`) : null,
+    ];
   };
 
   // A mapped node's members: index, state, the rerun whose record it is,
