@@ -5,6 +5,7 @@
 //! member; a member of a group that lost its majority starts a new group.
 
 mod replica_support;
+mod s3_support;
 mod serve_support;
 
 use std::collections::BTreeMap;
@@ -345,4 +346,89 @@ fn scheduled_backups_rotate_and_a_member_backup_starts_a_new_group() {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+#[test]
+fn backups_go_to_and_come_from_an_object_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s3 = s3_support::S3Server::start(&tmp.path().join("s3"));
+    let defs = defs(tmp.path());
+    let data = tmp.path().join("data");
+    let served = serve_support::start_env(
+        &[
+            "serve",
+            "--backup-dir",
+            &s3.url("scheduled"),
+            "--backup-every",
+            "1s",
+            "--backup-keep",
+            "1s",
+        ],
+        &defs,
+        &data,
+        "127.0.0.1:0",
+        &[s3.env(), vec![("RUST_LOG".into(), "info".into())]].concat(),
+    );
+    served.ok(&["start", "pair", "2031-05-01"]);
+    served.wait_run("pair", "2031-05-01", "complete");
+    // On demand, into an object: checked, uploaded, never overwritten.
+    let url = format!("{}/one.wbk", s3.url("manual"));
+    let cli = |args: &[&str]| {
+        weir()
+            .args(args)
+            .arg("--data")
+            .arg(&data)
+            .envs(s3.env())
+            .output()
+            .unwrap()
+    };
+    let o = cli(&["backup", &url]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(s3.objects("manual"), ["manual/one.wbk"]);
+    let o = cli(&["backup", &url]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("exists"));
+    // Restored from the object, it holds the run.
+    let restored = tmp.path().join("restored");
+    let o = weir()
+        .args(["restore", &url, "--data"])
+        .arg(&restored)
+        .envs(s3.env())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        runs_in_store(&restored)
+            .get("2031-05-01")
+            .map(String::as_str),
+        Some("complete")
+    );
+    // Scheduled backups arrive every second and the old ones go: a few
+    // at most are ever kept, each whole.
+    serve_support::wait_for("three scheduled backups", Duration::from_secs(60), || {
+        let n = std::fs::read_to_string(&served.stderr)
+            .unwrap_or_default()
+            .matches("scheduled backup uploaded")
+            .count();
+        (n >= 3).then_some(())
+    });
+    let kept = s3.objects("scheduled");
+    assert!(
+        !kept.is_empty() && kept.len() <= 3,
+        "scheduled backups kept: {kept:?}"
+    );
+    for k in &kept {
+        let bytes = std::fs::read(s3.root.join(s3_support::BUCKET).join(k)).unwrap();
+        weir_actors::store::backup::verify(&bytes[..], k).unwrap();
+    }
+    assert!(!data.join("backup-spool").read_dir().unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".wbk")));
 }

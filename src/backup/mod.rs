@@ -2,8 +2,13 @@
 //! at one point between writes (see `weir_actors::store::backup`),
 //! spooled to a file beside the store — the store's writers wait only for
 //! that, at disk speed — then served as `GET /api/v1/backup`, or kept in a
-//! folder on a schedule (`weir serve --backup-dir DIR --backup-every 6h
-//! --backup-keep 7d`).
+//! folder or an object store on a schedule (`weir serve --backup-dir
+//! DIR|URL --backup-every 6h --backup-keep 7d`; see [`remote`]).
+
+pub mod file;
+pub mod remote;
+
+pub use file::{chrono_stamp, create_private, FILE_PREFIX, FILE_SUFFIX};
 
 use std::io::Seek;
 use std::path::{Path, PathBuf};
@@ -19,10 +24,6 @@ use crate::serve::error::ApiError;
 
 /// The media type of a backup.
 pub const CONTENT_TYPE: &str = "application/vnd.weir.backup";
-/// A scheduled backup's file: `weir-backup-<UTC stamp>-<journal seq>.wbk`.
-pub const FILE_PREFIX: &str = "weir-backup-";
-/// See [`FILE_PREFIX`].
-pub const FILE_SUFFIX: &str = ".wbk";
 /// The response header with the journal sequence the backup is at.
 pub const SEQ_HEADER: &str = "x-weir-backup-journal-seq";
 /// The response header with the backup's BLAKE3.
@@ -100,23 +101,35 @@ pub async fn response(store: Store) -> Response {
         .into_response()
 }
 
-/// Creates (truncating) a file only its owner reads: a backup is as
-/// sensitive as the data directory.
-pub fn create_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(path)
+/// Where scheduled backups go.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// A folder.
+    Folder(PathBuf),
+    /// An object store: each backup is written in `spool` (a folder of
+    /// the data directory), checked, uploaded, then removed there.
+    Store {
+        /// The store (its URL is the backups' prefix).
+        objects: crate::objects::Objects,
+        /// The local folder a backup is written in before its upload.
+        spool: PathBuf,
+    },
 }
 
-/// Scheduled backups into a folder.
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Place::Folder(dir) => write!(f, "{}", dir.display()),
+            Place::Store { objects, .. } => f.write_str(objects.shown()),
+        }
+    }
+}
+
+/// Scheduled backups into a folder or an object store.
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    /// The folder.
-    pub dir: PathBuf,
+    /// Where they go.
+    pub place: Place,
     /// Between two backups.
     pub every: Duration,
     /// Backups older than this are removed (the newest one never).
@@ -185,12 +198,6 @@ pub fn prune(dir: &Path, keep: Duration, now_ms: u64) -> usize {
     removed
 }
 
-/// `YYYYMMDDTHHMMSSZ` of a time in ms (UTC).
-fn chrono_stamp(ms: u64) -> String {
-    let dt = chrono::DateTime::<chrono::Utc>::from_timestamp_millis(ms as i64).unwrap_or_default();
-    dt.format("%Y%m%dT%H%M%SZ").to_string()
-}
-
 /// Runs `schedule` for `store` until the task is aborted: a backup every
 /// `every` (the first one `every` after the start), then the prune.
 pub fn spawn_schedule(store: Store, schedule: Schedule) -> tokio::task::JoinHandle<()> {
@@ -201,18 +208,41 @@ pub fn spawn_schedule(store: Store, schedule: Schedule) -> tokio::task::JoinHand
         loop {
             tick.tick().await;
             let (store2, s) = (store.clone(), schedule.clone());
+            let local = match &s.place {
+                Place::Folder(dir) => dir.clone(),
+                Place::Store { spool, .. } => spool.clone(),
+            };
             let done = tokio::task::spawn_blocking(move || {
-                let written = write_into(&store2, &s.dir);
-                let pruned = prune(&s.dir, s.keep, now_ms());
+                let written = write_into(&store2, &local);
+                let pruned = match &s.place {
+                    Place::Folder(dir) => prune(dir, s.keep, now_ms()),
+                    // The spool keeps nothing but a crash's .partial.
+                    Place::Store { spool, .. } => prune(spool, Duration::ZERO, now_ms()),
+                };
                 (written, pruned)
             })
             .await;
-            match done {
-                Ok((Ok((path, summary)), pruned)) => {
+            match (done, &schedule.place) {
+                (Ok((Ok((path, summary)), pruned)), Place::Folder(_)) => {
                     tracing::info!(file = %path.display(), journal_seq = summary.header.journal_seq, bytes = summary.bytes, pruned, "scheduled backup written")
                 }
-                Ok((Err(e), _)) => tracing::error!(error = %e, "scheduled backup failed"),
-                Err(e) => tracing::error!(error = %e, "scheduled backup panicked"),
+                (Ok((Ok((path, summary)), _)), Place::Store { objects, .. }) => {
+                    let name = path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let sent = remote::upload(objects, &name, &path).await;
+                    let _ = std::fs::remove_file(&path);
+                    match sent {
+                        Ok(bytes) => {
+                            let pruned = remote::prune(objects, schedule.keep, now_ms()).await;
+                            tracing::info!(store = %objects.shown(), backup = %name, journal_seq = summary.header.journal_seq, bytes, pruned = ?pruned, "scheduled backup uploaded")
+                        }
+                        Err(e) => tracing::error!(error = %e, "scheduled backup not uploaded"),
+                    }
+                }
+                (Ok((Err(e), _)), _) => tracing::error!(error = %e, "scheduled backup failed"),
+                (Err(e), _) => tracing::error!(error = %e, "scheduled backup panicked"),
             }
         }
     })
