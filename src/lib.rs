@@ -8,6 +8,12 @@
 pub use weir_actors as actors;
 pub use weir_core as core;
 
+/// The README, whose Rust snippet (embedding an engine) is compiled by
+/// `cargo test` as a doc test: it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctest;
+
 pub mod artifacts;
 mod assets;
 pub mod backup;

@@ -47,8 +47,10 @@ fn a_failed_run_names_its_node_its_stderr_and_the_commands() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "fails.toml", FAILING);
     let data = dir.path().join("data");
+    // -v: the state changes are logged (quiet by default).
     let o = weir()
-        .args(["run", "--until-idle", "--data"])
+        .env_remove("RUST_LOG")
+        .args(["run", "-v", "--until-idle", "--data"])
         .arg(&data)
         .arg(dir.path().join("fails.toml"))
         .output()

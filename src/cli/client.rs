@@ -11,6 +11,7 @@ use clap::Args;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::connect_failure::{self, CaFrom};
 use super::datadir;
 use super::failure::Failure;
 use crate::serve::discovery;
@@ -54,6 +55,9 @@ pub struct Client {
     /// A replicated engine's other members: tried in turn when one does
     /// not answer, or answers that the leader is changing.
     members: Vec<reqwest::Url>,
+    /// The CA trusted beside the system's roots, and where it was given:
+    /// named when the engine's certificate is refused.
+    ca: Option<(PathBuf, bool)>,
 }
 
 /// How long a client keeps trying a replicated engine's members while
@@ -92,21 +96,24 @@ fn client(conn: &Conn, url: &str, token: String) -> Result<Client, Failure> {
         return Err(Failure::input(format!("engine URL {url:?}: not http(s)")));
     }
     let mut builder = reqwest::Client::builder();
-    let ca = conn.ca.clone().or_else(|| {
+    // (the file, whether it came from --ca rather than $WEIR_CA)
+    let ca_given = conn.ca.clone().map(|p| (p, true)).or_else(|| {
         std::env::var_os(ENV_CA)
             .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
+            .map(|v| (PathBuf::from(v), false))
     });
-    if let Some(ca) = ca {
-        let pem = std::fs::read(&ca)
-            .map_err(|e| Failure::input(format!("--ca {}: {e}", ca.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-            Failure::input(format!("--ca {}: not a PEM certificate: {e}", ca.display()))
-        })?;
+    if let Some((ca, flag)) = &ca_given {
+        let given = if *flag {
+            format!("--ca {}", ca.display())
+        } else {
+            format!("${ENV_CA}={}", ca.display())
+        };
+        let pem = std::fs::read(ca).map_err(|e| Failure::input(format!("{given}: {e}")))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| Failure::input(format!("{given}: not a PEM certificate: {e}")))?;
         if certs.is_empty() {
             return Err(Failure::input(format!(
-                "--ca {}: it holds no PEM certificate",
-                ca.display()
+                "{given}: it holds no PEM certificate"
             )));
         }
         for c in certs {
@@ -121,6 +128,7 @@ fn client(conn: &Conn, url: &str, token: String) -> Result<Client, Failure> {
         token,
         http,
         members: Vec::new(),
+        ca: ca_given,
     })
 }
 
@@ -241,22 +249,37 @@ const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
 
 impl Client {
     /// The URL of `segments` (each percent-encoded) under the base. A
-    /// segment that is `.` (a valid key) is encoded as `%2E`, which the
-    /// server decodes back, where the URL's own push would drop it as a dot
-    /// segment. (`..` cannot be carried in a path at all: WHATWG URLs treat
-    /// every spelling of it as a parent segment.)
-    pub fn url(&self, segments: &[&str]) -> reqwest::Url {
+    /// segment of only dots (`.`, `..`: a key may be one) is refused: no
+    /// URL can carry it. WHATWG URLs (the `url` crate under reqwest, and
+    /// every browser) resolve `.` and `..` in every spelling, `%2E` and
+    /// `%2e%2E` included, as "this folder" and "the parent folder", so the
+    /// request would reach another route (`weir signal -- ..` once asked
+    /// `/graphs/h/signal` and heard "no route").
+    pub fn url(&self, segments: &[&str]) -> Result<reqwest::Url, Failure> {
         let mut u = self.base.clone();
         let mut path = u.path().trim_end_matches('/').to_string();
         for seg in segments {
-            path.push('/');
-            match *seg {
-                "." => path.push_str("%2E"),
-                other => path.extend(percent_encoding::utf8_percent_encode(other, SEGMENT)),
+            if matches!(*seg, "." | "..") {
+                return Err(Failure::input(format!(
+                    "{seg:?}: a name or key of only dots cannot travel in a URL path (HTTP clients read it as \"this folder\" or \"the parent folder\" and would ask another route); give it another character"
+                )));
             }
+            path.push('/');
+            path.extend(percent_encoding::utf8_percent_encode(seg, SEGMENT));
         }
         u.set_path(&path);
-        u
+        Ok(u)
+    }
+
+    /// Why a request to `base` failed, naming a refused certificate's
+    /// cause and fix ([`connect_failure`]).
+    fn failure(&self, base: &reqwest::Url, e: &reqwest::Error) -> Failure {
+        let ca = match &self.ca {
+            None => CaFrom::Nowhere,
+            Some((p, true)) => CaFrom::Flag(p),
+            Some((p, false)) => CaFrom::Env(p),
+        };
+        connect_failure::failure(base, ca, e)
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, String), Failure> {
@@ -279,11 +302,7 @@ impl Client {
     /// request to: it was not sent on), for up to [`FAILOVER_WAIT`]. A
     /// request that may have reached an engine is never sent twice.
     async fn execute(&self, req: reqwest::Request) -> Result<reqwest::Response, Failure> {
-        let unanswered = |base: &reqwest::Url, e: reqwest::Error| {
-            Failure::store(format!(
-                "the engine at {base} does not answer: {e} (is it running? `weir serve PATH`)"
-            ))
-        };
+        let unanswered = |base: &reqwest::Url, e: reqwest::Error| self.failure(base, &e);
         if self.members.is_empty() {
             return self
                 .http
@@ -312,7 +331,15 @@ impl Client {
             match self.http.execute(r).await {
                 Ok(resp) if resp.status().as_u16() != 503 || last => return Ok(resp),
                 Ok(_) => {}
-                Err(e) if last || !e.is_connect() => return Err(unanswered(base, e)),
+                // A certificate refused is refused by every member alike:
+                // said at once, not after the failover wait.
+                Err(e)
+                    if last
+                        || !e.is_connect()
+                        || connect_failure::cause(&e) != connect_failure::Cause::Unanswered =>
+                {
+                    return Err(unanswered(base, e))
+                }
                 Err(_) => {}
             }
             if round.is_multiple_of(bases.len()) {
@@ -349,7 +376,7 @@ impl Client {
         query: &[(&str, String)],
     ) -> Result<Result<T, ApiFailure>, Failure> {
         let (s, t) = self
-            .send(self.http.get(self.url(segments)).query(query))
+            .send(self.http.get(self.url(segments)?).query(query))
             .await?;
         Self::decode(s, t)
     }
@@ -361,7 +388,7 @@ impl Client {
         body: &B,
     ) -> Result<Result<T, ApiFailure>, Failure> {
         let (s, t) = self
-            .send(self.http.post(self.url(segments)).json(body))
+            .send(self.http.post(self.url(segments)?).json(body))
             .await?;
         Self::decode(s, t)
     }
@@ -374,14 +401,12 @@ impl Client {
     ) -> Result<reqwest::Response, Failure> {
         let resp = self
             .http
-            .get(self.url(segments))
+            .get(self.url(segments)?)
             .query(query)
             .bearer_auth(&self.token)
             .send()
             .await
-            .map_err(|e| {
-                Failure::store(format!("the engine at {} does not answer: {e}", self.base))
-            })?;
+            .map_err(|e| self.failure(&self.base, &e))?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             let text = resp.text().await.unwrap_or_default();
@@ -396,13 +421,73 @@ impl Client {
     }
 }
 
-/// Runs `f` on a small runtime of its own (client commands are short).
+/// Runs `f` on a small runtime of its own (client commands are short),
+/// with SIGPIPE held (see [`PipeSignalHeld`]).
 pub fn block_on<F: std::future::Future>(f: F) -> Result<F::Output, Failure> {
+    let held = PipeSignalHeld::hold();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::store(format!("cannot start the runtime: {e}")))?;
-    Ok(rt.block_on(f))
+    let output = rt.block_on(f);
+    drop(rt);
+    drop(held);
+    Ok(output)
+}
+
+/// SIGPIPE blocked on this thread (and the runtime threads it starts)
+/// while a client talks to an engine. Client commands take SIGPIPE's
+/// default action so that `weir runs | head` ends quietly, but a socket
+/// write raises it too: an `https://` request to a plain-HTTP engine (which
+/// answers the TLS hello with a 400 and closes) killed the command by the
+/// signal, with no word said. Held, the write fails with EPIPE and the
+/// client names the cause; a closed stdout also fails with EPIPE, which
+/// [`super::output::out`] ends quietly as before. On release, a SIGPIPE
+/// left pending is taken, so that unblocking does not deliver it.
+struct PipeSignalHeld {
+    /// The thread's mask before, restored on release.
+    old: libc::sigset_t,
+}
+
+impl PipeSignalHeld {
+    fn pipe_set() -> libc::sigset_t {
+        // SAFETY: sigemptyset and sigaddset initialize and fill the set
+        // they are given; a zeroed sigset_t is a valid place for that.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGPIPE);
+            set
+        }
+    }
+
+    fn hold() -> Option<PipeSignalHeld> {
+        let set = Self::pipe_set();
+        // SAFETY: pthread_sigmask reads `set` and writes the old mask into
+        // `old`, both valid sigset_t values owned here.
+        unsafe {
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            (libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) == 0)
+                .then_some(PipeSignalHeld { old })
+        }
+    }
+}
+
+impl Drop for PipeSignalHeld {
+    fn drop(&mut self) {
+        let set = Self::pipe_set();
+        let now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: sigtimedwait with a zero timeout takes a pending SIGPIPE
+        // of this thread or process, if any, and never blocks; then the
+        // mask saved in `hold` is restored.
+        unsafe {
+            while libc::sigtimedwait(&set, std::ptr::null_mut(), &now) == libc::SIGPIPE {}
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
 }
 
 /// How long a stopped member's client waits for one of its peers to take

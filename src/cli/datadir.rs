@@ -10,8 +10,11 @@
 //!    `run` or `serve` from a folder is recorded with the graphs it adopted,
 //!    so after `run examples/etl` and `run examples/fanout` from one folder,
 //!    `weir status etl …` reads etl's store and `weir status fanout …`
-//!    fanout's; a command that names no graph, or one several of them hold,
-//!    is refused with the list rather than sent to a guess.
+//!    fanout's. Among several that hold the graph (or among all, for a
+//!    command that names none), the one whose engine runs is read when
+//!    only one's does; otherwise the command is refused with the list
+//!    rather than sent to a guess. Commands `weir run` prints carry
+//!    `--data` whenever the same command typed here would read another.
 //!
 //! The record lives outside the project: `$XDG_STATE_HOME/weir/data-dirs.json`
 //! (default `~/.local/state/weir/`), a map from folder to data directory,
@@ -69,20 +72,43 @@ pub fn hint_graph(graph: &str) {
 
 /// Of the data directories `used` from a folder (newest last), the one a
 /// command naming `graph` means: the only one, or the only one holding
-/// `graph`. Otherwise why not, listing them.
-pub fn choose(used: &[Used], graph: Option<&str>, folder: &Path) -> Result<PathBuf, String> {
+/// `graph`; among several (holding it, or any when no graph is named), the
+/// only one whose engine runs (`live`): a second data directory that once
+/// ran the same graph must not make every plain command from the folder
+/// refuse while one engine is up. Otherwise why not, listing them.
+pub fn choose(
+    used: &[Used],
+    graph: Option<&str>,
+    folder: &Path,
+    live: &dyn Fn(&Path) -> bool,
+) -> Result<PathBuf, String> {
     let listed = || {
         used.iter()
             .rev()
             .map(|u| {
-                if u.graphs.is_empty() {
-                    u.data.display().to_string()
-                } else {
-                    format!("{} (graphs {})", u.data.display(), u.graphs.join(", "))
+                let mut item = u.data.display().to_string();
+                if !u.graphs.is_empty() {
+                    item.push_str(&format!(" (graphs {})", u.graphs.join(", ")));
                 }
+                if live(&u.data) {
+                    item.push_str(" (its engine runs)");
+                }
+                item
             })
             .collect::<Vec<_>>()
             .join("; ")
+    };
+    // The one of `several` whose engine runs, if exactly one's does.
+    let only_live = |several: &[&Used]| -> Option<PathBuf> {
+        match several
+            .iter()
+            .filter(|u| live(&u.data))
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [one] => Some(one.data.clone()),
+            _ => None,
+        }
     };
     match (used, graph) {
         ([], _) => Err("none recorded".into()),
@@ -100,21 +126,48 @@ pub fn choose(used: &[Used], graph: Option<&str>, folder: &Path) -> Result<PathB
                     folder.display(),
                     listed()
                 )),
-                _ => Err(format!(
-                    "graph {g:?} is in {} of the data directories used from {}: {}; pass --data DIR",
-                    holders.len(),
-                    folder.display(),
-                    listed()
-                )),
+                _ => only_live(&holders).ok_or_else(|| {
+                    format!(
+                        "graph {g:?} is in {} of the data directories used from {}{}: {}; pass --data DIR",
+                        holders.len(),
+                        folder.display(),
+                        live_count(&holders, live),
+                        listed()
+                    )
+                }),
             }
         }
-        (several, None) => Err(format!(
-            "{} data directories were used from {}: {}; pass --data DIR (or name a graph)",
-            several.len(),
-            folder.display(),
-            listed()
-        )),
+        (several, None) => {
+            let all: Vec<&Used> = several.iter().collect();
+            only_live(&all).ok_or_else(|| {
+                format!(
+                    "{} data directories were used from {}{}: {}; pass --data DIR (or name a graph)",
+                    several.len(),
+                    folder.display(),
+                    live_count(&all, live),
+                    listed()
+                )
+            })
+        }
     }
+}
+
+/// How many of `several` have a running engine, said when it is not one
+/// (the case [`choose`] decides by itself).
+fn live_count(several: &[&Used], live: &dyn Fn(&Path) -> bool) -> String {
+    match several.iter().filter(|u| live(&u.data)).count() {
+        0 => ", and no engine runs on any of them".to_string(),
+        n => format!(", and engines run on {n} of them"),
+    }
+}
+
+/// Whether an engine runs on data directory `data`: its `engine.json`
+/// names a live process.
+pub fn engine_runs(data: &Path) -> bool {
+    matches!(
+        crate::serve::discovery::find_engine(data),
+        Ok(Some(info)) if crate::serve::discovery::pid_alive(info.pid)
+    )
 }
 
 fn records_path() -> Option<PathBuf> {
@@ -213,10 +266,33 @@ pub fn for_definitions(explicit: Option<&Path>, defs_root: &Path) -> PathBuf {
 
 /// The data directory of a client command, absolute; it must exist.
 pub fn for_client(explicit: Option<&Path>) -> Result<PathBuf, Failure> {
-    find_for_client(explicit).map(|d| absolute(&d))
+    find_for_client(explicit, GRAPH_HINT.get().map(String::as_str)).map(|d| absolute(&d))
 }
 
-fn find_for_client(explicit: Option<&Path>) -> Result<PathBuf, Failure> {
+/// Whether a client command naming `graph` (or none), run from the
+/// current folder without `--data`, reads `data`: when not, a command
+/// printed for the user to type must carry `--data`.
+pub fn client_finds(graph: Option<&str>, data: &Path) -> bool {
+    let canonical = |p: &Path| p.canonicalize().ok();
+    find_for_client(None, graph)
+        .ok()
+        .and_then(|d| canonical(&d))
+        .is_some_and(|d| Some(d) == canonical(data))
+}
+
+/// `path` as a shell word: as it is when it needs no quoting, else in
+/// single quotes, so that a printed command works when pasted.
+pub fn shell_word(path: &Path) -> String {
+    let s = path.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+fn find_for_client(explicit: Option<&Path>, graph: Option<&str>) -> Result<PathBuf, Failure> {
     let mut tried = Vec::new();
     let exists = |p: &Path| p.join("sled").is_dir() || p.join("engine.json").is_file();
     if let Some(d) = explicit {
@@ -249,10 +325,11 @@ fn find_for_client(explicit: Option<&Path>) -> Result<PathBuf, Failure> {
     tried.push(format!("./{DEFAULT_NAME} (absent)"));
     if let (Some(path), Ok(cwd)) = (records_path(), std::env::current_dir()) {
         let all = load_records(&path).used.remove(&cwd).unwrap_or_default();
-        let (live, gone): (Vec<Used>, Vec<Used>) = all.into_iter().partition(|u| exists(&u.data));
-        match choose(&live, GRAPH_HINT.get().map(String::as_str), &cwd) {
+        let (present, gone): (Vec<Used>, Vec<Used>) =
+            all.into_iter().partition(|u| exists(&u.data));
+        match choose(&present, graph, &cwd, &engine_runs) {
             Ok(d) => return Ok(d),
-            Err(why) if !live.is_empty() => return Err(Failure::input(why)),
+            Err(why) if !present.is_empty() => return Err(Failure::input(why)),
             Err(_) => {}
         }
         match gone.last() {
@@ -287,28 +364,47 @@ mod tests {
         }
     }
 
+    /// `choose`, one row per case: (recorded, graph named, data
+    /// directories whose engine runs) -> the one, or words of the refusal.
+    /// The rule: the only one recorded; else the only one holding the
+    /// graph; else, among the holders (all, with no graph named), the
+    /// only one whose engine runs (issue #43 item 2).
     #[test]
     fn choose_table() {
         let here = Path::new("/repo");
         let etl = used("/repo/examples/etl/.weir", &["etl"]);
         let fan = used("/repo/examples/fanout/.weir", &["fanout"]);
+        let etl2 = used("/tmp/other", &["etl"]);
         let both = [etl.clone(), fan.clone()];
-        // (used, graph) -> the one, or words of the refusal
-        type Case<'a> = (&'a [Used], Option<&'a str>, Result<&'a str, &'a [&'a str]>);
+        let twice = [etl.clone(), etl2.clone(), fan.clone()];
+        type Case<'a> = (
+            &'a [Used],
+            Option<&'a str>,
+            &'a [&'a str],
+            Result<&'a str, &'a [&'a str]>,
+        );
         let cases: &[Case] = &[
-            (&[], None, Err(&["none recorded"])),
+            (&[], None, &[], Err(&["none recorded"])),
             (
                 std::slice::from_ref(&etl),
                 Some("fanout"),
+                &[],
                 Ok("/repo/examples/etl/.weir"),
             ),
-            (&both, Some("etl"), Ok("/repo/examples/etl/.weir")),
-            (&both, Some("fanout"), Ok("/repo/examples/fanout/.weir")),
+            (&both, Some("etl"), &[], Ok("/repo/examples/etl/.weir")),
+            (
+                &both,
+                Some("fanout"),
+                &[],
+                Ok("/repo/examples/fanout/.weir"),
+            ),
             (
                 &both,
                 None,
+                &[],
                 Err(&[
                     "2 data directories were used from /repo",
+                    "no engine runs on any of them",
                     "(graphs etl)",
                     "(graphs fanout)",
                     "--data",
@@ -317,11 +413,63 @@ mod tests {
             (
                 &both,
                 Some("orders"),
+                &[],
                 Err(&["graph \"orders\" is in none", "--data"]),
             ),
+            // The same graph in two: refused while no engine runs, or
+            // both run; the one whose engine runs otherwise.
+            (
+                &twice,
+                Some("etl"),
+                &[],
+                Err(&[
+                    "graph \"etl\" is in 2 of the data directories",
+                    "no engine runs on any of them",
+                    "--data",
+                ]),
+            ),
+            (&twice, Some("etl"), &["/tmp/other"], Ok("/tmp/other")),
+            (
+                &twice,
+                Some("etl"),
+                &["/repo/examples/etl/.weir"],
+                Ok("/repo/examples/etl/.weir"),
+            ),
+            // An engine on a data directory without the graph does not
+            // count.
+            (
+                &twice,
+                Some("etl"),
+                &["/repo/examples/fanout/.weir"],
+                Err(&["is in 2 of the data directories", "no engine runs"]),
+            ),
+            (
+                &twice,
+                Some("etl"),
+                &["/tmp/other", "/repo/examples/etl/.weir"],
+                Err(&[
+                    "engines run on 2 of them",
+                    "/tmp/other (graphs etl) (its engine runs)",
+                    "--data",
+                ]),
+            ),
+            // No graph named: the only engine running.
+            (
+                &twice,
+                None,
+                &["/repo/examples/fanout/.weir"],
+                Ok("/repo/examples/fanout/.weir"),
+            ),
+            (
+                &twice,
+                None,
+                &["/repo/examples/fanout/.weir", "/tmp/other"],
+                Err(&["3 data directories were used", "engines run on 2 of them"]),
+            ),
         ];
-        for (i, (u, g, want)) in cases.iter().enumerate() {
-            let got = choose(u, *g, here);
+        for (i, (u, g, running, want)) in cases.iter().enumerate() {
+            let live = |p: &Path| running.iter().any(|r| Path::new(r) == p);
+            let got = choose(u, *g, here, &live);
             match (want, &got) {
                 (Ok(w), Ok(d)) => assert_eq!(d, Path::new(w), "#{i}"),
                 (Err(words), Err(m)) => {
@@ -331,6 +479,17 @@ mod tests {
                 }
                 _ => panic!("#{i}: got {got:?}, want {want:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn shell_words() {
+        for (path, want) in [
+            ("/tmp/weir-m1/.weir", "/tmp/weir-m1/.weir"),
+            ("/home/a b/.weir", "'/home/a b/.weir'"),
+            ("/x/it's", "'/x/it'\\''s'"),
+        ] {
+            assert_eq!(shell_word(Path::new(path)), want, "{path}");
         }
     }
 }

@@ -12,6 +12,7 @@ mod access;
 mod artifacts;
 mod backup;
 mod client;
+mod connect_failure;
 mod control;
 mod datadir;
 mod failure;
@@ -24,6 +25,7 @@ mod replicated;
 mod run;
 mod serve;
 mod show;
+mod trace;
 mod table;
 mod validate;
 mod workers;
@@ -67,6 +69,9 @@ enum Command {
     Logs(show::LogsArgs),
     /// A run's artifacts (node, rerun, name, size, hash); `get` fetches one, checking its hash.
     Artifacts(artifacts::ArtifactsArgs),
+    /// A settled run's span tree (the spans the OTLP exporter sends), with
+    /// no collector.
+    Trace(trace::TraceArgs),
     /// Starts the runs of partitions.
     Start(control::StartArgs),
     /// Backfills a range of windows, paced by max_active_runs.
@@ -192,6 +197,7 @@ pub fn main() -> ExitCode {
         Command::Runs(a) => show::runs(a),
         Command::Logs(a) => show::logs_cmd(a),
         Command::Artifacts(a) => artifacts::run(a),
+        Command::Trace(a) => trace::run(a),
         Command::Start(a) => control::start(a),
         Command::Backfill(a) => control::backfill(a),
         Command::Rerun(a) => control::rerun(a),

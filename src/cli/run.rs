@@ -49,9 +49,10 @@ pub struct RunArgs {
     /// Start the run of this partition (repeatable), e.g. 2026-11-29.
     #[arg(long = "partition")]
     pub partitions: Vec<String>,
-    /// Start the runs of every partition in a range, e.g. 2026-11-01..2026-11-07.
-    #[arg(long)]
-    pub backfill: Option<String>,
+    /// Start the runs of every partition in a range, e.g.
+    /// 2026-11-01..2026-11-07 (repeatable: each range is its own backfill).
+    #[arg(long = "backfill", value_name = "RANGE")]
+    pub backfills: Vec<String>,
     /// Exit when every run started has settled.
     #[arg(long)]
     pub until_idle: bool,
@@ -83,6 +84,10 @@ pub struct RunArgs {
     /// Where artifacts are kept.
     #[command(flatten)]
     pub artifacts: crate::artifacts::options::ArtifactArgs,
+    /// More log lines: -v each state change, -vv debug (RUST_LOG
+    /// overrides).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 /// Sets up logging to stderr at `default_level` (RUST_LOG overrides),
@@ -105,7 +110,16 @@ fn init_logging(format: LogFormat, default_level: &str) {
 /// Runs the command.
 pub fn run(args: RunArgs) -> Result<u8, Failure> {
     let progress = std::io::stderr().is_terminal() && args.log_format == LogFormat::Plain;
-    init_logging(args.log_format, if progress { "warn" } else { "info" });
+    // Quiet by default (warnings and errors); -v is each state change,
+    // -vv debug; RUST_LOG overrides.
+    init_logging(
+        args.log_format,
+        match args.verbose {
+            0 => "warn",
+            1 => "info",
+            _ => "debug,sled=info,hyper=info,reqwest=info",
+        },
+    );
     let durability: Durability = args.durability.parse().map_err(Failure::input)?;
     super::host::listen_addr(
         &args.listen,
@@ -124,12 +138,14 @@ pub fn run(args: RunArgs) -> Result<u8, Failure> {
     rt.block_on(run_async(args, defs, durability, requested, progress))
 }
 
-/// What to start in one graph: explicit partitions, and a backfill (its
-/// range and windows) that the graph's trigger paces by max_active_runs.
+/// What to start in one graph: explicit partitions, and backfills (each a
+/// range and its windows) that the graph's trigger paces by
+/// max_active_runs.
 #[derive(Debug, Default)]
 struct Requested {
     partitions: Vec<Partition>,
-    backfill: Option<(PartitionRange, Vec<Partition>)>,
+    /// Each `--backfill` of the graph's partitioning, in the order given.
+    backfills: Vec<(PartitionRange, Vec<Partition>)>,
 }
 
 /// The partitions to start, per graph.
@@ -142,7 +158,7 @@ fn requested_partitions(
         let g = &loaded.graph;
         let d = g.def();
         let mut ps = Vec::new();
-        let mut backfill = None;
+        let mut backfills = Vec::new();
         for p in &args.partitions {
             let part: Partition = p
                 .parse()
@@ -154,7 +170,7 @@ fn requested_partitions(
                 ps.push(part);
             }
         }
-        if let Some(range) = &args.backfill {
+        for range in &args.backfills {
             let r: PartitionRange = range
                 .parse()
                 .map_err(|e| Failure::input(format!("--backfill {range:?}: {e}")))?;
@@ -166,29 +182,29 @@ fn requested_partitions(
                         d.zone(),
                     )
                     .map_err(|e| Failure::input(format!("--backfill {range:?}: {e}")))?;
-                backfill = Some((r, windows));
+                backfills.push((r, windows));
             }
         }
         if ps.is_empty()
-            && backfill.is_none()
+            && backfills.is_empty()
             && args.partitions.is_empty()
-            && args.backfill.is_none()
+            && args.backfills.is_empty()
             && d.partitioning == Partitioning::None
             && d.cron.is_none()
         {
             ps.push(Partition::NONE);
         }
-        if !ps.is_empty() || backfill.is_some() {
+        if !ps.is_empty() || !backfills.is_empty() {
             out.insert(
                 g.name().to_string(),
                 Requested {
                     partitions: ps,
-                    backfill,
+                    backfills,
                 },
             );
         }
     }
-    if (!args.partitions.is_empty() || args.backfill.is_some()) && out.is_empty() {
+    if (!args.partitions.is_empty() || !args.backfills.is_empty()) && out.is_empty() {
         return Err(Failure::input(
             "no graph has the partitioning of the requested partitions (e.g. a daily graph takes 2026-11-29)",
         ));
@@ -240,10 +256,21 @@ async fn run_async(
         artifacts,
     )
     .await?;
+    // The commands named work as typed, or say the `--data` they need:
+    // one that names a graph of this run and would read another data
+    // directory (another that ran the graph, whose engine runs too).
+    let needs_data = graphs
+        .iter()
+        .any(|g| !data_arg(&data, args.data.as_deref(), Some(g)).is_empty());
     eprintln!(
-        "weir: data in {}; UI and API at {}/ (`weir status`, `weir logs` and the other commands work while this runs)",
+        "weir: data in {}; UI and API at {}/ (`weir status`, `weir logs` and the other commands work while this runs{})",
         data.display(),
-        server.url()
+        server.url(),
+        if needs_data {
+            format!(", given --data {}", super::datadir::shell_word(&data))
+        } else {
+            String::new()
+        }
     );
 
     let mut watched: Vec<(String, Partition)> = Vec::new();
@@ -260,7 +287,7 @@ async fn run_async(
                 watched.push((graph.clone(), p.clone()));
             }
         }
-        if let Some((range, windows)) = &req.backfill {
+        for (range, windows) in &req.backfills {
             engine
                 .backfill(graph, range.clone(), BackfillOrder::Oldest)
                 .await
@@ -805,16 +832,7 @@ fn print_where(
     explicit: Option<&std::path::Path>,
 ) {
     let paths = crate::logs::LogPaths::new(data);
-    // `--data DIR` in the commands shown, unless a client run from here
-    // finds this data directory by itself.
-    let found = super::datadir::for_client(None)
-        .ok()
-        .and_then(|d| d.canonicalize().ok());
-    let data_arg = if explicit.is_none() && found.is_some() && found == data.canonicalize().ok() {
-        String::new()
-    } else {
-        format!(" --data {}", data.display())
-    };
+    let data_arg = |graph: Option<&str>| data_arg(data, explicit, graph);
     let latest_failed = |r: &RunRow| {
         let group = r
             .partition
@@ -876,15 +894,19 @@ fn print_where(
                 .and_then(|m| m.list.iter().find(|x| x.state == "failed"))
                 .map_or_else(String::new, |x| format!(" --member {}", x.index));
             out(&format!(
-                "    more: weir logs {} {} {}{member}{data_arg}",
-                r.graph, r.partition, n.node
+                "    more: weir logs {} {} {}{member}{}",
+                r.graph,
+                r.partition,
+                n.node,
+                data_arg(Some(&r.graph))
             ));
         }
     }
     if shown_failures > FAILURES_SHOWN_MAX {
         out(&format!(
-            "  … and {} more failed node(s): weir runs --state failed{data_arg}",
-            shown_failures - FAILURES_SHOWN_MAX
+            "  … and {} more failed node(s): weir runs --state failed{}",
+            shown_failures - FAILURES_SHOWN_MAX,
+            data_arg(None)
         ));
     }
     out("");
@@ -899,8 +921,12 @@ fn print_where(
         }
         if let Some(sink) = last_node(view) {
             out(&format!(
-                "results of {} {}: weir logs {} {} {sink}{data_arg}",
-                r.graph, r.partition, r.graph, r.partition
+                "results of {} {}: weir logs {} {} {sink}{}",
+                r.graph,
+                r.partition,
+                r.graph,
+                r.partition,
+                data_arg(Some(&r.graph))
             ));
         }
     }
@@ -908,10 +934,28 @@ fn print_where(
     for r in &s.rows {
         if graphs.insert(r.graph.clone()) {
             out(&format!(
-                "see more: weir status {} {}{data_arg}",
-                r.graph, r.partition
+                "see more: weir status {} {}{}",
+                r.graph,
+                r.partition,
+                data_arg(Some(&r.graph))
             ));
         }
+    }
+}
+
+/// ` --data DIR` for a command this run prints that names `graph` (or
+/// none), unless the same command typed in this folder without it reads
+/// `data` (the hints must work as printed: another data directory that
+/// ran the same graph, or one whose engine runs, would take it there).
+fn data_arg(
+    data: &std::path::Path,
+    explicit: Option<&std::path::Path>,
+    graph: Option<&str>,
+) -> String {
+    if explicit.is_none() && super::datadir::client_finds(graph, data) {
+        String::new()
+    } else {
+        format!(" --data {}", super::datadir::shell_word(data))
     }
 }
 

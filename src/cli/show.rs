@@ -749,7 +749,11 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
                 if a.follow {
                     q.push(("follow", "true".into()));
                     let resp = c.stream(&segs, &q).await?;
-                    follow_sse(resp, a.conn.json).await
+                    let printed = follow_sse(resp, a.conn.json).await?;
+                    if printed == 0 {
+                        say_nothing_printed(&a, a.attempt, true);
+                    }
+                    Ok(0)
                 } else {
                     let mut from = 0u64;
                     loop {
@@ -760,6 +764,9 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
                             print_line(l, a.conn.json);
                         }
                         if chunk.lines.is_empty() || chunk.next_line == from {
+                            if from == 0 {
+                                say_nothing_printed(&a, a.attempt, chunk.finished);
+                            }
                             return Ok(0);
                         }
                         from = chunk.next_line;
@@ -829,6 +836,9 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
                         print_line(l, a.conn.json);
                     }
                     if chunk.lines.is_empty() || chunk.next_line == from {
+                        if from == 0 {
+                            say_nothing_printed(&a, Some(attempt), chunk.finished);
+                        }
                         return Ok(0);
                     }
                     from = chunk.next_line;
@@ -838,8 +848,34 @@ pub fn logs_cmd(a: LogsArgs) -> Result<u8, Failure> {
     })?
 }
 
-/// Prints a log follow's `line` events until `end`.
-async fn follow_sse(resp: reqwest::Response, json: bool) -> Result<u8, Failure> {
+/// Says, on stderr, that the attempt asked for printed no line, rather
+/// than printing nothing (which reads as a broken command). `attempt` is
+/// the one asked for or read (`None`: the engine's newest); `finished`
+/// whether it has ended (else more may come).
+fn say_nothing_printed(a: &LogsArgs, attempt: Option<u32>, finished: bool) {
+    let which = attempt.map_or_else(
+        || "its newest attempt".to_string(),
+        |n| format!("attempt {n}"),
+    );
+    let member = a
+        .member
+        .map_or_else(String::new, |m| format!(" member {m}"));
+    if finished {
+        eprintln!(
+            "weir: {} {} {}{member}: {which} printed nothing (no line on stdout or stderr)",
+            a.graph, a.partition, a.node
+        );
+    } else {
+        eprintln!(
+            "weir: {} {} {}{member}: {which} has printed nothing yet (it is still running; --follow waits for its lines)",
+            a.graph, a.partition, a.node
+        );
+    }
+}
+
+/// Prints a log follow's `line` events until `end`; how many it printed.
+async fn follow_sse(resp: reqwest::Response, json: bool) -> Result<u64, Failure> {
+    let mut printed = 0u64;
     let mut bytes = resp.bytes_stream();
     let mut buf = String::new();
     let mut event = String::new();
@@ -855,10 +891,11 @@ async fn follow_sse(resp: reqwest::Response, json: bool) -> Result<u8, Failure> 
                     "line" => {
                         if let Ok(l) = serde_json::from_str::<LogLine>(&data) {
                             print_line(&l, json);
+                            printed += 1;
                         }
                     }
                     "error" => return Err(Failure::store(data.clone())),
-                    "end" => return Ok(0),
+                    "end" => return Ok(printed),
                     _ => {}
                 }
                 event.clear();
@@ -873,7 +910,7 @@ async fn follow_sse(resp: reqwest::Response, json: bool) -> Result<u8, Failure> 
             }
         }
     }
-    Ok(0)
+    Ok(printed)
 }
 
 /// `weir assets`.

@@ -81,10 +81,15 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
         if d.keyed.is_some() {
             line.push_str(", keyed");
         }
-        let timeout = d
+        // The settings that change when a run may start, end or be late,
+        // where they are set: what the file says, read back.
+        let mut timeout = d
             .run_timeout_ms
             .map(|ms| format!(", run_timeout {}", weir_core::duration::human_ms(ms)))
             .unwrap_or_default();
+        if let Some(ms) = d.sla_ms {
+            timeout.push_str(&format!(", sla {}", weir_core::duration::human_ms(ms)));
+        }
         out(&format!(
             "{line}, max_active_runs {}, retention {}{timeout}",
             d.max_active_runs,
@@ -101,7 +106,11 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
             let params: Vec<String> = d.params.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
             out(&format!("  params {}", params.join(", ")));
         }
-        for (field, spec) in [("on_failure", &d.on_failure), ("on_success", &d.on_success)] {
+        for (field, spec) in [
+            ("on_failure", &d.on_failure),
+            ("on_success", &d.on_success),
+            ("on_sla_miss", &d.on_sla_miss),
+        ] {
             if let Some(argv) = spec.as_ref().and_then(|s| s.config.get("argv")) {
                 out(&format!("  {field} {argv}"));
             }
@@ -130,6 +139,15 @@ pub fn run(path: &Path) -> Result<u8, Failure> {
                     s.timeout_ms,
                     format!("{:?}", s.on_timeout).to_lowercase()
                 ));
+            }
+            if n.depends_on_past {
+                priority.push_str(" depends_on_past");
+            }
+            if n.wait_for_downstream {
+                priority.push_str(" wait_for_downstream");
+            }
+            if let Some(ms) = n.sla_ms {
+                priority.push_str(&format!(" sla {}", weir_core::duration::human_ms(ms)));
             }
             if !n.produces.is_empty() {
                 let assets: Vec<&str> = n.produces.iter().map(|a| a.as_str()).collect();

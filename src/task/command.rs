@@ -524,7 +524,9 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
             // The first line only: the queue's line about the attempt
             // carries the whole error, its output tails included, once.
             let e = e.to_string();
-            tracing::warn!(run_id = %ctx.key, attempt = ctx.attempt, error = %e.lines().next().unwrap_or(""), "command failed")
+            // Info, not a warning: a failed attempt is expected (the
+            // retry policy follows); the queue warns when tries are spent.
+            tracing::info!(run_id = %ctx.key, attempt = ctx.attempt, error = %e.lines().next().unwrap_or(""), "command failed")
         }
     }
     let _ = tokio::fs::remove_dir_all(&dir).await;

@@ -29,6 +29,37 @@ use crate::Engine;
 
 /// The environment variable naming the collector (OpenTelemetry's own).
 pub const ENV_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// The environment variables choosing OTLP's transport (OpenTelemetry's
+/// own): weir speaks OTLP over HTTP with protobuf only.
+pub const ENV_OTLP_PROTOCOLS: [&str; 2] = [
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+];
+
+/// Refuses a transport weir does not speak, naming the variable that
+/// asked for it (`grpc` would otherwise send HTTP to a gRPC port and fail
+/// every export with a network error).
+pub fn check_protocol(
+    endpoint: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(), ExportError> {
+    for name in ENV_OTLP_PROTOCOLS {
+        match env(name).as_deref().map(str::trim) {
+            None | Some("") | Some("http/protobuf") => {}
+            Some(other) => {
+                return Err(ExportError {
+                    endpoint: endpoint.to_string(),
+                    reason: format!(
+                        "{name}={other:?}: weir exports OTLP over HTTP with protobuf only; unset it \
+                         (or set http/protobuf) and give the collector's HTTP endpoint (port 4318 by default)"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs whose sent node instances are remembered, at most.
 pub const RUNS_REMEMBERED_MAX: usize = 10_000;
 /// One export waits this long for the collector at most.
@@ -66,6 +97,7 @@ pub fn spawn(
     endpoint: &str,
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<tokio::task::JoinHandle<()>, ExportError> {
+    check_protocol(endpoint, |n| std::env::var(n).ok())?;
     let url = traces_url(endpoint)?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -190,9 +222,22 @@ fn plan_run(
     partition: &str,
     sent: &BTreeSet<String>,
 ) -> Result<Vec<SpanPlan>, String> {
+    run_spans(engine.store(), data_dir, graph, partition, sent)
+}
+
+/// The spans of the run of `graph` for `partition`, read from `store` and
+/// the attempt records under `data_dir` (empty when there is no such
+/// settled run): what the exporter sends and `weir trace` prints.
+pub fn run_spans(
+    store: &weir_actors::store::Store,
+    data_dir: &std::path::Path,
+    graph: &str,
+    partition: &str,
+    sent: &BTreeSet<String>,
+) -> Result<Vec<SpanPlan>, String> {
     let p: weir_core::partition::Partition = partition.parse().map_err(|e| format!("{e}"))?;
     let Some(run) =
-        crate::serve::views::run_detail(engine.store(), graph, &p, 0).map_err(|e| e.to_string())?
+        crate::serve::views::run_detail(store, graph, &p, 0).map_err(|e| e.to_string())?
     else {
         return Ok(Vec::new());
     };
@@ -247,5 +292,34 @@ fn span_data(p: SpanPlan) -> SpanData {
         instrumentation_scope: InstrumentationScope::builder("weir")
             .with_version(env!("CARGO_PKG_VERSION"))
             .build(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_otlp_over_http_is_taken() {
+        let env = |v: Option<&'static str>| {
+            move |n: &str| {
+                (n == "OTEL_EXPORTER_OTLP_PROTOCOL")
+                    .then(|| v.map(str::to_string))
+                    .flatten()
+            }
+        };
+        assert!(check_protocol("http://c:4318", env(None)).is_ok());
+        assert!(check_protocol("http://c:4318", env(Some("http/protobuf"))).is_ok());
+        let e = check_protocol("http://c:4317", env(Some("grpc")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("OTEL_EXPORTER_OTLP_PROTOCOL=\"grpc\"") && e.contains("4318"),
+            "{e}"
+        );
+        let e = check_protocol("http://c:4318", env(Some("http/json")))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("http/json"), "{e}");
     }
 }

@@ -179,7 +179,9 @@ impl QueueActorState {
                 let _ = self.step(op);
                 self.started.remove(&id);
                 // The event numbers attempts that ran, not hand-outs.
-                tracing::info!(key = %job.key, id, attempt = attempts, due_ms, error = %error, "attempt failed; ticket requeued");
+                // Debug formatting keeps a multi-line error (its output
+                // tails) on one log line.
+                tracing::info!(key = %job.key, id, attempt = attempts, due_ms, error = ?error, "attempt failed; ticket requeued");
                 self.open.effects.push(Effect::Event(EngineEvent::Retrying {
                     key: job.key.clone(),
                     id,
