@@ -6,16 +6,19 @@
 //! `failure_rate` over the last `window_calls` outcomes once `min_calls`
 //! were seen; *open* denies everything for `cooldown_ms`; the first admit
 //! after the cooldown moves it to *half-open* (on demand, not on a timer),
-//! which admits `probes` calls. The probes are a window, as resilience4j's
-//! half-open calls are: it reopens when every probe has reported and at
-//! least `probe_failures_max` of them failed (resilience4j decides on the
-//! whole window, never on its first failures), and it closes as soon as the
-//! probes still out could no longer bring the failures to
-//! `probe_failures_max` (failsafe's early close), at the latest when the
-//! last probe reported with fewer failures. With one probe (the default)
-//! that probe decides; `ceil(rate × probes)` gives resilience4j's
-//! failure-rate threshold over the half-open calls. A half-open breaker
-//! whose probes are all out denies until they report.
+//! which admits `probes` calls. The probes are a window that is decided as
+//! soon as its outcome is certain (failsafe's half-open thresholds): it
+//! reopens at the `probe_failures_max`-th failed probe, since the window
+//! can then no longer close (with 3 probes and `probe_failures_max = 1`,
+//! that is 3 successes needed of 3, the first failure reopens it), and it
+//! closes as soon as the probes still out could no longer bring the
+//! failures to `probe_failures_max` (with 4 probes and 2 failures to
+//! reopen, 3 successes close it). With one probe (the default) that probe
+//! decides; `ceil(rate × probes)` gives resilience4j's failure-rate
+//! threshold over the half-open calls. A half-open breaker whose probes
+//! are all out denies until they report. Probes still out when the window
+//! was decided report into the state it moved to: ignored while open,
+//! counted as ordinary outcomes once closed.
 //! Outcomes that arrive while open are ignored (they belong to calls
 //! admitted before it opened).
 //!
@@ -46,9 +49,11 @@ pub struct BreakerSettings {
     pub cooldown_ms: u64,
     /// Calls admitted while half-open.
     pub probes: u32,
-    /// Failed probes that reopen it (1..=probes), decided once all probes
-    /// reported; it closes as soon as the probes left cannot reach it. Left out of the encoding at its default (1), so
-    /// definitions written before it keep their hash.
+    /// Failed probes that reopen it (1..=probes): it reopens at the one
+    /// that reaches this count, without waiting for the probes still out,
+    /// and closes as soon as the probes left cannot reach it. Left out of
+    /// the encoding at its default (1), so definitions written before it
+    /// keep their hash.
     #[serde(skip_serializing_if = "is_one")]
     pub probe_failures_max: u32,
     /// How long a call denied while half-open (all probes out) waits.
@@ -322,14 +327,15 @@ impl Breaker {
                 } else {
                     *succeeded += 1;
                 }
-                // The window reopens only once every probe reported
-                // (resilience4j decides on the whole window), and closes as
-                // soon as the probes still out could not bring the failures
-                // to the threshold (failsafe's early close).
+                // Decided as soon as the outcome is certain, both ways
+                // (failsafe's half-open thresholds): failures only grow, so
+                // at `reopen_at` failures the window can no longer close;
+                // when the probes still out could not bring the failures to
+                // `reopen_at`, it can no longer reopen.
                 let reopen_at = s.probe_failures_max.max(1);
                 let reported = *succeeded + *failures;
                 let out = s.probes.saturating_sub(reported);
-                if reported >= s.probes && *failures >= reopen_at {
+                if *failures >= reopen_at {
                     self.open(now_ms);
                     Some(Transition::Reopened)
                 } else if failures.saturating_add(out) < reopen_at {
@@ -473,13 +479,14 @@ mod tests {
         );
     }
 
-    /// The half-open probes are a window. The traces are resilience4j's
-    /// (`permittedNumberOfCallsInHalfOpenState = 4`, `failureRateThreshold
-    /// = 50`: 2 failed calls of 4 reopen it, decided only once all 4
-    /// reported) and failsafe's early close (`withFailureThreshold(2, 4)`
-    /// in half-open: it closes as soon as the calls left cannot make 2
-    /// failures). Each row: the outcomes of the 4 probes in order, and the
-    /// transition after each.
+    /// The half-open probes are a window decided as soon as its outcome is
+    /// certain, both ways. The rows follow failsafe's half-open thresholds
+    /// (`withFailureThreshold(2, 4)`: 2 failures of 4 calls reopen it, at
+    /// the second failure, since the window can then no longer close; it
+    /// closes as soon as the calls left cannot make 2 failures). Where a
+    /// row ends, the window was decided: the probes still out report into
+    /// the new state. Each row: the outcomes of the 4 probes in order
+    /// (true = failed), and the transition after each.
     #[test]
     fn half_open_decides_on_the_window() {
         use Transition::{Closed, Reopened};
@@ -491,37 +498,28 @@ mod tests {
             probe_wait_ms: 10,
             ..BreakerSettings::default()
         };
-        // (outcomes: true = failed, transition after each)
         let table: &[(&[bool], &[Option<Transition>])] = &[
-            // resilience4j: 3 of 4 failed (75% ≥ 50%) → open, at the 4th.
-            (
-                &[true, true, true, false],
-                &[None, None, None, Some(Reopened)],
-            ),
-            // 2 failures first: still decided only when the window is full.
-            (
-                &[true, true, false, false],
-                &[None, None, None, Some(Reopened)],
-            ),
-            // resilience4j: 1 of 4 failed (25%) → closed; the 4th decides.
-            (
-                &[true, false, false, false],
-                &[None, None, None, Some(Closed)],
-            ),
-            // failsafe's early close: after 3 successes the one probe left
-            // cannot make 2 failures.
-            (&[false, false, false], &[None, None, Some(Closed)]),
-            (
-                &[false, true, false, false],
-                &[None, None, None, Some(Closed)],
-            ),
-            // 2 of 4 failed (50% ≥ 50%) → open.
+            // Two failures first: the window cannot close any more.
+            (&[true, true], &[None, Some(Reopened)]),
+            (&[true, false, true], &[None, None, Some(Reopened)]),
             (
                 &[false, true, false, true],
                 &[None, None, None, Some(Reopened)],
             ),
+            // One failure of 4: the 4th decides (failsafe and resilience4j agree).
+            (
+                &[true, false, false, false],
+                &[None, None, None, Some(Closed)],
+            ),
+            (
+                &[false, true, false, false],
+                &[None, None, None, Some(Closed)],
+            ),
+            // After 3 successes the one probe left cannot make 2 failures.
+            (&[false, false, false], &[None, None, Some(Closed)]),
         ];
         for (row, (outcomes, want)) in table.iter().enumerate() {
+            assert_eq!(outcomes.len(), want.len(), "row {row}: malformed");
             let mut b = Breaker::new(s.clone());
             assert_eq!(b.record(0, true), Some(Transition::Opened));
             for _ in 0..4 {
@@ -540,6 +538,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// failsafe's rule as the issue states it (#43 item 15): 3 probes that
+    /// need 3 successes (`probe_failures_max = 1`) reopen at the first
+    /// failure, with the two other probes still out; their late outcomes
+    /// are ignored while open, and the cooldown starts at the failure.
+    #[test]
+    fn the_first_failure_of_three_probes_needing_three_successes_reopens() {
+        let s = BreakerSettings {
+            failures_max: 1,
+            cooldown_ms: 100,
+            probes: 3,
+            probe_failures_max: 1,
+            probe_wait_ms: 10,
+            ..BreakerSettings::default()
+        };
+        run(
+            s,
+            &[
+                Fail(0, Some(Transition::Opened)),
+                at(100, super::Admit::Probe),
+                at(100, super::Admit::Probe),
+                at(100, super::Admit::Probe),
+                Fail(101, Some(Transition::Reopened)),
+                at(102, super::Admit::Denied { until_ms: 201 }),
+                Ok(103, None), // a probe still out: ignored while open
+                Ok(104, None),
+                at(200, super::Admit::Denied { until_ms: 201 }),
+                at(201, super::Admit::Probe),
+            ],
+        );
     }
 
     /// After the window decided, the breaker behaves as its new state: a
@@ -576,18 +605,16 @@ mod tests {
                 at(100, super::Admit::Probe),
                 at(100, super::Admit::Probe),
                 Fail(101, None),
-                Fail(102, None),
-                Ok(103, None),
-                Ok(104, Some(Transition::Reopened)), // full: 2 of 4 failed
-                Ok(105, None),                       // a late outcome, ignored while open
-                at(106, super::Admit::Denied { until_ms: 204 }),
+                Fail(102, Some(Transition::Reopened)), // 2 failed: it can no longer close
+                Ok(103, None),                         // late outcomes, ignored while open
+                Ok(104, None),
+                at(106, super::Admit::Denied { until_ms: 202 }),
             ],
         );
     }
 
-    /// With the default `probe_failures_max = 1` and several probes, a
-    /// failed probe reopens it once every probe reported (resilience4j's
-    /// window), and any success left closes nothing early.
+    /// With the default `probe_failures_max = 1` and several probes, the
+    /// first failed probe reopens it, whatever the probes still out do.
     #[test]
     fn one_failure_of_the_window_reopens_by_default() {
         let s = BreakerSettings {
@@ -606,10 +633,71 @@ mod tests {
                 at(10, super::Admit::Probe),
                 at(10, super::Admit::Probe),
                 Ok(11, None),
-                Fail(12, None),
-                Ok(13, Some(Transition::Reopened)),
+                Fail(12, Some(Transition::Reopened)),
+                Ok(13, None),
             ],
         );
+    }
+
+    proptest::proptest! {
+        /// For any window (`probes`, `probe_failures_max`) and any order of
+        /// probe outcomes: the window is decided exactly at the first probe
+        /// after which its verdict is certain (failures reached the
+        /// threshold, or the probes left cannot reach it), and the verdict
+        /// is the one the whole window would give (reopen iff at least
+        /// `probe_failures_max` of all `probes` failed) — deciding early
+        /// never changes the answer, only when it comes.
+        #[test]
+        fn half_open_decides_at_the_first_certain_probe(
+            probes in 1u32..=8,
+            threshold_pick in 0u32..8,
+            outcomes in proptest::collection::vec(proptest::bool::ANY, 8),
+        ) {
+            let probe_failures_max = 1 + threshold_pick % probes;
+            let outcomes = &outcomes[..probes as usize];
+            let s = BreakerSettings {
+                failures_max: 1,
+                cooldown_ms: 100,
+                probes,
+                probe_failures_max,
+                ..BreakerSettings::default()
+            };
+            let mut b = Breaker::new(s);
+            proptest::prop_assert_eq!(b.record(0, true), Some(Transition::Opened));
+            for _ in 0..probes {
+                proptest::prop_assert_eq!(b.admit(100).0, Admit::Probe);
+            }
+            let failed_total = outcomes.iter().filter(|&&f| f).count() as u32;
+            let verdict = if failed_total >= probe_failures_max {
+                Transition::Reopened
+            } else {
+                Transition::Closed
+            };
+            let mut failed = 0u32;
+            let mut decided = None;
+            for (i, &f) in outcomes.iter().enumerate() {
+                failed += u32::from(f);
+                let left = probes - (i as u32 + 1);
+                let certain = failed >= probe_failures_max || failed + left < probe_failures_max;
+                let got = b.record(101 + i as u64, f);
+                if decided.is_some() {
+                    // Decided earlier: a late probe never moves it again
+                    // (ignored while open; counted while closed, where one
+                    // failure would open it, so only successes are checked).
+                    if verdict == Transition::Reopened || !f {
+                        proptest::prop_assert_eq!(got, None, "probe {} after the decision", i);
+                    }
+                    continue;
+                }
+                if certain {
+                    proptest::prop_assert_eq!(got, Some(verdict), "probe {}: {:?}", i, outcomes);
+                    decided = Some(i);
+                } else {
+                    proptest::prop_assert_eq!(got, None, "probe {}: {:?}", i, outcomes);
+                }
+            }
+            proptest::prop_assert!(decided.is_some(), "the last probe decides at the latest");
+        }
     }
 
     /// A half-open record written before probes were a window (no

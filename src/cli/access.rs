@@ -202,6 +202,11 @@ pub fn audit(a: AuditArgs) -> Result<u8, Failure> {
             (Some(st), _) => format!("{} {st}", s(r, "outcome")),
             (None, _) => s(r, "outcome"),
         };
+        // Refusals of this caller left out over its budget, before this one.
+        let outcome = match r.get("refusals_dropped").and_then(Value::as_u64) {
+            Some(n) if n > 0 => format!("{outcome} ({n} more refused before, not logged)"),
+            _ => outcome,
+        };
         t.add_row(vec![
             table::time(r.get("at_ms").and_then(Value::as_u64)),
             format!("{} ({})", s(r, "who"), s(r, "role")),

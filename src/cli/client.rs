@@ -21,8 +21,9 @@ use crate::serve::error::ErrorBody;
 pub const ENV_ENGINE: &str = "WEIR_ENGINE";
 /// The environment variable holding the token.
 pub const ENV_TOKEN: &str = "WEIR_TOKEN";
-/// The environment variable naming a CA certificate file (PEM) to trust.
-pub const ENV_CA: &str = "WEIR_CA";
+/// The environment variable naming a CA certificate file (PEM) to trust
+/// (defined beside the failures that name it).
+pub use super::connect_failure::ENV_CA;
 /// How long one request may take (log follows are not bounded).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -22,6 +22,9 @@ use tokio_rustls::rustls::CertificateError;
 
 use super::failure::Failure;
 
+/// The environment variable naming a CA certificate file (PEM) to trust.
+pub const ENV_CA: &str = "WEIR_CA";
+
 /// How deep the walk down an error chain goes, at most (reqwest's chains
 /// are four or five links; a cycle must not hang the client).
 const CHAIN_DEPTH_MAX: usize = 32;
@@ -174,7 +177,7 @@ impl CaFrom<'_> {
         match self {
             CaFrom::Nowhere => None,
             CaFrom::Flag(p) => Some(format!("--ca {}", p.display())),
-            CaFrom::Env(p) => Some(format!("${}={}", super::client::ENV_CA, p.display())),
+            CaFrom::Env(p) => Some(format!("${}={}", ENV_CA, p.display())),
         }
     }
 }
@@ -208,7 +211,7 @@ fn say(base: &reqwest::Url, ca: CaFrom<'_>, cause: &Cause, e: &dyn std::fmt::Dis
         Cause::UnknownIssuer => Failure::input(match ca.given() {
             None => format!(
                 "{cert} is signed by an unknown issuer (a private CA, or it signed itself): pass the CA's certificate with --ca FILE (or set ${}); a self-signed engine certificate will not do: make a CA and a certificate it signs ({RECIPE})",
-                super::client::ENV_CA
+                ENV_CA
             ),
             Some(given) => format!(
                 "{cert} is not signed by the CA in {given} (nor by a system root): pass the certificate of the CA that signed the engine's (not the engine's own certificate), or serve a certificate that CA signed ({RECIPE})"

@@ -59,8 +59,9 @@ pub struct ServeArgs {
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// Serve plain HTTP on a non-loopback --listen address (tokens then
-    /// cross the network in the clear).
-    #[arg(long)]
+    /// cross the network in the clear). Refused beside --tls-cert: the two
+    /// say opposite things.
+    #[arg(long, conflicts_with = "tls_cert")]
     pub insecure_http: bool,
     /// How long the audit log keeps an entry, e.g. 90d (the default) or 1y.
     #[arg(long, default_value = "90d")]

@@ -4,10 +4,20 @@
 //! with a message that names the field, the graph, the run or the node that
 //! is wrong. 400 for a bad field, 401 without a valid token, 403 for a browser
 //! action without its anti-CSRF token, 404 for an
-//! unknown thing, 409 for a conflict, 413 past a body limit, 503 while the
-//! engine is stopped; a handler never panics on input.
+//! unknown thing, 409 for a conflict, 413 past a body limit, 414 and 431 for
+//! a request head over its limits (hyper's own answers, given this body by
+//! `parse_errors`), 502 when a replicated member's front lost the leader
+//! mid-request, 503 while the engine is stopped; a handler never panics on
+//! input. An error answer something else made (an
+//! extractor's rejection, the UI's) gets the shape on its way out
+//! ([`in_one_shape`]). No message names an address internal to a member
+//! (its engine's loopback port): a client cannot reach it and should not
+//! learn it.
 
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -19,8 +29,9 @@ use crate::EngineError;
 pub struct ApiError {
     /// The HTTP status.
     pub status: StatusCode,
-    /// What kind: bad_request, unauthorized, not_found, conflict, too_large,
-    /// unavailable, internal.
+    /// What kind: bad_request, unauthorized, forbidden, not_found,
+    /// method_not_allowed, conflict, too_large, uri_too_long,
+    /// headers_too_large, internal, bad_gateway, unavailable.
     pub kind: &'static str,
     /// What is wrong, and where.
     pub message: String,
@@ -90,6 +101,23 @@ impl ApiError {
         ApiError {
             status: StatusCode::FORBIDDEN,
             kind: "forbidden",
+            message: message.into(),
+        }
+    }
+    /// 413: the body is over `limit_bytes`.
+    pub fn too_large(limit_bytes: usize) -> ApiError {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            kind: "too_large",
+            message: format!("the body is over {limit_bytes} bytes"),
+        }
+    }
+    /// 502: the request was passed on and its answer lost; it may have
+    /// taken effect.
+    pub fn bad_gateway(message: impl Into<String>) -> ApiError {
+        ApiError {
+            status: StatusCode::BAD_GATEWAY,
+            kind: "bad_gateway",
             message: message.into(),
         }
     }
@@ -163,3 +191,72 @@ impl IntoResponse for ApiError {
 
 /// A handler's result.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// The text of an error answer not in the one shape is read up to this
+/// many bytes to become its message.
+const ERROR_TEXT_BYTES_MAX: usize = 4 * 1024;
+
+/// The kind of an error status that something other than an [`ApiError`]
+/// answered with.
+fn kind_of(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "bad_request",
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        409 => "conflict",
+        413 => "too_large",
+        414 => "uri_too_long",
+        415 => "unsupported_media_type",
+        431 => "headers_too_large",
+        502 => "bad_gateway",
+        503 => "unavailable",
+        s if s >= 500 => "internal",
+        _ => "refused",
+    }
+}
+
+/// The router's outermost middleware: an error answer that is not in the
+/// one shape (an extractor's rejection that a route did not map, the UI's
+/// missing file) gets it, its text as the message, its status and other
+/// headers kept. An error is then the same to a client wherever it arose.
+pub async fn in_one_shape(req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let shaped = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || shaped {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, ERROR_TEXT_BYTES_MAX)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_ascii_lowercase()
+    } else {
+        text
+    };
+    let body = ErrorBody {
+        error: ErrorDetail {
+            status: status.as_u16(),
+            kind: kind_of(status).to_string(),
+            message,
+        },
+    };
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    Response::from_parts(parts, Body::from(bytes))
+}

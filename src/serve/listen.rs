@@ -2,9 +2,10 @@
 //!
 //! Under TLS, handshakes run in tasks of their own (a slow client cannot
 //! hold up the others), bounded by [`HANDSHAKE_TIMEOUT`]; a connection
-//! whose first bytes are a plain HTTP request gets a plain `400` saying to
-//! use `https://`, not a broken handshake. Each connection carries the
-//! client's address ([`ClientAddr`]) for the audit log.
+//! whose first bytes are a plain HTTP request gets a `400` (in the API's
+//! error shape) saying to use `https://`, not a broken handshake. Each
+//! connection carries the client's address ([`ClientAddr`]) for the audit
+//! log.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -115,9 +116,15 @@ async fn handshake(
 
 async fn refuse_plain(mut stream: TcpStream, peer: SocketAddr) {
     tracing::info!(%peer, "plain HTTP on the TLS port refused");
-    let body = "this engine serves HTTPS only: use https:// (and --ca FILE for a private CA)\n";
+    // The API's error shape, as every other refusal.
+    let body = serde_json::json!({"error": {
+        "status": 400,
+        "kind": "bad_request",
+        "message": "this engine serves HTTPS only: use https:// (and --ca FILE for a private CA)",
+    }})
+    .to_string();
     let answer = format!(
-        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {

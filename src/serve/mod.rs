@@ -9,13 +9,18 @@
 //! token, and the role its route names ([`access`]); every request that
 //! may change something is in the audit log. The listener binds loopback
 //! unless told otherwise; a non-loopback address needs a token file given
-//! on purpose, and TLS or `--insecure-http` ([`listen`]).
+//! on purpose, and TLS or `--insecure-http` ([`listen`]). Connections are
+//! served with a header-read timeout and limits on a request's head
+//! ([`connections`]); a replicated member's front states the real client
+//! of a request it passes on, which only it can ([`client`]).
 //!
 //! `weir serve` and `weir run` start it with [`start`]; it writes
 //! `DATA/engine.json` once it listens so the CLI can find it, and removes
 //! it at [`Server::stop`].
 
 pub mod access;
+pub mod client;
+pub mod connections;
 pub mod discovery;
 pub mod error;
 pub mod events;
@@ -25,6 +30,7 @@ pub mod listen;
 pub use handlers::{NodeLive, RunWithLive};
 pub mod metrics;
 pub mod openapi;
+mod parse_errors;
 mod routes;
 pub mod schemas;
 pub(crate) mod state;
@@ -36,7 +42,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::Method;
 use tokio::sync::oneshot;
 
 use crate::Engine;
@@ -126,6 +131,11 @@ pub fn router(state: AppState) -> axum::Router {
         // body, not an empty one.
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
+        // Outermost: the client a member's front vouches for replaces the
+        // front's own address before any route reads it.
+        .layer(axum::middleware::from_fn(client::real_client))
+        // Outside everything: every error in the one shape.
+        .layer(axum::middleware::from_fn(error::in_one_shape))
         .with_state(state)
 }
 
@@ -139,12 +149,27 @@ fn access_of(tls: bool, audit_retention: Duration) -> access::Access {
     }
 }
 
-async fn no_route(uri: axum::http::Uri) -> ApiError {
-    ApiError::not_found(format!("no route {}", uri.path()))
+/// No route takes the request: 404, audited as a refusal when it would
+/// have changed something and names a caller ([`access::unrouted`]).
+async fn no_route(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    let e = ApiError::not_found(format!("no route {}", req.uri().path()));
+    access::unrouted(state, req, e).await
 }
 
-async fn wrong_method(method: Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::method_not_allowed(format!("{} does not take {method}", uri.path()))
+/// The route does not take the method: 405, audited as [`no_route`] is.
+async fn wrong_method(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    let e = ApiError::method_not_allowed(format!(
+        "{} does not take {}",
+        req.uri().path(),
+        req.method()
+    ));
+    access::unrouted(state, req, e).await
 }
 
 /// The router over `engine` without a listener, for in-process callers
@@ -265,18 +290,14 @@ pub async fn start_with_artifacts(
         },
         artifacts,
     };
-    let app = router(state).into_make_service_with_connect_info::<listen::ClientAddr>();
+    let app = router(state);
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let stopped = async {
+        let _ = stop_rx.await;
+    };
     let scheme = if opts.tls.is_some() { "https" } else { "http" };
     let join = match opts.tls.clone() {
-        None => tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "api server failed");
-            }
-        }),
+        None => tokio::spawn(connections::serve(listener, app, stopped)),
         Some(acceptor) => {
             let listener = listen::TlsListener::new(listener, acceptor).map_err(|source| {
                 ServeError::Bind {
@@ -284,14 +305,7 @@ pub async fn start_with_artifacts(
                     source,
                 }
             })?;
-            tokio::spawn(async move {
-                let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                    let _ = stop_rx.await;
-                });
-                if let Err(e) = serve.await {
-                    tracing::error!(error = %e, "api server failed");
-                }
-            })
+            tokio::spawn(connections::serve(listener, app, stopped))
         }
     };
     let info = EngineInfo {

@@ -10,10 +10,21 @@
 //! change's own records: the run, the ticket). Nothing is acknowledged
 //! that the log does not hold.
 //!
+//! A changing request refused before any handler ran — beyond its
+//! caller's role (403), on no route (404) or with a method its route does
+//! not take (405), over the body limit (413) — changed nothing, so its
+//! entry is written whole, once, and only while its caller's refusal
+//! budget lasts ([`super::refusals`]): a token that hammers a route it may
+//! not use cannot fill the log. The next entry written for it counts the
+//! refusals left out (`refusals_dropped`), as does the metric
+//! `weir_audit_refusals_dropped_total`.
+//!
 //! Entries are records `audit/<at_ms>-<boot_ms>-<seq>` (time-ordered keys)
 //! with an expiry after the retention (default [`AUDIT_RETENTION_DEFAULT`]).
 //! Parameters are the path, the query and the JSON body with every field
-//! whose name says it is a secret left out, cut at [`PARAMS_BYTES_MAX`].
+//! (and query parameter) whose name says it is a secret left out, cut at
+//! [`PARAMS_BYTES_MAX`]; an error text that quotes such a value has it
+//! left out too ([`scrub`]).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -31,6 +42,10 @@ pub const PARAMS_BYTES_MAX: usize = 4 * 1024;
 pub const AUDIT_LIST_MAX: usize = 10_000;
 /// What replaces a secret's value.
 pub const LEFT_OUT: &str = "(left out)";
+/// A secret value this long or longer is left out of an error text
+/// wherever it stands; a shorter one only where quoted (`` `v` ``, `"v"`,
+/// `'v'`), so that a digit of `line 1 column 62` is not taken for it.
+pub const SCRUB_BARE_CHARS_MIN: usize = 4;
 
 /// One audited request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,9 +58,10 @@ pub struct AuditEntry {
     pub role: Role,
     /// The HTTP method.
     pub method: String,
-    /// The route, as the API document names it (`/api/v1/graphs/{graph}/runs`).
+    /// The route, as the API document names it (`/api/v1/graphs/{graph}/runs`);
+    /// empty when no route took the request.
     pub route: String,
-    /// The request's path and query.
+    /// The request's path and query (secret query values left out).
     pub path: String,
     /// The JSON body, secrets left out (empty when there was none).
     pub params: String,
@@ -56,6 +72,11 @@ pub struct AuditEntry {
     /// The start time of the engine process that took the request: an entry
     /// without outcome from another process was interrupted.
     pub boot_ms: u64,
+    /// Refusals of the same caller left out of the log, over its budget,
+    /// since the last one written (absent in entries written before the
+    /// budget existed).
+    #[serde(default)]
+    pub refusals_dropped: u64,
 }
 
 /// How an audited request ended.
@@ -109,6 +130,18 @@ pub fn begin(
     Ok(Pending { key, raw, entry })
 }
 
+/// Writes `entry`, whole (with its outcome), durably: a request refused
+/// before any handler ran changed nothing, so one write says all.
+pub fn write_whole(
+    store: &Store,
+    entry: AuditEntry,
+    seq: u64,
+    retention: Duration,
+) -> Result<(), StoreError> {
+    debug_assert!(entry.outcome.is_some(), "a whole entry has its outcome");
+    begin(store, entry, seq, retention).map(|_| ())
+}
+
 /// Writes the outcome of a pending entry, durably.
 pub fn finish(store: &Store, p: Pending, outcome: Outcome) -> Result<(), StoreError> {
     let mut entry = p.entry;
@@ -140,17 +173,77 @@ pub fn list(store: &Store, filter: &AuditFilter) -> Result<Vec<AuditEntry>, Stor
 /// left out, cut at [`PARAMS_BYTES_MAX`]. A body that is not JSON is
 /// described by its size only.
 pub fn params_of(body: &[u8]) -> String {
+    params_and_secrets(body).0
+}
+
+/// [`params_of`], and the secret values it left out (for [`scrub`]).
+pub fn params_and_secrets(body: &[u8]) -> (String, Vec<String>) {
     if body.is_empty() {
-        return String::new();
+        return (String::new(), Vec::new());
     }
+    let mut secrets = Vec::new();
     let text = match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(mut v) => {
-            redact(&mut v);
+            redact(&mut v, &mut secrets);
             v.to_string()
         }
         Err(_) => format!("({} bytes, not JSON)", body.len()),
     };
-    cut(text, PARAMS_BYTES_MAX)
+    (cut(text, PARAMS_BYTES_MAX), secrets)
+}
+
+/// A request's path and query as an entry keeps it: the value of each
+/// query parameter named like a secret (`?password=…`) left out; and the
+/// values left out (decoded, for [`scrub`]).
+pub fn path_and_secrets(path_and_query: &str) -> (String, Vec<String>) {
+    let Some((path, query)) = path_and_query.split_once('?') else {
+        return (path_and_query.to_string(), Vec::new());
+    };
+    let mut secrets = Vec::new();
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let decode = |t: &str| {
+                percent_encoding::percent_decode_str(&t.replace('+', " "))
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            if is_secret(&decode(name)) {
+                secrets.push(decode(value));
+                format!("{name}={LEFT_OUT}")
+            } else {
+                pair.to_string()
+            }
+        })
+        .collect();
+    (format!("{path}?{}", pairs.join("&")), secrets)
+}
+
+/// `message` with each of `secrets` left out: an error text that quotes a
+/// value the request's parameters left out (serde's `params.api_secret:
+/// invalid type: integer `12345678``) does not put it back in the log.
+pub fn scrub(message: &str, secrets: &[String]) -> String {
+    let mut values: Vec<&str> = secrets
+        .iter()
+        .map(String::as_str)
+        .filter(|v| !v.is_empty())
+        .collect();
+    // Longest first: a secret that holds another is left out whole.
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    let mut out = message.to_string();
+    for v in values {
+        // As Debug writes it (serde's `string "…"`, a handler's `{:?}`).
+        out = out.replace(&format!("{v:?}"), &format!("{LEFT_OUT:?}"));
+        if v.chars().count() >= SCRUB_BARE_CHARS_MIN {
+            out = out.replace(v, LEFT_OUT);
+        } else {
+            for q in ['`', '"', '\''] {
+                out = out.replace(&format!("{q}{v}{q}"), &format!("{q}{LEFT_OUT}{q}"));
+            }
+        }
+    }
+    out
 }
 
 fn is_secret(name: &str) -> bool {
@@ -162,19 +255,32 @@ fn is_secret(name: &str) -> bool {
         && !matches!(n.as_str(), "key" | "keys" | "job_key")
 }
 
-fn redact(v: &mut serde_json::Value) {
+fn redact(v: &mut serde_json::Value, secrets: &mut Vec<String>) {
     match v {
         serde_json::Value::Object(map) => {
             for (k, x) in map.iter_mut() {
                 if is_secret(k) {
+                    leaves(x, secrets);
                     *x = serde_json::Value::String(LEFT_OUT.into());
                 } else {
-                    redact(x);
+                    redact(x, secrets);
                 }
             }
         }
-        serde_json::Value::Array(xs) => xs.iter_mut().for_each(redact),
+        serde_json::Value::Array(xs) => xs.iter_mut().for_each(|x| redact(x, secrets)),
         _ => {}
+    }
+}
+
+/// The strings and numbers under a secret field, as an error would quote
+/// them (booleans and nulls tell nothing and would match every message).
+fn leaves(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Number(n) => out.push(n.to_string()),
+        serde_json::Value::Array(xs) => xs.iter().for_each(|x| leaves(x, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|x| leaves(x, out)),
+        serde_json::Value::Bool(_) | serde_json::Value::Null => {}
     }
 }
 
@@ -202,9 +308,10 @@ pub struct AuditView {
     pub role: Role,
     /// The HTTP method.
     pub method: String,
-    /// The route as the API document names it.
+    /// The route as the API document names it; empty when no route took
+    /// the request.
     pub route: String,
-    /// The path and query.
+    /// The path and query (secret query values left out).
     pub path: String,
     /// The JSON body, secrets left out.
     pub params: String,
@@ -219,6 +326,9 @@ pub struct AuditView {
     pub error: Option<String>,
     /// How long it took.
     pub took_ms: Option<u64>,
+    /// Refusals of the same caller left out of the log (over its refusal
+    /// budget) since the last one written.
+    pub refusals_dropped: u64,
 }
 
 impl AuditView {
@@ -244,6 +354,7 @@ impl AuditView {
             status: e.outcome.as_ref().map(|o| o.status),
             error: e.outcome.as_ref().and_then(|o| o.error.clone()),
             took_ms: e.outcome.as_ref().map(|o| o.took_ms),
+            refusals_dropped: e.refusals_dropped,
         }
     }
 }
@@ -262,6 +373,58 @@ mod tests {
         );
         assert!(p.contains("grafana") && p.contains("user-1"), "{p}");
         assert_eq!(p.matches(LEFT_OUT).count(), 3, "{p}");
+    }
+
+    /// Secrets in a query string and in an error text (#43 item 10).
+    #[test]
+    fn query_secrets_and_quoted_secrets_in_errors_are_left_out() {
+        // (path and query, want path, want secrets)
+        let table: &[(&str, &str, &[&str])] = &[
+            ("/a/b", "/a/b", &[]),
+            ("/a?limit=5", "/a?limit=5", &[]),
+            (
+                "/a?password=hunter2&limit=5",
+                "/a?password=(left out)&limit=5",
+                &["hunter2"],
+            ),
+            (
+                "/a?x=1&API_Token=s%20t+u&key=k1",
+                "/a?x=1&API_Token=(left out)&key=k1",
+                &["s t u"],
+            ),
+            ("/a?secret", "/a?secret=(left out)", &[""]),
+        ];
+        for (i, (given, want, want_secrets)) in table.iter().enumerate() {
+            let (got, secrets) = path_and_secrets(given);
+            assert_eq!(&got, want, "#{i}: {given}");
+            assert_eq!(secrets, *want_secrets, "#{i}: {given}");
+        }
+        let body =
+            br#"{"partitions":["x"],"params":{"secret_stuff":12345678,"db_password":"pw","n":7}}"#;
+        let (params, mut secrets) = params_and_secrets(body);
+        assert!(
+            !params.contains("12345678") && !params.contains("\"pw\""),
+            "{params}"
+        );
+        secrets.sort();
+        assert_eq!(secrets, ["12345678", "pw"]);
+        // (error text, want)
+        let table: &[(&str, &str)] = &[
+            (
+                "body: params.secret_stuff: invalid type: integer `12345678`, expected a string at line 1 column 62",
+                "body: params.secret_stuff: invalid type: integer `(left out)`, expected a string at line 1 column 62",
+            ),
+            (
+                "params.db_password: invalid type: string \"pw\", expected u32",
+                "params.db_password: invalid type: string \"(left out)\", expected u32",
+            ),
+            // A short value stands bare: it is not taken for a secret.
+            ("at line 1 column pw", "at line 1 column pw"),
+            ("value 12345678 refused", "value (left out) refused"),
+        ];
+        for (i, (given, want)) in table.iter().enumerate() {
+            assert_eq!(scrub(given, &secrets), *want, "#{i}");
+        }
     }
 
     #[test]

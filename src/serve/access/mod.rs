@@ -3,9 +3,12 @@
 //! states it), each request is tied to a caller (a token, or a UI session
 //! standing for one), a caller beyond its role gets 403 naming the role it
 //! needs, and every request that may change something is written to the
-//! audit log before it runs ([`audit`]).
+//! audit log before it runs ([`audit`]); one refused before any handler
+//! ran (its role, no route, a wrong method, a body over the limit) is
+//! written whole, within its caller's refusal budget ([`refusals`]).
 
 pub mod audit;
+pub mod refusals;
 pub mod role;
 pub mod settings;
 pub mod tokens;
@@ -146,38 +149,47 @@ pub async fn authorize(
         }
         return Ok(next.run(req).await);
     }
+    let client = client_of(&req);
+    let (path_kept, mut secrets) = audit::path_and_secrets(
+        req.uri()
+            .path_and_query()
+            .map_or(path.as_str(), |p| p.as_str()),
+    );
+    let asked = Asked {
+        method: method.to_string(),
+        route: route.to_string(),
+        path: path_kept,
+        params: String::new(),
+        client,
+    };
     // The body is read here (the route's own limit) so the entry holds its
     // parameters; the handler gets the same bytes.
     let (parts, body) = req.into_parts();
     let bytes = match axum::body::to_bytes(body, BODY_BYTES_MAX).await {
         Ok(b) => b,
         Err(_) => {
-            return Err(ApiError {
+            let e = ApiError {
                 status: axum::http::StatusCode::PAYLOAD_TOO_LARGE,
                 kind: "too_large",
                 message: format!("the body is over {BODY_BYTES_MAX} bytes"),
-            })
+            };
+            let asked = Asked {
+                params: format!("(a body over {BODY_BYTES_MAX} bytes, not read)"),
+                ..asked
+            };
+            record_refusal(&state, &caller, asked, &e, started)?;
+            return Err(e);
         }
     };
-    let client = parts
-        .extensions
-        .get::<ConnectInfo<ClientAddr>>()
-        .map_or_else(|| "unknown".to_string(), |c| c.0 .0.to_string());
-    let entry = audit::AuditEntry {
-        at_ms: state.engine.now_ms(),
-        who: caller.name.clone(),
-        role: caller.role,
-        method: method.to_string(),
-        route: route.to_string(),
-        path: parts
-            .uri
-            .path_and_query()
-            .map_or(path.clone(), |p| p.to_string()),
-        params: audit::params_of(&bytes),
-        client,
-        outcome: None,
-        boot_ms: state.started_at_ms,
-    };
+    let (params, body_secrets) = audit::params_and_secrets(&bytes);
+    secrets.extend(body_secrets);
+    let asked = Asked { params, ..asked };
+    if !caller.role.allows(needed) {
+        let e = beyond_role(&method, &path, needed, &caller);
+        record_refusal(&state, &caller, asked, &e, started)?;
+        return Err(e);
+    }
+    let entry = asked.entry(&state, &caller, None, 0);
     let seq = state.access.seq.fetch_add(1, Ordering::Relaxed);
     // Written ahead: if the log cannot hold it, nothing happens.
     let pending = audit::begin(
@@ -186,22 +198,17 @@ pub async fn authorize(
         seq,
         state.access.audit_retention,
     )?;
-    let (resp, error) = if caller.role.allows(needed) {
-        let req = Request::from_parts(parts, Body::from(bytes));
-        let resp = next.run(req).await;
-        if resp.status().as_u16() >= 400 {
-            error_of(resp).await
-        } else {
-            (resp, None)
-        }
+    let req = Request::from_parts(parts, Body::from(bytes));
+    let resp = next.run(req).await;
+    let (resp, error) = if resp.status().as_u16() >= 400 {
+        error_of(resp).await
     } else {
-        let e = beyond_role(&method, &path, needed, &caller);
-        let message = e.message.clone();
-        (e.into_response(), Some(message))
+        (resp, None)
     };
     let outcome = audit::Outcome {
         status: resp.status().as_u16(),
-        error,
+        // An error that quotes a secret parameter does not put it back.
+        error: error.map(|m| audit::scrub(&m, &secrets)),
         took_ms: started.elapsed().as_millis() as u64,
     };
     tracing::info!(
@@ -210,6 +217,124 @@ pub async fn authorize(
     );
     audit::finish(state.engine.store(), pending, outcome)?;
     Ok(resp)
+}
+
+/// What a changing request asked, as its audit entry keeps it.
+struct Asked {
+    method: String,
+    route: String,
+    /// The path and query, secret query values left out.
+    path: String,
+    /// The body, secrets left out.
+    params: String,
+    client: String,
+}
+
+impl Asked {
+    fn entry(
+        self,
+        state: &AppState,
+        caller: &Caller,
+        outcome: Option<audit::Outcome>,
+        refusals_dropped: u64,
+    ) -> audit::AuditEntry {
+        audit::AuditEntry {
+            at_ms: state.engine.now_ms(),
+            who: caller.name.clone(),
+            role: caller.role,
+            method: self.method,
+            route: self.route,
+            path: self.path,
+            params: self.params,
+            client: self.client,
+            outcome,
+            boot_ms: state.started_at_ms,
+            refusals_dropped,
+        }
+    }
+}
+
+/// The client's address, as the listener saw it.
+fn client_of(req: &Request) -> String {
+    req.extensions()
+        .get::<ConnectInfo<ClientAddr>>()
+        .map_or_else(|| "unknown".to_string(), |c| c.0 .0.to_string())
+}
+
+/// Writes the entry of a changing request refused before any handler ran
+/// (it changed nothing: one write, with its outcome), if its caller's
+/// refusal budget allows; else counts it as dropped.
+fn record_refusal(
+    state: &AppState,
+    caller: &Caller,
+    asked: Asked,
+    e: &ApiError,
+    started: Instant,
+) -> Result<(), ApiError> {
+    let now_ms = state.engine.now_ms();
+    let verdict = state
+        .access
+        .refusals
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take(&caller.name, now_ms);
+    let refusals::Verdict::Write { dropped_before } = verdict else {
+        metrics::counter!("weir_audit_refusals_dropped_total", "who" => caller.name.clone())
+            .increment(1);
+        tracing::debug!(who = %caller.name, method = %asked.method, path = %asked.path,
+            "refusal over the caller's audit budget: not written, counted");
+        return Ok(());
+    };
+    let outcome = audit::Outcome {
+        status: e.status.as_u16(),
+        error: Some(e.message.clone()),
+        took_ms: started.elapsed().as_millis() as u64,
+    };
+    tracing::info!(who = %caller.name, method = %asked.method, path = %asked.path,
+        status = outcome.status, dropped_before, "audited refusal");
+    let entry = asked.entry(state, caller, Some(outcome), dropped_before);
+    let seq = state.access.seq.fetch_add(1, Ordering::Relaxed);
+    audit::write_whole(
+        state.engine.store(),
+        entry,
+        seq,
+        state.access.audit_retention,
+    )?;
+    Ok(())
+}
+
+/// The answer to a request no route takes (404) or no method of its route
+/// takes (405): `error`, and, for a changing request whose caller is known,
+/// its audit entry (every changing request with a valid token is in the
+/// log), within the caller's refusal budget. A request with no valid
+/// caller names nobody and gets the same answer, unlogged.
+pub async fn unrouted(state: AppState, req: Request, error: ApiError) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    if matches!(method, Method::GET | Method::HEAD) {
+        return error.into_response();
+    }
+    let Ok(caller) = caller_of(&state, &method, req.headers()) else {
+        return error.into_response();
+    };
+    let (path, _) = audit::path_and_secrets(
+        req.uri()
+            .path_and_query()
+            .map_or(req.uri().path(), |p| p.as_str()),
+    );
+    let asked = Asked {
+        method: method.to_string(),
+        route: String::new(),
+        path,
+        // No handler reads it: the body is left unread.
+        params: String::new(),
+        client: client_of(&req),
+    };
+    match record_refusal(&state, &caller, asked, &error, started) {
+        Ok(()) => error.into_response(),
+        // The log cannot take it: say so, as a routed request would.
+        Err(e) => e.into_response(),
+    }
 }
 
 fn beyond_role(method: &Method, path: &str, needed: Role, caller: &Caller) -> ApiError {

@@ -1,5 +1,5 @@
 //! The access settings the server holds: each route's role, the audit
-//! log's numbering and retention, whether TLS is on.
+//! log's numbering, retention and refusal budget, whether TLS is on.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::audit;
+use super::refusals::RefusalBudget;
 use super::role::Role;
 
 /// The access settings every handler shares.
@@ -18,6 +19,8 @@ pub struct Access {
     pub seq: Arc<AtomicU64>,
     /// How long audit entries are kept.
     pub audit_retention: Duration,
+    /// How many refusals of each caller the audit log takes.
+    pub refusals: Arc<std::sync::Mutex<RefusalBudget>>,
     /// Whether the API is served over TLS (the session cookie is `Secure`).
     pub tls: bool,
     /// The file holding the admin's token, shown on the login page to a
@@ -32,6 +35,7 @@ impl Access {
             roles: Arc::new(routes.iter().map(|(m, p, r)| ((*m, *p), *r)).collect()),
             seq: Arc::new(AtomicU64::new(0)),
             audit_retention: audit::AUDIT_RETENTION_DEFAULT,
+            refusals: Arc::default(),
             tls: false,
             token_file: None,
         }

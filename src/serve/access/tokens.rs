@@ -10,7 +10,14 @@
 //! not in the records, so a data directory made before tokens existed keeps
 //! working, and losing the records never locks its owner out. A revoked
 //! token stays listed (the audit log names it); its name may be taken
-//! again by a new token.
+//! again by a new token, and the record it replaces stays listed too, as
+//! history (`token/NAME@<created_ms>-<hash>`, at most [`TOKEN_HISTORY_MAX`] a
+//! name, the oldest dropped first).
+//!
+//! Names are compared without regard to case when a token is made: a name
+//! that differs from a stored one (or from `admin`) only by case is
+//! refused, so `ADMIN` cannot stand beside `admin` in a listing or in the
+//! audit log. A token lives at most [`TOKEN_LIFETIME_MAX_MS`].
 
 use serde::{Deserialize, Serialize};
 use weir_actors::store::{Store, StoreError};
@@ -24,8 +31,18 @@ pub const TOKEN_PREFIX: &str = "token/";
 pub const FILE_TOKEN_NAME: &str = "admin";
 /// The prefix of every secret weir makes.
 pub const SECRET_PREFIX: &str = "weir_";
-/// Tokens one engine holds at most (revoked ones included).
+/// Token names one engine holds at most (revoked ones included).
 pub const TOKENS_MAX: usize = 1_000;
+/// Earlier records (revoked or expired tokens whose name was taken again)
+/// kept per name; the oldest is dropped first.
+pub const TOKEN_HISTORY_MAX: usize = 10;
+/// The longest a token may live: 10 years (`expires` at most `3650d`).
+/// Longer is refused rather than saturated to an instant no calendar
+/// holds.
+pub const TOKEN_LIFETIME_MAX_MS: u64 = 3_650 * 86_400_000;
+/// Separates a name from the creation instant in a history record's key;
+/// never in a name (names are `[A-Za-z0-9_.-]`).
+const HISTORY_MARK: char = '@';
 
 /// A stored token.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +129,14 @@ pub enum TokenError {
     /// A token of that name is live (a 409).
     #[error("a token named {0:?} exists and is live: revoke it first")]
     Exists(String),
+    /// The name differs from a stored one only by case (a 409).
+    #[error("name {name:?} differs only by case from token {existing:?}: names are told apart without regard to case; choose another name")]
+    CaseClash {
+        /// The name asked for.
+        name: String,
+        /// The name already held.
+        existing: String,
+    },
     /// The store refused.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -124,6 +149,22 @@ pub fn hash_secret(secret: &str) -> String {
 
 fn key(name: &str) -> String {
     format!("{TOKEN_PREFIX}{name}")
+}
+
+/// The key of an earlier record `r`: its name, its creation instant (so
+/// a name's records sort oldest first) and the head of its hash (two made
+/// in one millisecond stay two).
+fn history_key(r: &TokenRecord) -> String {
+    let head = r.hash.get(..16).unwrap_or(&r.hash);
+    format!(
+        "{TOKEN_PREFIX}{}{HISTORY_MARK}{:016}-{head}",
+        r.name, r.created_ms
+    )
+}
+
+/// Whether a record key is an earlier record's (kept as history).
+fn is_history_key(key: &str) -> bool {
+    key.contains(HISTORY_MARK)
 }
 
 impl TokenRecord {
@@ -143,13 +184,19 @@ impl TokenRecord {
     }
 }
 
-/// Every stored token, by name.
+/// Every stored token, by name, each name's records oldest first: the
+/// current record of a name and the earlier ones it replaced.
 pub fn list(store: &Store) -> Result<Vec<TokenRecord>, StoreError> {
-    Ok(store
+    let mut out: Vec<TokenRecord> = store
         .scan::<TokenRecord>(TOKEN_PREFIX)?
         .into_iter()
         .map(|(_, r)| r)
-        .collect())
+        .collect();
+    out.sort_by(|a, b| (&a.name, a.created_ms).cmp(&(&b.name, b.created_ms)));
+    // A crash while a name was taken again can leave a record both current
+    // and as history: it is one token, listed once.
+    out.dedup_by(|a, b| a.name == b.name && a.created_ms == b.created_ms && a.hash == b.hash);
+    Ok(out)
 }
 
 /// The caller a secret stands for at `now_ms`: the file token's holder,
@@ -229,9 +276,9 @@ pub fn create(
     now_ms: u64,
 ) -> Result<Made, TokenError> {
     weir_core::names::Name::new(name).map_err(|e| TokenError::Invalid(format!("name: {e}")))?;
-    if name == FILE_TOKEN_NAME {
+    if name.eq_ignore_ascii_case(FILE_TOKEN_NAME) {
         return Err(TokenError::Invalid(format!(
-            "name: {FILE_TOKEN_NAME:?} is DATA/token's holder; choose another name"
+            "name: {name:?} is (or differs only by case from) {FILE_TOKEN_NAME:?}, DATA/token's holder; choose another name"
         )));
     }
     if expires_ms.is_some_and(|at| at <= now_ms) {
@@ -239,14 +286,35 @@ pub fn create(
             "expires: the token would be expired already".into(),
         ));
     }
+    if expires_ms.is_some_and(|at| at - now_ms > TOKEN_LIFETIME_MAX_MS) {
+        return Err(TokenError::Invalid(format!(
+            "expires: at most {} (a token lives at most that long)",
+            weir_core::duration::human_ms(TOKEN_LIFETIME_MAX_MS)
+        )));
+    }
+    let keys = store.scan_keys(TOKEN_PREFIX)?;
+    let names: Vec<&str> = keys
+        .iter()
+        .filter(|k| !is_history_key(k))
+        .map(|k| &k[TOKEN_PREFIX.len()..])
+        .collect();
+    if let Some(existing) = names
+        .iter()
+        .find(|n| **n != name && n.eq_ignore_ascii_case(name))
+    {
+        return Err(TokenError::CaseClash {
+            name: name.to_string(),
+            existing: (*existing).to_string(),
+        });
+    }
     let existing = store.get_with_raw::<TokenRecord>(&key(name))?;
     if let Some((r, _)) = &existing {
         if r.revoked_ms.is_none() && r.refusal(now_ms).is_none() {
             return Err(TokenError::Exists(name.to_string()));
         }
-    } else if store.scan_keys(TOKEN_PREFIX)?.len() >= TOKENS_MAX {
+    } else if names.len() >= TOKENS_MAX {
         return Err(TokenError::Invalid(format!(
-            "this engine holds {TOKENS_MAX} tokens, the most it keeps: revoke and reuse a name"
+            "this engine holds {TOKENS_MAX} token names, the most it keeps: revoke and reuse a name"
         )));
     }
     let secret = format!(
@@ -265,12 +333,55 @@ pub fn create(
     };
     let bytes = store.encode("token", &record)?;
     let expected = existing.as_ref().map(|(_, raw)| raw.as_slice());
+    // The record replaced stays listed, as history, written before it is
+    // replaced: a crash between the two leaves it in both places (listed
+    // once), never gone. Its key is fixed by its name and creation, so two
+    // makers write the same history record.
+    let history = match &existing {
+        Some((old, raw)) => Some(keep_as_history(store, &keys, old, raw)?),
+        None => None,
+    };
     // Compare-and-put: two makers of one name cannot both win.
     if !store.compare_and_put(&key(name), expected, Some(&bytes), &[], &[])? {
+        if let (Some(h), Some((old, _))) = (&history, &existing) {
+            // Another maker replaced it (and wrote the same history record),
+            // or a revoker changed it: then that token is still the current
+            // record, not history.
+            let now: Option<TokenRecord> = store.get(&key(name))?;
+            if now.is_some_and(|r| r.created_ms == old.created_ms && r.hash == old.hash) {
+                store.put_batch(&[], std::slice::from_ref(h))?;
+            }
+        }
         return Err(TokenError::Exists(name.to_string()));
     }
     tracing::info!(token = name, role = %role, by, "token created");
     Ok(Made { record, secret })
+}
+
+/// Writes `old` (stored as `raw`) as a history record of its name, and
+/// drops that name's oldest history records past [`TOKEN_HISTORY_MAX`];
+/// `keys` are the token keys stored now. Returns the history key.
+fn keep_as_history(
+    store: &Store,
+    keys: &[String],
+    old: &TokenRecord,
+    raw: &[u8],
+) -> Result<String, StoreError> {
+    let h = history_key(old);
+    let prefix = format!("{TOKEN_PREFIX}{}{HISTORY_MARK}", old.name);
+    // Keys sort by creation instant (fixed-width digits): oldest first.
+    let mut earlier: Vec<&String> = keys
+        .iter()
+        .filter(|k| k.starts_with(&prefix) && **k != h)
+        .collect();
+    earlier.sort();
+    let excess = (earlier.len() + 1).saturating_sub(TOKEN_HISTORY_MAX);
+    let dropped: Vec<String> = earlier.into_iter().take(excess).cloned().collect();
+    store.put_batch(&[(h.clone(), raw.to_vec())], &dropped)?;
+    if !dropped.is_empty() {
+        tracing::info!(token = %old.name, dropped = dropped.len(), "oldest token history dropped");
+    }
+    Ok(h)
 }
 
 /// Revokes token `name`; `by` is the revoker's name. Revoking a revoked

@@ -61,7 +61,9 @@ pub struct CreateBody {
     name: String,
     /// `viewer`, `operator` or `admin`.
     role: String,
-    /// How long it works, e.g. `90d` (default: until revoked).
+    /// How long it works, e.g. `90d` (default: until revoked); at most
+    /// [`tokens::TOKEN_LIFETIME_MAX_MS`].
+    #[serde(default, deserialize_with = "super::extract::present")]
     expires: Option<String>,
 }
 
@@ -88,12 +90,13 @@ fn token_error(e: TokenError) -> ApiError {
     match e {
         TokenError::Invalid(m) => ApiError::bad(m),
         TokenError::NotFound(_) => ApiError::not_found(e.to_string()),
-        TokenError::Exists(_) => ApiError::conflict(e.to_string()),
+        TokenError::Exists(_) | TokenError::CaseClash { .. } => ApiError::conflict(e.to_string()),
         TokenError::Store(s) => s.into(),
     }
 }
 
-/// Every token: DATA/token's admin first, then the stored ones by name.
+/// Every token: DATA/token's admin first, then the stored ones by name,
+/// each name's earlier (revoked or expired) records before its current one.
 pub async fn list(State(s): State<AppState>) -> ApiResult<Json<Vec<TokenView>>> {
     let now_ms = s.engine.now_ms();
     let engine = s.engine.clone();

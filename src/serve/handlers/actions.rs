@@ -75,6 +75,7 @@ pub struct BackfillBody {
     /// The last window, included.
     to: String,
     /// `oldest` (default) or `newest` first.
+    #[serde(default, deserialize_with = "super::extract::present")]
     order: Option<String>,
 }
 
@@ -117,6 +118,7 @@ pub async fn backfills(
 #[serde(deny_unknown_fields)]
 pub struct RerunBody {
     /// Rerun the node's downstreams too (default true).
+    #[serde(default, deserialize_with = "super::extract::present")]
     downstream: Option<bool>,
 }
 
@@ -300,6 +302,7 @@ pub async fn trigger(
 pub struct ReconcileBody {
     /// Reconcile only the active run of this partition (default: every
     /// active run of the graph).
+    #[serde(default, deserialize_with = "super::extract::present")]
     partition: Option<String>,
 }
 

@@ -104,6 +104,19 @@ where
     }
 }
 
+/// For an optional body field (`#[serde(default, deserialize_with =
+/// "present")]`): a field given must hold a value of its type. serde
+/// takes `null` for an absent `Option`; the API document types each field
+/// without `null`, so the server refuses it too (400 naming the field),
+/// and a client that means "none" leaves the field out.
+pub fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 /// Parses a partition from a path or body field, naming it.
 pub fn partition(field: &str, s: &str) -> Result<weir_core::partition::Partition, ApiError> {
     s.parse()

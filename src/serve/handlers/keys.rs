@@ -47,10 +47,13 @@ pub async fn list(
 #[serde(deny_unknown_fields)]
 pub struct SignalBody {
     /// Due now instead of after the debounce.
+    #[serde(default, deserialize_with = "super::extract::present")]
     immediate: Option<bool>,
     /// Accept a key the inventory does not list (it gets a schedule).
+    #[serde(default, deserialize_with = "super::extract::present")]
     add: Option<bool>,
     /// Where it comes from (kept as the due reason); default `api`.
+    #[serde(default, deserialize_with = "super::extract::present")]
     source: Option<String>,
 }
 
