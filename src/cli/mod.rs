@@ -25,8 +25,8 @@ mod replicated;
 mod run;
 mod serve;
 mod show;
-mod trace;
 mod table;
+mod trace;
 mod validate;
 mod workers;
 
