@@ -453,7 +453,9 @@ impl LinkState {
                 self.connector.close_sessions_now().await;
                 // Each address has its own deadline inside; the round is
                 // bounded by all of them.
-                let round_ms = CONNECT_TIMEOUT_MS * self.connector.members() as u64;
+                // A second past them: each address's own deadline fires
+                // first, so the error names every address with its cause.
+                let round_ms = CONNECT_TIMEOUT_MS * self.connector.members() as u64 + 1_000;
                 let connect =
                     tokio::time::timeout(Duration::from_millis(round_ms), self.connector.connect())
                         .await
