@@ -24,6 +24,14 @@ fn assert_ran(dir: &std::path::Path, parts: &[String], max: u32) {
     }
 }
 
+/// When member `id` stopped its engine as leader (its log's times).
+fn engine_stops(g: &Group, id: u64) -> Vec<String> {
+    let mut all = g.log_times(id, &["replica: no longer leads"]);
+    all.extend(g.log_times(id, &["replica: the engine stopped; stepping down"]));
+    all.sort();
+    all
+}
+
 /// Every node record of a run is `succeeded`, once: `weir status` of the
 /// run lists each node once.
 fn assert_nodes_once(g: &Group, part: &str) {
@@ -118,6 +126,7 @@ fn a_partitioned_leader_stops_granting_and_rejoins_as_a_follower() {
     }
     let old = g.leader().expect("a leader");
     let old_api = g.members[&old].api.clone();
+    let stops_before = engine_stops(&g, old).len();
     g.partition(old);
     let cut = Instant::now();
     // The old leader stops within its election timeout (and a check):
@@ -153,6 +162,26 @@ fn a_partitioned_leader_stops_granting_and_rejoins_as_a_follower() {
             .find(|id| g.view(*id).is_some_and(|v| v["state"] == "leader"))
     });
     eprintln!("cut at 0; old leader {old} stopped after {stopped:?}; member {new} leads");
+    // Fencing: the cut-off leader stopped its engine (its fence, or a
+    // commit that failed) before the new leader was elected — no voter
+    // grants a vote within the lease of its last append, and the fence is
+    // shorter than the lease.
+    let stops = g.wait(
+        "the old leader's engine to stop",
+        Duration::from_secs(10),
+        || {
+            let all: Vec<String> = engine_stops(&g, old).split_off(stops_before);
+            (!all.is_empty()).then_some(all)
+        },
+    );
+    let elected = g.log_times(new, &["replica: leadership", "state=Leader"]);
+    let elected = elected.last().expect("the new leader logged its election");
+    let stopped_at = stops.iter().min().unwrap();
+    assert!(
+        stopped_at < elected,
+        "member {old} stopped its engine at {stopped_at}, after member {new} was elected at {elected}\n{}",
+        g.logs_tail()
+    );
     let new_api = g.members[&new].api.clone();
     let mut acked = parts[..10].to_vec();
     for p in &parts[11..25] {

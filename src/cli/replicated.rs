@@ -29,7 +29,9 @@ const MEMBERS_REFRESH: Duration = Duration::from_secs(2);
 /// Runs the member.
 pub fn run(a: ServeArgs) -> Result<u8, Failure> {
     // openraft narrates every vote and append at info.
-    super::init_logging(a.log_format, "info,openraft=warn");
+    // openraft warns on every normal start (votes refused while members
+    // come up); its errors stay, the rest is behind RUST_LOG.
+    super::init_logging(a.log_format, "info,openraft=error");
     let durability: Durability = a.durability.parse().map_err(Failure::input)?;
     let security = super::serve::api_security(&a)?;
     let listen = host::listen_addr(&a.listen, a.token_file.as_deref(), &security)?;

@@ -27,7 +27,7 @@ pub use node::{Health, Replica, READY_LAG_ENTRIES};
 pub use recover::{force_new_group, Forgotten};
 pub use rpc::MemberInfo;
 pub use settings::{
-    check_host_port, snapshot_entries, ReplicaSettings, ELECTION_MAX_MS_DEFAULT,
+    check_host_port, snapshot_entries, RaftTimers, ReplicaSettings, ELECTION_MAX_MS_DEFAULT,
     ELECTION_MIN_MS_DEFAULT, ENV_SNAPSHOT_ENTRIES, HEARTBEAT_MS_DEFAULT, SNAPSHOT_ENTRIES_DEFAULT,
 };
 pub use tls::{PeerTls, PeerTlsFiles};

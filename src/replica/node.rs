@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::{Config, ServerState, SnapshotPolicy};
 use weir_actors::store::Store;
@@ -52,6 +52,10 @@ pub struct Replica {
     pub settings: Arc<ReplicaSettings>,
     pub(super) net: network::Network,
     elections: Arc<std::sync::atomic::AtomicU64>,
+    /// When a majority last acknowledged this member as leader (an append
+    /// sent then), as the metrics watcher saw it (see
+    /// [`Replica::quorum_ack_ms_ago`]); `None` while it does not lead.
+    quorum_acked: Arc<std::sync::Mutex<Option<Instant>>>,
     /// Whether the data directory is under the store's disk reserve (see
     /// [`Replica::watch_disk`]).
     disk_low: Arc<std::sync::atomic::AtomicBool>,
@@ -76,11 +80,14 @@ impl Replica {
             )
         })?;
         let listener = rpc::bind(own).await?;
+        // The member's election timeout split into openraft's lease and
+        // its own timeout (see `RaftTimers`).
+        let timers = settings.timers();
         let config = Config {
             cluster_name: "weir".into(),
-            heartbeat_interval: settings.heartbeat_ms,
-            election_timeout_min: settings.election_min_ms,
-            election_timeout_max: settings.election_max_ms,
+            heartbeat_interval: timers.heartbeat_ms,
+            election_timeout_min: timers.raft_election_min_ms,
+            election_timeout_max: timers.lease_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_entries),
             max_in_snapshot_log_to_keep: (settings.snapshot_entries / 2).min(1_000),
             // With entries of at most about 1 MiB (the store's flushes), an
@@ -91,6 +98,9 @@ impl Replica {
         }
         .validate()
         .map_err(|e| format!("Raft settings: {e}"))?;
+        // openraft's deadlines on appends and votes: never under the
+        // transport's own (see `RpcRuntime`).
+        network::set_rpc_deadline_min(Duration::from_millis(settings.election_min_ms));
         let mut routes = settings.peers.clone();
         routes.remove(&settings.id);
         let net = network::Network::new(
@@ -130,6 +140,7 @@ impl Replica {
             settings: Arc::new(settings),
             net,
             elections: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            quorum_acked: Arc::new(std::sync::Mutex::new(None)),
             disk_low: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         replica.watch_elections();
@@ -183,10 +194,19 @@ impl Replica {
         let elections = self.elections.clone();
         let id = self.settings.id;
         let term = self.net.term.clone();
+        let quorum_acked = self.quorum_acked.clone();
         tokio::spawn(async move {
             let mut last = (0u64, None::<u64>);
             while rx.changed().await.is_ok() {
                 let m = rx.borrow_and_update().clone();
+                // The metric is an age when the core last flushed its
+                // metrics (on each event, at least every tick): kept as
+                // an instant, so the fence counts the time since.
+                let acked = m
+                    .millis_since_quorum_ack
+                    .filter(|_| m.state == ServerState::Leader)
+                    .and_then(|ms| Instant::now().checked_sub(Duration::from_millis(ms)));
+                *quorum_acked.lock().unwrap_or_else(|p| p.into_inner()) = acked;
                 term.store(m.current_term, std::sync::atomic::Ordering::Relaxed);
                 metrics::gauge!("weir_raft_applied_index")
                     .set(m.last_applied.map_or(0, |l| l.index) as f64);
@@ -257,8 +277,8 @@ impl Replica {
         self.disk_low.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Whether this member leads and has heard a majority within
-    /// `election_min_ms`: only then may its engine run.
+    /// Whether this member leads and has heard a majority within its
+    /// fence (see [`super::RaftTimers`]): only then may its engine run.
     pub fn leads(&self) -> bool {
         let m = self.raft.metrics().borrow().clone();
         m.state == ServerState::Leader
@@ -293,8 +313,22 @@ impl Replica {
     }
 
     pub(super) fn heard_majority(&self, m: &openraft::RaftMetrics<u64, Member>) -> bool {
-        m.millis_since_quorum_ack
-            .is_some_and(|ms| ms < self.settings.election_min_ms)
+        self.quorum_ack_ms_ago(m)
+            .is_some_and(|ms| ms < self.settings.timers().fence_ms)
+    }
+
+    /// How long ago a majority acknowledged this member as leader, at the
+    /// least: `m`'s own figure, or the watcher's instant aged since — the
+    /// metrics are flushed only on the core's events and ticks, so a
+    /// leader cut off would otherwise read an age up to a tick old.
+    pub(super) fn quorum_ack_ms_ago(&self, m: &openraft::RaftMetrics<u64, Member>) -> Option<u64> {
+        let seen = m.millis_since_quorum_ack?;
+        let watched = self
+            .quorum_acked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|at| at.elapsed().as_millis() as u64);
+        Some(watched.map_or(seen, |w| w.max(seen)))
     }
 
     /// Whether a follower took an append from its leader `contact_ms_ago`
@@ -353,7 +387,7 @@ impl Replica {
             (!self.heard_majority(&m)).then(|| {
                 format!(
                     "it leads but no majority acknowledged it within {} ms",
-                    self.settings.election_min_ms
+                    self.settings.timers().fence_ms
                 )
             })
         } else if m.current_leader.is_none() {

@@ -17,7 +17,7 @@ openraft::declare_raft_types!(
         Node = Member,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = openraft::TokioRuntime,
+        AsyncRuntime = super::network::RpcRuntime,
 );
 
 /// The Raft node.

@@ -684,6 +684,19 @@ impl Group {
         }
     }
 
+    /// The timestamps (RFC 3339, UTC: they compare as text) of member
+    /// `id`'s log lines that hold every one of `needles`, in order.
+    pub fn log_times(&self, id: u64, needles: &[&str]) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join(format!("m{id}.log")))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| needles.iter().all(|n| l.contains(n)))
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|t| t.ends_with('Z') && t.contains('T'))
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The last lines of every member's log, for a failure's message.
     pub fn logs_tail(&self) -> String {
         let mut out = String::new();

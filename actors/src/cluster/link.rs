@@ -62,6 +62,16 @@ pub const RECONNECT_MAX_MS: u64 = 1_000;
 /// keeps trying the members every [`RECONNECT_INITIAL_MS`] (a failover),
 /// before its backoff grows.
 pub const FAILOVER_POLL_MS: u64 = 10_000;
+/// For this long after losing its session, a worker of a replicated
+/// engine tries the members every [`FAILOVER_FAST_POLL_MS`], and joins as
+/// soon as its session is ready: a new leader's engine listens about half
+/// a second after the old one died (its election timeout), and each
+/// interval of the poll is time before the first command runs.
+pub const FAILOVER_FAST_MS: u64 = 2_000;
+/// See [`FAILOVER_FAST_MS`]. Each try costs a connection refused by each
+/// member that does not lead: with three members, about 120 a second
+/// from each worker, for two seconds.
+pub const FAILOVER_FAST_POLL_MS: u64 = 25;
 /// Sessions that close before they authenticate, in a row, that end the
 /// worker (a wrong cookie).
 pub const AUTH_FAILURES_MAX: u32 = 3;
@@ -160,6 +170,8 @@ pub struct LinkState {
     last_heard_ms: u64,
     /// The node id of the current session, once it opened.
     session_id: Option<u64>,
+    /// When the tick [`LinkState::tick_soon`] asked for is due (ms).
+    tick_due_ms: u64,
 }
 
 impl Actor for LinkActor {
@@ -229,6 +241,7 @@ impl Actor for LinkActor {
             stale_grants: 0,
             last_heard_ms: now,
             session_id: None,
+            tick_due_ms: 0,
         })
     }
 
@@ -352,11 +365,38 @@ impl LinkState {
             Conn::Down { since_ms, .. } => since_ms,
             _ => now,
         };
+        let wait = if self.failing_over(since_ms, now) {
+            FAILOVER_FAST_POLL_MS
+        } else {
+            RECONNECT_INITIAL_MS
+        };
         self.conn = Conn::Down {
-            next_ms: now + RECONNECT_INITIAL_MS,
+            next_ms: now + wait,
             backoff_ms: RECONNECT_INITIAL_MS,
             since_ms,
         };
+        if wait < TICK_MS {
+            self.tick_soon(wait);
+        }
+    }
+
+    /// Whether a session of a replicated engine was lost within
+    /// [`FAILOVER_FAST_MS`] of `now` (lost at `since_ms`): the link then
+    /// polls and joins without waiting for its [`TICK_MS`] timer.
+    fn failing_over(&self, since_ms: u64, now: u64) -> bool {
+        self.connector.members() > 1 && now.saturating_sub(since_ms) < FAILOVER_FAST_MS
+    }
+
+    /// A tick `ms` from now, besides the timer's (a failover's fast
+    /// poll), unless one is on its way already: one chain of them at most.
+    fn tick_soon(&mut self, ms: u64) {
+        let now = self.clock.now_ms();
+        if self.tick_due_ms > now {
+            return;
+        }
+        self.tick_due_ms = now + ms;
+        self.me
+            .send_after(Duration::from_millis(ms), || LinkMsg::Tick);
     }
 
     fn session(&mut self, id: u64, e: SessionEvent) {
@@ -383,6 +423,9 @@ impl LinkState {
             SessionEvent::Ready => {
                 if let Conn::Up { ready, .. } = &mut self.conn {
                     *ready = true;
+                    // At once rather than at the next tick: up to
+                    // [`TICK_MS`] sooner to the first command.
+                    self.join(self.clock.now_ms());
                 }
             }
             // A new session's silence starts now: the old one's does not
@@ -438,15 +481,21 @@ impl LinkState {
                 // old one died): poll them at the first interval for a
                 // while, so the worker joins as soon as it does, instead
                 // of after a backoff grown meanwhile.
-                let failing_over = self.connector.members() > 1
-                    && now.saturating_sub(*since_ms) < FAILOVER_POLL_MS;
-                let wait = if failing_over {
+                let lost_ms = now.saturating_sub(*since_ms);
+                let failing_over = self.connector.members() > 1 && lost_ms < FAILOVER_POLL_MS;
+                let wait = if failing_over && lost_ms < FAILOVER_FAST_MS {
+                    FAILOVER_FAST_POLL_MS
+                } else if failing_over {
                     RECONNECT_INITIAL_MS
                 } else {
                     *backoff_ms
                 };
                 *next_ms = now + wait;
                 *backoff_ms = (wait * 2).min(RECONNECT_MAX_MS);
+                if wait < TICK_MS {
+                    // Faster than the timer: the next try has its own tick.
+                    self.tick_soon(wait);
+                }
                 // One session at a time: any left (an attempt the network
                 // held, a session dropped as silent) is closed first, so
                 // they cannot all complete at once when the network heals.
@@ -502,7 +551,16 @@ impl LinkState {
                     }
                     return;
                 }
+                let up_ms = now.saturating_sub(*since_ms);
                 self.join(now);
+                // The engine's gateway not known yet (its group news comes
+                // after the session's): asked again soon in a failover.
+                if self.joining.is_none()
+                    && self.connector.members() > 1
+                    && up_ms < FAILOVER_FAST_MS
+                {
+                    self.tick_soon(FAILOVER_FAST_POLL_MS);
+                }
             }
             Conn::Joined {
                 gateway,
