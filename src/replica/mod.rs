@@ -15,6 +15,7 @@ mod node;
 mod proposer;
 mod recover;
 mod rpc;
+mod runtime;
 mod settings;
 mod tls;
 mod types;

@@ -13,6 +13,7 @@ use super::machine::Machine;
 use super::network::{self, COOKIE_HEADER};
 use super::proposer::Proposer;
 use super::rpc::{self, MemberInfo};
+use super::runtime;
 use super::settings::ReplicaSettings;
 use super::types::{Member, Raft, ServerStateExt};
 
@@ -100,7 +101,7 @@ impl Replica {
         .map_err(|e| format!("Raft settings: {e}"))?;
         // openraft's deadlines on appends and votes: never under the
         // transport's own (see `RpcRuntime`).
-        network::set_rpc_deadline_min(Duration::from_millis(settings.election_min_ms));
+        runtime::set_rpc_deadline_min(Duration::from_millis(settings.election_min_ms));
         let mut routes = settings.peers.clone();
         routes.remove(&settings.id);
         let net = network::Network::new(

@@ -83,7 +83,7 @@ pub const ELECTION_MAX_MS_DEFAULT: u64 = 600;
 /// openraft also takes its heartbeat interval as the deadline of every
 /// append, and its `election_timeout_min` as that of every vote: the
 /// member's runtime keeps both at `min` at least (see
-/// `network::RpcRuntime`), as long as before this split, so a follower's
+/// `runtime::RpcRuntime`), as long as before this split, so a follower's
 /// slow fsync is not cut short and sent again without end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaftTimers {

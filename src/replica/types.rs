@@ -17,7 +17,7 @@ openraft::declare_raft_types!(
         Node = Member,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = super::network::RpcRuntime,
+        AsyncRuntime = super::runtime::RpcRuntime,
 );
 
 /// The Raft node.
