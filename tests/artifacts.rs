@@ -16,6 +16,10 @@ use weir::{Partition, RerunOutcome, RunState};
 
 const WIDTH: usize = 20;
 const BYTES: usize = 100_000;
+/// Long enough for the reads between a settle and the next step under a
+/// loaded machine (1 s expired runs under the test's feet), short enough
+/// to wait for.
+const RETENTION_S: u64 = 8;
 
 fn record(engine: &weir::Engine, p: &Partition, node: &str) -> weir::DoneRecord {
     let run = engine.graph_run("fan", p).unwrap().unwrap();
@@ -40,7 +44,12 @@ async fn files_pass_from_node_to_node_and_go_with_their_runs() {
         .unwrap();
     let def = from_toml(
         dir.path(),
-        &fan_graph("fan", WIDTH, BYTES, "retention = \"1s\""),
+        &fan_graph(
+            "fan",
+            WIDTH,
+            BYTES,
+            &format!("retention = \"{RETENTION_S}s\""),
+        ),
     );
     engine.adopt(def).await.unwrap();
     let p = "2026-11-01".parse::<Partition>().unwrap();
@@ -127,8 +136,18 @@ async fn files_pass_from_node_to_node_and_go_with_their_runs() {
         .iter()
         .flat_map(|n| record(&engine, &q, n).artifacts.into_iter().map(|a| a.hash))
         .collect();
-    // Expire the first run (retention 1s), then collect.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // What q's records name, read now: q expires a run's length after p.
+    let mut named = std::collections::BTreeSet::new();
+    for n in std::iter::once("make".to_string()).chain((0..WIDTH).map(|i| format!("m{i}"))) {
+        named.extend(
+            record(&engine, &q, &n)
+                .artifacts
+                .into_iter()
+                .map(|a| a.hash),
+        );
+    }
+    // Expire the first run, then collect.
+    let deadline = std::time::Instant::now() + Duration::from_secs(RETENTION_S + 60);
     while engine.graph_run("fan", &p).unwrap().is_some() {
         assert!(
             std::time::Instant::now() < deadline,
@@ -147,15 +166,6 @@ async fn files_pass_from_node_to_node_and_go_with_their_runs() {
         );
     }
     // Everything left is named by q's records.
-    let mut named = std::collections::BTreeSet::new();
-    for n in std::iter::once("make".to_string()).chain((0..WIDTH).map(|i| format!("m{i}"))) {
-        named.extend(
-            record(&engine, &q, &n)
-                .artifacts
-                .into_iter()
-                .map(|a| a.hash),
-        );
-    }
     assert_eq!(left, named);
     engine.shutdown(Duration::from_secs(10)).await.unwrap();
 }

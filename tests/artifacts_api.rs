@@ -21,6 +21,8 @@ use serve_support::{start, wait_for, write_def, Served};
 
 /// Bytes `make` writes into `data.bin`.
 const BYTES: usize = 100_000;
+/// Past `WHOLE_CHECK_BYTES_MAX`: streamed.
+const BIG_BYTES: usize = 3 << 20;
 const P: &str = "2026-11-01";
 
 /// A raw answer: status, header block (lower case), body bytes as they
@@ -279,7 +281,13 @@ fn the_cli_and_the_api_list_and_fetch_a_runs_artifacts() {
 #[test]
 fn unknown_names_are_404_and_a_damaged_object_fails_the_fetch() {
     let dir = tempfile::tempdir().unwrap();
+    // Beside the fan, a graph whose file is past the size a download
+    // checks whole before it answers: its check ends the stream.
+    let defs = dir.path().join("defs");
+    write_def(&defs, "big", &fan_graph("big", 1, BIG_BYTES, ""));
     let s = served_fan(dir.path());
+    s.ok(&["start", "big", P]);
+    s.wait_run("big", P, "complete");
     let listed = s.json(&["artifacts", "fan", P]);
     let hash_of = |node: &str| {
         listed["artifacts"]
@@ -352,7 +360,7 @@ fn unknown_names_are_404_and_a_damaged_object_fails_the_fetch() {
     }
 
     // m1's object damaged (same size): the fetch fails, exit 3, no file;
-    // the API's body ends short of its length.
+    // the API says so (checked whole before the answer).
     let m1 = object(&s.data, &hash_of("m1"));
     let mut bytes = std::fs::read(&m1).unwrap();
     bytes[10] ^= 0xff;
@@ -380,8 +388,38 @@ fn unknown_names_are_404_and_a_damaged_object_fails_the_fetch() {
         &s.token,
         &format!("/api/v1/graphs/fan/runs/{P}/nodes/m1/artifacts/part.bin"),
     );
+    assert_eq!(a.status, 500);
+    let m = a.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        m.contains("damaged or replaced") && m.contains("\"m1\""),
+        "{m}"
+    );
+
+    // A big object damaged: streamed, its body ends short of its length.
+    let big = s.json(&["artifacts", "big", P]);
+    let data_bin = big["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["node"] == "make" && a["name"] == "data.bin")
+        .unwrap()["hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let path = object(&s.data, &data_bin);
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert_eq!(bytes.len(), BIG_BYTES);
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let a = get_raw(
+        &addr(&s),
+        &s.token,
+        &format!("/api/v1/graphs/big/runs/{P}/nodes/make/artifacts/data.bin"),
+    );
     assert_eq!(a.status, 200);
     let length: usize = a.header("content-length").unwrap().parse().unwrap();
+    assert_eq!(length, BIG_BYTES);
     assert!(a.body.len() < length, "a damaged object's body is cut");
     assert_ne!(a.body, bytes, "the damaged bytes never arrive whole");
 

@@ -28,6 +28,10 @@ use crate::objects::Objects;
 
 /// Downloads or uploads of one attempt in flight at once.
 pub const TRANSFERS_IN_FLIGHT: usize = 4;
+/// The size past which an artifact already in the store (same content,
+/// young enough for the collector's grace) is not uploaded again: below
+/// it, the HEAD that would find it costs what the upload does.
+pub const DEDUP_BYTES_MIN: u64 = 64 << 10;
 /// How long an object nothing references is kept before the collector
 /// deletes it, unless set: longer than any upload's way from its
 /// acknowledgement to its record.
@@ -185,22 +189,45 @@ impl ArtifactStore {
             let path = folder.join(&p.name);
             async move {
             let hashed = path.clone();
-            let (hash, bytes) = tokio::task::spawn_blocking(move || hash_file(&hashed))
-                .await
-                .map_err(|e| TaskError::Retryable(e.to_string()))?
-                .map_err(|e| TaskError::Retryable(format!("node {node}: {e}")))?;
+            // A file up to one request's size is read once, hashed and
+            // sent from memory (a second read for the upload cost a
+            // tenth of a local transfer); a larger one is hashed, then
+            // streamed.
+            let (hash, bytes, body) = tokio::task::spawn_blocking(move || {
+                hash_file_keeping(&hashed, crate::objects::SINGLE_PUT_BYTES_MAX)
+            })
+            .await
+            .map_err(|e| TaskError::Retryable(e.to_string()))?
+            .map_err(|e| TaskError::Retryable(format!("node {node}: {e}")))?;
             let key = artifact::object_key(&hash);
-            let stored = objects
-                .head(&key)
-                .await
-                .map_err(|e| TaskError::Retryable(format!("node {node}: artifact {}: {e}", p.name)))?;
-            let fresh = stored.as_ref().is_some_and(|s| {
-                s.bytes == bytes && artifact::fresh_enough(s.modified_ms, now_ms, grace_ms)
-            });
-            if !fresh {
-                objects.put_file(&key, &path).await.map_err(|e| {
+            // A small file is put again rather than asked after: one
+            // request either way, and a put refreshes the object's age.
+            let fresh = bytes > DEDUP_BYTES_MIN && {
+                let stored = objects.head(&key).await.map_err(|e| {
                     TaskError::Retryable(format!("node {node}: artifact {}: {e}", p.name))
                 })?;
+                stored.as_ref().is_some_and(|s| {
+                    s.bytes == bytes && artifact::fresh_enough(s.modified_ms, now_ms, grace_ms)
+                })
+            };
+            if !fresh {
+                let sent = match body {
+                    Some(body) => objects.put_bytes(&key, body).await.map(|()| bytes),
+                    None => objects.put_file(&key, &path).await,
+                };
+                let sent = sent.map_err(|e| {
+                    TaskError::Retryable(format!("node {node}: artifact {}: {e}", p.name))
+                })?;
+                // The key is the content's hash: a file that changed
+                // after it was hashed must not be stored under it.
+                if sent != bytes {
+                    // What went under the key is not what hashes to it.
+                    let _ = objects.delete(&key).await;
+                    return Err(TaskError::Retryable(format!(
+                        "node {node}: artifact {} changed while it was stored ({bytes} bytes hashed, {sent} sent)",
+                        p.name
+                    )));
+                }
             }
             tracing::debug!(node, artifact = %p.name, bytes, hash = %hash, deduplicated = fresh, "artifact stored");
             Ok::<ArtifactRef, TaskError>(ArtifactRef {
@@ -257,6 +284,36 @@ pub fn list_files(root: &Path) -> Result<Vec<Produced>, String> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The blake3 hash (hex) and size of a file, and its content when it is
+/// at most `keep_max` bytes (read once, whole); a larger file is read in
+/// 1 MiB blocks and not kept.
+pub fn hash_file_keeping(
+    path: &Path,
+    keep_max: u64,
+) -> Result<(String, u64, Option<bytes::Bytes>), String> {
+    let mut f =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let len = f
+        .metadata()
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
+        .len();
+    if len > keep_max {
+        let (hash, bytes) = hash_file(path)?;
+        return Ok((hash, bytes, None));
+    }
+    // To its end, within the limit and a byte: a file that grew past it
+    // since its stat is hashed in blocks instead.
+    let mut buf = Vec::with_capacity(len as usize + 1);
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, keep_max + 1), &mut buf)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if buf.len() as u64 > keep_max {
+        let (hash, bytes) = hash_file(path)?;
+        return Ok((hash, bytes, None));
+    }
+    let hash = blake3::hash(&buf).to_hex().to_string();
+    Ok((hash, buf.len() as u64, Some(bytes::Bytes::from(buf))))
 }
 
 /// The blake3 hash (hex) and size of a file, read in 1 MiB blocks.

@@ -212,6 +212,11 @@ pub async fn list(
     .await
 }
 
+/// An artifact up to this size is read and checked whole before the
+/// answer (memory: one such buffer a download); a larger one is streamed
+/// and its check cuts the body short when it fails.
+pub const WHOLE_CHECK_BYTES_MAX: u64 = 1 << 20;
+
 /// `GET /api/v1/graphs/{graph}/runs/{partition}/nodes/{node}/artifacts/{*name}`:
 /// the artifact's bytes, streamed, with its size, a file name to save it
 /// as, and its hash.
@@ -268,9 +273,29 @@ pub async fn download(
         }
         Some(_) => {}
     }
-    let (_, blocks) = objects.get_stream(&key).await.map_err(ApiError::internal)?;
+    let (_, mut blocks) = objects.get_stream(&key).await.map_err(ApiError::internal)?;
     tracing::debug!(node = %found.node, artifact = %found.name, bytes = found.bytes, "artifact download");
-    let body = Body::from_stream(checked(blocks, found.clone(), objects.shown().to_string()));
+    let body = if found.bytes <= WHOLE_CHECK_BYTES_MAX {
+        // Checked before the answer: a damaged object is a 500 that says
+        // so. (Streamed, the check ends with the body, and a cut before
+        // the server flushed anything reaches the client as no answer.)
+        let mut whole = Vec::with_capacity(found.bytes as usize);
+        while let Some(block) = blocks.next().await {
+            whole.extend_from_slice(&block.map_err(ApiError::internal)?);
+            if whole.len() as u64 > found.bytes {
+                break;
+            }
+        }
+        let hash = blake3::hash(&whole).to_hex().to_string();
+        if whole.len() as u64 != found.bytes || hash != found.hash {
+            let m = damaged_message(&found, objects.shown(), whole.len() as u64, &hash);
+            tracing::warn!(error = %m, "artifact download refused");
+            return Err(ApiError::internal(m));
+        }
+        Body::from(whole)
+    } else {
+        Body::from_stream(checked(blocks, found.clone(), objects.shown().to_string()))
+    };
     let value = |v: String| {
         HeaderValue::from_str(&v).map_err(|e| ApiError::internal(format!("header {v:?}: {e}")))
     };
@@ -347,6 +372,18 @@ struct Checking {
 /// `blocks` as they are, but each checked into `want`'s size and hash: a
 /// read error, too many bytes, or at the end too few or another hash end
 /// the stream with an error naming `shown`, before its last block.
+/// What a download says of an object that is not what its record names.
+fn damaged_message(want: &RunArtifact, shown: &str, got: u64, hash: &str) -> String {
+    format!(
+        "artifact {:?} of node {:?}: the object store {shown} holds {got} bytes hashing to {hash} as {}, not the {} bytes hashing to {} its record names (damaged or replaced)",
+        want.name,
+        want.node,
+        artifact::object_key(&want.hash),
+        want.bytes,
+        want.hash
+    )
+}
+
 fn checked(
     blocks: BoxStream<'static, Result<Bytes, String>>,
     want: RunArtifact,
@@ -361,14 +398,7 @@ fn checked(
     };
     let (bytes, hash) = (want.bytes, want.hash.clone());
     let damaged = move |got: u64, hash: &str| {
-        let m = format!(
-            "artifact {:?} of node {:?}: the object store {shown} holds {got} bytes hashing to {hash} as {}, not the {} bytes hashing to {} its record names (damaged or replaced)",
-            want.name,
-            want.node,
-            artifact::object_key(&want.hash),
-            want.bytes,
-            want.hash
-        );
+        let m = damaged_message(&want, &shown, got, hash);
         tracing::warn!(error = %m, "artifact download cut");
         m
     };

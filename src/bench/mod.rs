@@ -4,6 +4,7 @@
 //! bytes).
 
 mod api;
+mod artifacts;
 mod backup;
 mod child;
 mod cluster;
@@ -49,6 +50,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "core" => core::run(quick),
         "store" => store::run(quick),
         "backup" => backup::run(quick),
+        "artifacts" => artifacts::run(quick),
         "drain" => drain::run(quick),
         "keys" => keys::run(quick),
         "chain" => graphs::run_chain(quick),

@@ -28,8 +28,26 @@ impl BenchError {
 
 /// The scenarios, by name.
 pub const SCENARIOS: &[&str] = &[
-    "core", "store", "drain", "chain", "fanout", "latency", "sweep", "recovery", "crash", "keys",
-    "validate", "api", "cluster", "growth", "mapped", "torture", "soak", "failover", "backup",
+    "core",
+    "store",
+    "drain",
+    "chain",
+    "fanout",
+    "latency",
+    "sweep",
+    "recovery",
+    "crash",
+    "keys",
+    "validate",
+    "api",
+    "cluster",
+    "growth",
+    "mapped",
+    "torture",
+    "soak",
+    "failover",
+    "backup",
+    "artifacts",
 ];
 
 /// A `RESULT` line from key-value pairs.

@@ -46,6 +46,19 @@ pub const RETRIES_MAX: usize = 3;
 pub const BLOCK_BYTES: usize = 8 << 20;
 /// Parts of one upload in flight at once.
 pub const PARTS_IN_FLIGHT: usize = 4;
+/// The largest file uploaded in one request; a larger one is a multipart
+/// upload in [`BLOCK_BYTES`] parts. A file of two blocks as a multipart
+/// upload costs three more requests than one put, and the store's
+/// reassembly of its parts (S3-compatible servers copy them: a 10 MiB
+/// artifact took twice a put's time on s3s-fs, `weir bench artifacts`),
+/// while one put holds less memory than the multipart path may
+/// ([`PARTS_IN_FLIGHT`] parts and the block being filled).
+pub const SINGLE_PUT_BYTES_MAX: u64 = 2 * BLOCK_BYTES as u64;
+/// The size of the blocks a local folder's object is read in, one task of
+/// the blocking pool each (object_store's own stream reads 8 KiB a task:
+/// 1,280 of them for 10 MiB), and of the buffer a download is written
+/// through.
+pub const READ_BLOCK_BYTES: usize = 1 << 20;
 
 /// An object's listing entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,11 +253,39 @@ impl Objects {
         }
     }
 
-    /// Uploads the file `file` as `key`, streamed in blocks of
-    /// [`BLOCK_BYTES`] (a multipart upload past one block). Returns once
-    /// the store acknowledged the whole object: it is durable. A failed
-    /// upload is aborted and leaves no object.
+    /// Uploads the file `file` as `key`: in one request up to
+    /// [`SINGLE_PUT_BYTES_MAX`], else streamed in blocks of
+    /// [`BLOCK_BYTES`] (a multipart upload). Returns once the store
+    /// acknowledged the whole object: it is durable. A failed upload is
+    /// aborted and leaves no object.
     pub async fn put_file(&self, key: &str, file: &Path) -> Result<u64, String> {
+        let len = tokio::fs::metadata(file)
+            .await
+            .map_err(|e| format!("cannot stat {}: {e}", file.display()))?
+            .len();
+        if len <= SINGLE_PUT_BYTES_MAX {
+            // One read on the blocking pool into a buffer of the file's
+            // size (a tokio file reads through a buffer of its own: a
+            // second copy). To its end, as it may have grown since, within
+            // the limit and a byte: a file grown past it is streamed.
+            let path = file.to_path_buf();
+            let buf = tokio::task::spawn_blocking(move || {
+                use std::io::Read as _;
+                let mut buf = Vec::with_capacity(len as usize + 1);
+                std::fs::File::open(&path)?
+                    .take(SINGLE_PUT_BYTES_MAX + 1)
+                    .read_to_end(&mut buf)
+                    .map(|_| buf)
+            })
+            .await
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            if buf.len() as u64 <= SINGLE_PUT_BYTES_MAX {
+                let sent = buf.len() as u64;
+                self.put_bytes(key, Bytes::from(buf)).await?;
+                return Ok(sent);
+            }
+        }
         let mut f = tokio::fs::File::open(file)
             .await
             .map_err(|e| format!("cannot open {}: {e}", file.display()))?;
@@ -300,15 +341,20 @@ impl Objects {
         let size = got.meta.size;
         let shown = self.shown.clone();
         let k = key.to_string();
-        let stream = got
-            .into_stream()
-            .map_err(move |e| {
-                format!(
-                    "the object store {shown}: cannot read {k}: {}",
-                    clean_error(&e.to_string())
-                )
-            })
-            .boxed();
+        let stream = match got.payload {
+            object_store::GetResultPayload::File(file, _) => {
+                let what: Arc<str> = format!("the object store {shown}: cannot read {k}").into();
+                file_blocks(file, got.range, what)
+            }
+            object_store::GetResultPayload::Stream(s) => s
+                .map_err(move |e| {
+                    format!(
+                        "the object store {shown}: cannot read {k}: {}",
+                        clean_error(&e.to_string())
+                    )
+                })
+                .boxed(),
+        };
         Ok((size, stream))
     }
 
@@ -325,9 +371,14 @@ impl Objects {
         let tmp = dest.with_extension(format!("weir-part-{:08x}", rand::random::<u32>()));
         let result = async {
             let (_, mut stream) = self.get_stream(key).await?;
-            let mut out = tokio::fs::File::create(&tmp)
-                .await
-                .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+            // Buffered: a remote store's blocks are a few KiB, and each
+            // write of a tokio file is a task of the blocking pool.
+            let mut out = tokio::io::BufWriter::with_capacity(
+                READ_BLOCK_BYTES,
+                tokio::fs::File::create(&tmp)
+                    .await
+                    .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?,
+            );
             let mut hasher = blake3::Hasher::new();
             let mut got = 0u64;
             while let Some(block) = stream.next().await {
@@ -382,6 +433,36 @@ impl Objects {
     }
 }
 
+/// The `range` of a local folder's object, in blocks of
+/// [`READ_BLOCK_BYTES`], each read on the blocking pool; errors start with
+/// `what`.
+fn file_blocks(
+    file: std::fs::File,
+    range: std::ops::Range<u64>,
+    what: Arc<str>,
+) -> BoxStream<'static, Result<Bytes, String>> {
+    let file = Arc::new(file);
+    futures::stream::try_unfold(range.start, move |at| {
+        let (file, what) = (file.clone(), what.clone());
+        let end = range.end;
+        async move {
+            if at >= end {
+                return Ok(None);
+            }
+            let n = (end - at).min(READ_BLOCK_BYTES as u64) as usize;
+            let block = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; n];
+                std::os::unix::fs::FileExt::read_exact_at(&*file, &mut buf, at).map(|()| buf)
+            })
+            .await
+            .map_err(|e| format!("{what}: {e}"))?
+            .map_err(|e| format!("{what}: {e}"))?;
+            Ok(Some((Bytes::from(block), at + n as u64)))
+        }
+    })
+    .boxed()
+}
+
 fn listed(m: &object_store::ObjectMeta) -> Listed {
     Listed {
         key: m.location.to_string(),
@@ -423,6 +504,44 @@ mod tests {
             e.contains("http://h/b/k?…") && e.ends_with("after 1 retry"),
             "{e}"
         );
+    }
+
+    /// A file of one request (under SINGLE_PUT_BYTES_MAX) read back
+    /// from a folder in blocks of READ_BLOCK_BYTES, the last one short.
+    #[tokio::test]
+    async fn a_small_file_goes_in_one_put_and_comes_back_in_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = Objects::folder(&dir.path().join("store")).unwrap();
+        let src = dir.path().join("src");
+        let data: Vec<u8> = (0..(READ_BLOCK_BYTES * 3 + 5))
+            .map(|i| (i % 253) as u8)
+            .collect();
+        std::fs::write(&src, &data).unwrap();
+        assert_eq!(
+            objects.put_file("s/1", &src).await.unwrap(),
+            data.len() as u64
+        );
+        let (size, stream) = objects.get_stream("s/1").await.unwrap();
+        assert_eq!(size, data.len() as u64);
+        let blocks: Vec<Bytes> = stream.try_collect().await.unwrap();
+        let lens: Vec<usize> = blocks.iter().map(|b| b.len()).collect();
+        assert_eq!(
+            lens,
+            [READ_BLOCK_BYTES, READ_BLOCK_BYTES, READ_BLOCK_BYTES, 5]
+        );
+        assert_eq!(blocks.concat(), data);
+        let dest = dir.path().join("dest");
+        let hash = blake3::hash(&data).to_hex().to_string();
+        objects
+            .get_file("s/1", &dest, data.len() as u64, &hash)
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), data);
+        std::fs::write(&src, b"").unwrap();
+        assert_eq!(objects.put_file("s/empty", &src).await.unwrap(), 0);
+        let (size, stream) = objects.get_stream("s/empty").await.unwrap();
+        assert_eq!(size, 0);
+        assert!(stream.try_collect::<Vec<Bytes>>().await.unwrap().is_empty());
     }
 
     #[tokio::test]
