@@ -170,7 +170,16 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
         let ca = std::env::var_os(super::client::ENV_CA)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
-        let front = Front::spawn(listener, tls, replica.clone(), &token, ca.as_deref())
+        let front = Front::spawn(
+            listener,
+            tls,
+            replica.clone(),
+            &token,
+            ca.as_deref(),
+            security
+                .audit_retention
+                .unwrap_or(crate::serve::access::audit::AUDIT_RETENTION_DEFAULT),
+        )
             .map_err(Failure::store)?;
         let started_at_ms = crate::replica::wall_ms();
         let engine_file = EngineFile::new(

@@ -39,9 +39,11 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::Deserialize;
 use tokio_rustls::rustls;
 
+use super::front_audit::{Asked, FrontAudit};
 use super::node::Replica;
 use super::types::wall_ms;
 use crate::serve::access;
+use crate::serve::access::audit;
 use crate::serve::access::role::Role;
 use crate::serve::client::{Voucher, CLIENT_HEADER};
 use crate::serve::connections::HEADER_READ_TIMEOUT;
@@ -94,6 +96,8 @@ struct FrontState {
     /// The leader's API URL as last asked, by its id: a follower asks the
     /// leader once per term, not once per request.
     leader_api: Arc<Mutex<Option<(u64, String)>>>,
+    /// The audit log of the membership changes this front makes.
+    audit: FrontAudit,
 }
 
 /// A running front.
@@ -149,6 +153,7 @@ impl Front {
         replica: Replica,
         token: &str,
         ca: Option<&std::path::Path>,
+        audit_retention: std::time::Duration,
     ) -> Result<Front, String> {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let local = Arc::new(RwLock::new(None));
@@ -158,6 +163,7 @@ impl Front {
             .map(|(_, path, _)| path)
             .collect();
         let state = FrontState {
+            audit: FrontAudit::new(replica.store.clone(), audit_retention),
             members: Voucher::members(&replica.settings.cookie),
             replica,
             local: local.clone(),
@@ -287,13 +293,14 @@ async fn members(
     path: &str,
     req: Request,
 ) -> Response {
+    let started = std::time::Instant::now();
     // The engine's own rule (bearer token, or a UI session with its
     // anti-CSRF header on a change), against the store every member holds.
-    let role = match access::caller_in(&s.replica.store, &s.token, wall_ms(), method, req.headers())
-    {
-        Ok(c) => c.role,
-        Err(e) => return e.into_response(),
-    };
+    let caller =
+        match access::caller_in(&s.replica.store, &s.token, wall_ms(), method, req.headers()) {
+            Ok(c) => c,
+            Err(e) => return e.into_response(),
+        };
     if *method == Method::GET && path == "/api/v1/members" {
         // The leader's view says how far each follower is behind; a
         // follower's own view stands in when no leader answers.
@@ -307,16 +314,24 @@ async fn members(
         }
         return axum::Json(s.replica.members_view().await).into_response();
     }
+    let remove = path
+        .strip_prefix("/api/v1/members/")
+        .and_then(|r| r.strip_suffix("/remove"))
+        .map(|id| id.parse::<u64>().map_err(|_| id.to_string()));
+    let route = match (path == "/api/v1/members", &remove) {
+        (true, _) => "/api/v1/members",
+        (false, Some(_)) => "/api/v1/members/{id}/remove",
+        (false, None) => {
+            return ApiError::not_found(format!("no route {path}")).into_response();
+        }
+    };
     if *method != Method::POST {
         return ApiError::method_not_allowed(format!("{path} does not take {method}"))
             .into_response();
     }
-    if role < Role::Admin {
-        return ApiError::forbidden(format!("{method} {path} needs the admin role"))
-            .into_response();
-    }
-    // A change is made by the leader: a follower passes it on (once: the
-    // leader's front answers it, or says the leader moved).
+    // A change is checked, audited and made by the leader: a follower
+    // passes it on (once: the leader's front answers it, or says the
+    // leader moved), so one entry stands for one request.
     let leader = s.replica.leader();
     if leader.is_some()
         && leader != Some(s.replica.settings.id)
@@ -334,32 +349,78 @@ async fn members(
             None => ApiError::unavailable("no leader yet: try again in a moment").into_response(),
         };
     }
-    let done = if path == "/api/v1/members" {
-        let Ok(bytes) = axum::body::to_bytes(req.into_body(), MEMBERS_BODY_BYTES_MAX).await else {
-            return ApiError::too_large(MEMBERS_BODY_BYTES_MAX).into_response();
-        };
-        let add: AddMember = match serde_json::from_slice(&bytes) {
-            Ok(a) => a,
-            Err(e) => {
-                return ApiError::bad(format!(
-                    "body: {{\"id\": N, \"raft\": \"HOST:PORT\"}} is expected: {e}"
-                ))
-                .into_response()
-            }
-        };
-        s.replica.add_member(add.id, add.raft).await
-    } else if let Some(id) = path
-        .strip_prefix("/api/v1/members/")
-        .and_then(|r| r.strip_suffix("/remove"))
-        .and_then(|id| id.parse::<u64>().ok())
-    {
-        s.replica.remove_member(id).await
-    } else {
-        return ApiError::not_found(format!("no route {path}")).into_response();
+    // The client a member passed this from, as it vouched for it.
+    let client = client.to_string();
+    let (path_kept, mut secrets) =
+        audit::path_and_secrets(req.uri().path_and_query().map_or(path, |p| p.as_str()));
+    let asked = |params: String| Asked {
+        method: method.to_string(),
+        route,
+        path: path_kept.clone(),
+        params,
+        client: client.clone(),
     };
+    let Ok(bytes) = axum::body::to_bytes(req.into_body(), MEMBERS_BODY_BYTES_MAX).await else {
+        let e = ApiError::too_large(MEMBERS_BODY_BYTES_MAX);
+        let params = format!("(a body over {MEMBERS_BODY_BYTES_MAX} bytes, not read)");
+        if let Err(w) = s
+            .audit
+            .refused(&caller, asked(params), 413, &e.message, started)
+            .await
+        {
+            return ApiError::internal(w).into_response();
+        }
+        return e.into_response();
+    };
+    let (params, body_secrets) = audit::params_and_secrets(&bytes);
+    secrets.extend(body_secrets);
+    if caller.role < Role::Admin {
+        let e = ApiError::forbidden(format!("{method} {path} needs the admin role"));
+        if let Err(w) = s
+            .audit
+            .refused(&caller, asked(params), 403, &e.message, started)
+            .await
+        {
+            return ApiError::internal(w).into_response();
+        }
+        return e.into_response();
+    }
+    // Written ahead: if the log cannot hold it, nothing changes.
+    let pending = match s.audit.begin(&caller, asked(params)).await {
+        Ok(p) => p,
+        Err(w) => return ApiError::internal(w).into_response(),
+    };
+    let done: Result<(), ApiError> = match remove {
+        None => match serde_json::from_slice::<AddMember>(&bytes) {
+            Ok(add) => s
+                .replica
+                .add_member(add.id, add.raft)
+                .await
+                .map_err(ApiError::conflict),
+            Err(e) => Err(ApiError::bad(format!(
+                "body: {{\"id\": N, \"raft\": \"HOST:PORT\"}} is expected: {e}"
+            ))),
+        },
+        Some(Ok(id)) => s
+            .replica
+            .remove_member(id)
+            .await
+            .map_err(ApiError::conflict),
+        Some(Err(id)) => Err(ApiError::not_found(format!(
+            "no member {id:?}: a member's id is a number"
+        ))),
+    };
+    let (status, error) = match &done {
+        Ok(()) => (200, None),
+        Err(e) => (e.status.as_u16(), Some(audit::scrub(&e.message, &secrets))),
+    };
+    tracing::info!(who = %caller.name, %method, route, status, "audited membership change");
+    if let Err(w) = s.audit.finish(pending, status, error, started).await {
+        return ApiError::internal(w).into_response();
+    }
     match done {
         Ok(()) => axum::Json(s.replica.members_view().await).into_response(),
-        Err(e) => ApiError::conflict(e).into_response(),
+        Err(e) => e.into_response(),
     }
 }
 

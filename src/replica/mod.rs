@@ -6,6 +6,7 @@
 //! `serve` runs the engine on the leader (see `cli::replicated`).
 
 mod front;
+mod front_audit;
 mod guard;
 mod log_store;
 mod machine;
