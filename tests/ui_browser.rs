@@ -338,6 +338,49 @@ async fn a_run_started_from_the_ui_is_followed_live_and_rerun() {
         "return document.querySelector(\"#run-head [data-state='failed']\");",
     )
     .await;
+    // Settled: its span tree, as `weir trace` prints it (#43 item 4):
+    // the run, each node under it, each attempt under its node; a failed
+    // one marked.
+    let spans = b
+        .wait_js(
+            "the run's trace",
+            "const rows = [...document.querySelectorAll('table.trace tbody tr')];
+             return rows.length ? rows.map(r => [r.dataset.span, r.dataset.depth, r.classList.contains('span-error')]) : null;",
+        )
+        .await;
+    let spans: Vec<(String, String, bool)> = serde_json::from_value(spans).unwrap();
+    assert!(
+        spans[0].0.starts_with("run ") && spans[0].1 == "0",
+        "{spans:?}"
+    );
+    let at = |name: &str| {
+        spans
+            .iter()
+            .position(|s| s.0 == name)
+            .unwrap_or_else(|| panic!("{name}: {spans:?}"))
+    };
+    assert_eq!(
+        spans[at("node a")],
+        ("node a".into(), "1".into(), false),
+        "{spans:?}"
+    );
+    assert_eq!(
+        spans[at("node a") + 1].1,
+        "2",
+        "an attempt under its node: {spans:?}"
+    );
+    assert!(spans[at("node bad")].2, "bad's span failed: {spans:?}");
+    let id = b
+        .js(
+            "return document.querySelector('#trace-id').textContent;",
+            vec![],
+        )
+        .await;
+    assert!(
+        id.as_str()
+            .is_some_and(|t| t.len() == 32 && t.chars().all(|c| c.is_ascii_hexdigit())),
+        "{id}"
+    );
 
     // A node's panel: its output, pretty-printed.
     b.click("tr[data-node='a'] th a").await;

@@ -35,6 +35,7 @@ pub fn components() -> serde_json::Map<String, serde_json::Value> {
         crate::KeyScheduleView,
         super::views::RunPage,
         h::runs::RunWithLive,
+        crate::trace::view::RunTrace,
         h::actions::Cancelled,
         h::actions::ClearedNode,
         h::runs::NodeWithAttempts,

@@ -7,3 +7,5 @@
 pub mod export;
 pub mod ids;
 pub mod plan;
+pub mod route;
+pub mod view;

@@ -90,6 +90,10 @@ pub fn routes() -> Routes {
             runs::logs,
         )
         .get(
+            "/api/v1/graphs/{graph}/runs/{partition}/trace",
+            crate::trace::route::trace,
+        )
+        .get(
             "/api/v1/graphs/{graph}/runs/{partition}/artifacts",
             crate::artifacts::routes::list,
         )

@@ -5,7 +5,9 @@
 // attempt live. A mapped
 // node's panel lists its members with their states, and a member's logs;
 // a sensor's shows its checks that were not met and, while it waits, its
-// last check: when, and what it saw.
+// last check: when, and what it saw. Once the run settles, its trace:
+// the span tree the OTLP exporter sends (run, nodes, attempts, with their
+// events and errors), as `weir trace` prints it — no collector needed.
 
 import { get, post, p, qs } from "../api.js";
 import {
@@ -33,13 +35,15 @@ export async function render(root, [graph, partition, selectedNode]) {
   const actions = h("div", { class: "actions", id: "run-actions" });
   const nodesBox = h("div", { id: "run-nodes" });
   const ganttBox = h("div", { id: "gantt", class: "gantt-box" });
+  const traceBox = h("div", { id: "trace", class: "trace-box" });
   const panel = h("section", { id: "node-panel", class: "panel", "aria-live": "polite" });
   replace(root,
     h("p", { class: "crumbs" }, h("a", { href: "#/" }, "Graphs"), " / ",
       h("a", { href: route("graph", graph, partition) }, graph), " / ", partition),
     h("h1", {}, `Run ${partition}`), head, actions,
     h("div", { class: "run-layout" },
-      h("div", {}, h("h2", {}, "Nodes"), nodesBox, h("h2", {}, "Attempts over time"), ganttBox),
+      h("div", {}, h("h2", {}, "Nodes"), nodesBox, h("h2", {}, "Attempts over time"), ganttBox,
+        h("h2", {}, "Trace"), traceBox),
       panel));
 
   // Node details (attempts with exit codes), cached by what changes them.
@@ -118,7 +122,47 @@ export async function render(root, [graph, partition, selectedNode]) {
     });
     replace(nodesBox, table(["Node", "State", "Rerun", "Attempts", "Started", "Duration", "Exit", "Error"], rows, { class: "nodes" }));
     drawGantt(run, ds);
+    await drawTrace(run);
     if (selectedNode) await drawPanel(run, ds.get(selectedNode) || null);
+  };
+
+  // The trace of a settled run, fetched once per settle (a rerun settles
+  // it again).
+  let traceKey = null;
+  const drawTrace = async (run) => {
+    if (!run.settled_at_ms) {
+      traceKey = null;
+      replace(traceBox, h("p", { class: "muted" }, "The trace is made when the run settles."));
+      return;
+    }
+    if (traceKey === run.settled_at_ms) return;
+    let t;
+    try {
+      t = await get(p("graphs", graph, "runs", partition, "trace"));
+    } catch (e) {
+      replace(traceBox, h("p", { class: "error" }, `No trace: ${e.message}`));
+      return;
+    }
+    traceKey = run.settled_at_ms;
+    const t0 = Math.min(...t.spans.map((x) => x.start_ms));
+    const total = Math.max(1, Math.max(...t.spans.map((x) => x.end_ms)) - t0);
+    const pct = (ms) => `${(100 * ms / total).toFixed(2)}%`;
+    // Widths through the CSSOM: the UI's CSP takes no style attribute.
+    const styled = (el, props) => { Object.assign(el.style, props); return el; };
+    const rows = t.spans.map((x) => h("tr", { "data-span": x.name, "data-depth": String(x.depth), class: x.error ? "span-error" : null },
+      styled(h("th", { scope: "row", class: "span-name" }, x.name), { paddingLeft: `${0.3 + 1.2 * x.depth}em` }),
+      h("td", { class: "span-at" }, `+${fmtDur(x.start_ms - t0)}`),
+      h("td", { class: "span-took" }, fmtDur(x.end_ms - x.start_ms)),
+      h("td", { class: "span-bar-cell" }, styled(h("div", {
+        class: "span-bar", title: `${x.name}: ${fmtDur(x.end_ms - x.start_ms)}`,
+      }), { marginLeft: pct(x.start_ms - t0), width: pct(Math.max(x.end_ms - x.start_ms, total / 400)) })),
+      h("td", { class: "span-events" }, x.events.map((e) => h("span", {
+        class: "span-event", title: Object.entries(e.attributes).map(([k, v]) => `${k}=${v}`).join("\n"),
+      }, `${e.name} `))),
+      h("td", { class: "error-cell" }, x.error ? h("span", { class: "error", title: x.error }, x.error.split("\n")[0]) : "—")));
+    replace(traceBox,
+      h("p", { class: "muted" }, "trace ", h("code", { id: "trace-id" }, t.trace_id)),
+      table(["Span", "Start", "Took", "", "Events", "Error"], rows, { class: "trace" }));
   };
 
   // Redrawn at the new width when the window is resized; the listener

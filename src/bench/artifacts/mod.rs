@@ -16,7 +16,7 @@
 //!   upload, the attempt's folders). Raw: the same 21 puts (`put_bytes`
 //!   from memory) and 40 gets (`get_stream`, drained) in the graph's order
 //!   and 4 at a time, as the pool and the join's fetch
-//!   ([`TRANSFERS_IN_FLIGHT`]) run them. `local_ratio` and `s3_ratio` are
+//!   ([`crate::artifacts::TRANSFERS_IN_FLIGHT`]) run them. `local_ratio` and `s3_ratio` are
 //!   the artifact bytes per second of handling over the raw bytes per
 //!   second (goal ≥ 0.8); medians of rounds that rotate the three.
 //!   A line beside them times each step of one transfer at a time
@@ -51,77 +51,31 @@
 //! [`READ_BLOCK_BYTES`]: crate::objects::READ_BLOCK_BYTES
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
-use rand::RngCore;
 use tokio::sync::broadcast::error::RecvError;
 use weir_actors::events::EngineEvent;
 use weir_actors::store::Durability;
 use weir_core::partition::Partition;
 
 use super::drain::{peak_rss_bytes, rss_bytes, tempfile_dir};
-use super::procs::{free_addr, Proc, Root};
+use super::procs::Root;
 use super::report::{result_line, BenchError};
-use crate::artifacts::{ArtifactStore, GRACE_MS_DEFAULT, TRANSFERS_IN_FLIGHT};
+use crate::artifacts::{ArtifactStore, GRACE_MS_DEFAULT};
 use crate::objects::Objects;
 use crate::task::command::{CommandTask, COMMAND_TASK};
 use crate::Engine;
 
-/// Middle nodes of the fan-out.
-const WIDTH: usize = 20;
-/// The file each node of the fan-out passes.
-const FILE_BYTES: u64 = 10 << 20;
-/// The small artifact of the chain.
-const SMALL_BYTES: usize = 1 << 10;
-/// The files of the RSS comparison's small run, and of its big run
-/// without `--quick` (with it, the 10 MiB rounds are the big run).
-const RSS_SMALL_BYTES: u64 = 1 << 20;
-const RSS_BIG_BYTES_FULL: u64 = 50 << 20;
-/// Transfers in flight, raw and in the graph: its pool's slots, and the
-/// join's fetch.
-const IN_FLIGHT: usize = TRANSFERS_IN_FLIGHT;
-/// Rounds of the fan-out (each: the graph, its baseline, raw from and to
-/// files, raw from and to memory).
-const ROUNDS_FULL: usize = 3;
-const ROUNDS_QUICK: usize = 1;
-/// Nodes of the small chain, and its runs (each beside a run of its
-/// baseline and as many raw transfers).
-const CHAIN_NODES: usize = 25;
-const CHAIN_REPS_FULL: usize = 5;
-const CHAIN_REPS_QUICK: usize = 2;
-/// Single transfers of the step-by-step breakdown.
-const STEP_REPS: usize = 5;
-/// Goals.
-const GOAL_RATIO: f64 = 0.8;
-const GOAL_SMALL_OVERHEAD_MS: f64 = 2.0;
-/// How long one run may take to settle.
-const SETTLE_WAIT_S: u64 = 600;
-/// The s3s-fs release the tests run too (tests/s3_support).
-const S3S_FS_VERSION: &str = "0.14.1";
-const BUCKET: &str = "weir-bench";
-const ACCESS_KEY: &str = "weirbenchkey";
-const SECRET_KEY: &str = "weir-bench-secret-0123456789";
-/// s3s-fs does not set TCP_NODELAY on its sockets: a GET's body waits
-/// for the ACK of its headers, which the client delays (Linux: 40 ms), in
-/// a share of small GETs that varies from run to run, raw and artifact
-/// GETs alike. The S3 half's small samples that took this long or longer
-/// are counted, and compared with their like: the artifact attempts and
-/// raw transfers that did not wait when both kinds hold STALL_FREE_MIN of
-/// them, else those that did.
-const STALL_MS: u128 = 30;
-const STALL_FREE_MIN: usize = 10;
-/// How long s3s-fs may take to listen.
-const S3S_LISTEN_WAIT_S: u64 = 20;
+mod common;
+mod raw;
+mod s3;
 
-fn failed<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> BenchError {
-    move |e| BenchError::Failed(format!("{what}: {e}"))
-}
+use common::*;
 
-const MIB: f64 = (1u64 << 20) as f64;
+use raw::{delete_all, raw_fan, raw_small, steps, Raw};
+use s3::{s3s_fs_binary, start_s3};
 
 // ---- definitions ----------------------------------------------------------
 
@@ -332,13 +286,6 @@ fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-/// Writes every dirty page back, so one phase's writes are not flushed
-/// during the next one's timing.
-fn sync_disks() {
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-}
-
 /// A settled run's figures.
 struct Ran {
     /// Start request to settle.
@@ -440,223 +387,6 @@ impl Runner<'_> {
     }
 }
 
-// ---- raw transfers ----------------------------------------------------------
-
-fn random_bytes(n: usize) -> Bytes {
-    let mut v = vec![0u8; n];
-    rand::thread_rng().fill_bytes(&mut v);
-    Bytes::from(v)
-}
-
-/// Reads the object `key` to its end; its size.
-async fn get_all(objects: &Objects, key: &str) -> Result<u64, BenchError> {
-    let (_, mut s) = objects.get_stream(key).await.map_err(failed("raw get"))?;
-    let mut n = 0u64;
-    while let Some(block) = s.next().await {
-        n += block.map_err(failed("raw get"))?.len() as u64;
-    }
-    Ok(n)
-}
-
-/// Deletes every object under `prefix`.
-async fn delete_all(objects: &Objects, prefix: &str) -> Result<(), BenchError> {
-    for o in objects.list(prefix).await.map_err(failed("list"))? {
-        objects.delete(&o.key).await.map_err(failed("delete"))?;
-    }
-    Ok(())
-}
-
-/// Writes the object `key` into the file `dest` as it comes (no check, no
-/// hash: a plain copy); its size.
-async fn get_into(objects: &Objects, key: &str, dest: &Path) -> Result<u64, BenchError> {
-    use tokio::io::AsyncWriteExt as _;
-    let (_, mut s) = objects.get_stream(key).await.map_err(failed("raw get"))?;
-    let mut out = tokio::io::BufWriter::with_capacity(
-        crate::objects::READ_BLOCK_BYTES,
-        tokio::fs::File::create(dest)
-            .await
-            .map_err(failed("raw get file"))?,
-    );
-    let mut n = 0u64;
-    while let Some(block) = s.next().await {
-        let block = block.map_err(failed("raw get"))?;
-        n += block.len() as u64;
-        out.write_all(&block)
-            .await
-            .map_err(failed("raw get file"))?;
-    }
-    out.flush().await.map_err(failed("raw get file"))?;
-    Ok(n)
-}
-
-/// How the raw transfers take and leave the bytes.
-#[derive(Clone, Copy)]
-enum Raw<'a> {
-    /// From memory, and read to nowhere: the store's own speed.
-    Memory,
-    /// From a file (`put_file`) and into a file in this folder: what a
-    /// plain copy of files through the store costs (`aws s3 cp` up and
-    /// down), the raw equivalent of handing a file to a downstream.
-    Files(&'a Path),
-}
-
-/// One raw get of the fan-out, as `raw` says; its size.
-async fn raw_get(objects: &Objects, key: &str, raw: Raw<'_>, n: usize) -> Result<u64, BenchError> {
-    match raw {
-        Raw::Memory => get_all(objects, key).await,
-        Raw::Files(dir) => {
-            let dest = dir.join(format!("got{n}"));
-            let got = get_into(objects, key, &dest).await?;
-            let _ = tokio::fs::remove_file(&dest).await;
-            Ok(got)
-        }
-    }
-}
-
-/// One raw put of the fan-out, as `raw` says.
-async fn raw_put(
-    objects: &Objects,
-    key: &str,
-    data: &Bytes,
-    raw: Raw<'_>,
-) -> Result<(), BenchError> {
-    match raw {
-        Raw::Memory => objects.put_bytes(key, data.clone()).await,
-        Raw::Files(dir) => objects.put_file(key, &dir.join("src")).await.map(|_| ()),
-    }
-    .map_err(failed("raw put"))
-}
-
-/// The fan-out's transfers, raw: one put of `bytes`, WIDTH (get it, put a
-/// part) IN_FLIGHT at a time, then WIDTH gets of the parts IN_FLIGHT at a
-/// time, from and to memory or files as `raw` says (the source file is
-/// written before the clock starts: the graph's baseline writes its
-/// files too). Its time and the bytes it moved.
-async fn raw_fan(
-    objects: &Objects,
-    tag: &str,
-    bytes: u64,
-    raw: Raw<'_>,
-) -> Result<(Duration, u64), BenchError> {
-    let data = random_bytes(bytes as usize);
-    if let Raw::Files(dir) = raw {
-        std::fs::create_dir_all(dir).map_err(failed("raw folder"))?;
-        std::fs::write(dir.join("src"), &data).map_err(failed("raw file"))?;
-    }
-    let make = format!("raw/{tag}/make");
-    let parts: Vec<String> = (0..WIDTH).map(|i| format!("raw/{tag}/part{i}")).collect();
-    let started = Instant::now();
-    raw_put(objects, &make, &data, raw).await?;
-    let got: Vec<u64> = futures::stream::iter(parts.iter().enumerate().map(|(i, k)| {
-        let (data, make) = (&data, &make);
-        async move {
-            let n = raw_get(objects, make, raw, i).await?;
-            raw_put(objects, k, data, raw).await?;
-            Ok::<u64, BenchError>(n)
-        }
-    }))
-    .buffer_unordered(IN_FLIGHT)
-    .try_collect()
-    .await?;
-    let joined: Vec<u64> = futures::stream::iter(
-        parts
-            .iter()
-            .enumerate()
-            .map(|(i, k)| raw_get(objects, k, raw, WIDTH + i)),
-    )
-    .buffer_unordered(IN_FLIGHT)
-    .try_collect()
-    .await?;
-    let took = started.elapsed();
-    if let Raw::Files(dir) = raw {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    let moved = bytes * (1 + WIDTH as u64) + got.iter().sum::<u64>() + joined.iter().sum::<u64>();
-    if moved != bytes * (1 + 3 * WIDTH as u64) {
-        return Err(BenchError::Failed(format!(
-            "raw transfers moved {moved} bytes, not {}",
-            bytes * (1 + 3 * WIDTH as u64)
-        )));
-    }
-    delete_all(objects, "raw").await?;
-    sync_disks();
-    Ok((took, moved))
-}
-
-/// `n` raw get + put of SMALL_BYTES, in a node's order: the get of the
-/// object the step before put, then the put of a new one. Their times.
-async fn raw_small(objects: &Objects, n: usize) -> Result<Vec<Duration>, BenchError> {
-    let mut out = Vec::with_capacity(n);
-    let key = |i: usize| format!("raw/small/{i}");
-    objects
-        .put_bytes(&key(0), random_bytes(SMALL_BYTES))
-        .await
-        .map_err(failed("raw put"))?;
-    for i in 1..=n {
-        let data = random_bytes(SMALL_BYTES);
-        let t = Instant::now();
-        get_all(objects, &key(i - 1)).await?;
-        objects
-            .put_bytes(&key(i), data)
-            .await
-            .map_err(failed("raw put"))?;
-        out.push(t.elapsed());
-    }
-    delete_all(objects, "raw").await?;
-    sync_disks();
-    Ok(out)
-}
-
-/// Medians of `reps` single transfers of one `bytes`-byte file, one
-/// after the other, each step of an artifact's way beside its raw peer:
-/// (raw put, `put_file`, `hash_file`, raw get, `get_file`).
-async fn steps(
-    objects: &Objects,
-    dir: &Path,
-    bytes: u64,
-    reps: usize,
-) -> Result<[Duration; 5], BenchError> {
-    let mut t: [Vec<Duration>; 5] = Default::default();
-    std::fs::create_dir_all(dir).map_err(failed("steps folder"))?;
-    let file = dir.join("file");
-    let dest = dir.join("got");
-    for i in 0..reps {
-        let data = random_bytes(bytes as usize);
-        std::fs::write(&file, &data).map_err(failed("steps file"))?;
-        sync_disks();
-        let (raw_key, key) = (format!("raw/steps/{i}"), format!("raw/steps/f{i}"));
-        let s = Instant::now();
-        objects
-            .put_bytes(&raw_key, data)
-            .await
-            .map_err(failed("raw put"))?;
-        t[0].push(s.elapsed());
-        let s = Instant::now();
-        objects
-            .put_file(&key, &file)
-            .await
-            .map_err(failed("put_file"))?;
-        t[1].push(s.elapsed());
-        let s = Instant::now();
-        let (hash, _) = crate::artifacts::hash_file(&file).map_err(failed("hash"))?;
-        t[2].push(s.elapsed());
-        let s = Instant::now();
-        get_all(objects, &raw_key).await?;
-        t[3].push(s.elapsed());
-        let s = Instant::now();
-        objects
-            .get_file(&key, &dest, bytes, &hash)
-            .await
-            .map_err(failed("get_file"))?;
-        t[4].push(s.elapsed());
-        let _ = std::fs::remove_file(&dest);
-    }
-    delete_all(objects, "raw").await?;
-    let _ = std::fs::remove_dir_all(dir);
-    sync_disks();
-    Ok(t.map(median))
-}
-
 // ---- one store --------------------------------------------------------------
 
 /// The sizes of a run of the scenario.
@@ -665,11 +395,6 @@ struct Plan {
     chain: usize,
     chain_reps: usize,
     rss_big_bytes: u64,
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort_unstable();
-    v[v.len() / 2]
 }
 
 fn ms(d: Duration) -> f64 {
@@ -921,80 +646,6 @@ async fn measure(
         rss_big,
         rss_bytes_per_mib_moved: per_mib,
     })
-}
-
-// ---- the S3-compatible server -----------------------------------------------
-
-/// The s3s-fs binary: `$WEIR_S3S_FS`, else `target/tools/bin/s3s-fs` of
-/// this workspace or of the current folder.
-fn s3s_fs_binary() -> Result<PathBuf, BenchError> {
-    let install = format!(
-        "install it with `cargo install s3s-fs@{S3S_FS_VERSION} --features binary --locked --root target/tools`"
-    );
-    if let Some(p) = std::env::var_os("WEIR_S3S_FS") {
-        let p = PathBuf::from(p);
-        if p.exists() {
-            return Ok(p);
-        }
-        return Err(BenchError::Failed(format!(
-            "WEIR_S3S_FS names {}, which does not exist: {install}",
-            p.display()
-        )));
-    }
-    let candidates = [
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin/s3s-fs"),
-        PathBuf::from("target/tools/bin/s3s-fs"),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .cloned()
-        .ok_or_else(|| {
-            BenchError::Failed(format!(
-                "the S3 half needs s3s-fs (an S3-compatible server) at {} or $WEIR_S3S_FS: {install}",
-                candidates[0].display()
-            ))
-        })
-}
-
-/// Starts s3s-fs on a free loopback port with its data under `root`
-/// (BUCKET made), and opens the store at `s3://BUCKET/bench` through it
-/// with a credentials file, as a user points `--artifacts` at it.
-async fn start_s3(root: &Path) -> Result<(Proc, Objects), BenchError> {
-    let bin = s3s_fs_binary()?;
-    let data = root.join("server");
-    std::fs::create_dir_all(data.join(BUCKET)).map_err(failed("s3s-fs data"))?;
-    let addr = free_addr()?;
-    let child = std::process::Command::new(&bin)
-        .args(["--host", "127.0.0.1", "--port", &addr.port().to_string()])
-        .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-        .arg(&data)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .map_err(|e| BenchError::Failed(format!("cannot start {}: {e}", bin.display())))?;
-    let proc = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(S3S_LISTEN_WAIT_S);
-    while std::net::TcpStream::connect(addr).is_err() {
-        if Instant::now() > deadline {
-            return Err(BenchError::Failed(format!(
-                "s3s-fs did not listen on {addr} in {S3S_LISTEN_WAIT_S} s"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let creds = root.join("credentials");
-    std::fs::write(
-        &creds,
-        format!(
-            "AWS_ENDPOINT_URL=http://{addr}\nAWS_ACCESS_KEY_ID={ACCESS_KEY}\nAWS_SECRET_ACCESS_KEY={SECRET_KEY}\nAWS_REGION=us-east-1\n"
-        ),
-    )
-    .map_err(failed("credentials file"))?;
-    let objects =
-        Objects::open(&format!("s3://{BUCKET}/bench"), Some(&creds)).map_err(failed("s3 store"))?;
-    objects.probe("bench").await.map_err(failed("s3 probe"))?;
-    Ok((proc, objects))
 }
 
 // ---- the scenario -------------------------------------------------------------
