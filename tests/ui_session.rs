@@ -164,3 +164,85 @@ fn the_grid_has_runs_as_columns_and_nodes_as_rows() {
     assert_eq!(http.get("/api/v1/graphs/c/grid?limit=0").status, 400);
     assert_eq!(http.get("/api/v1/graphs/nope/grid").status, 404);
 }
+
+/// `weir ui` (#43 item 7): a one-time login link. Opened, it sets the
+/// session of the token that asked and leads to the UI; a second opening,
+/// an unknown code or a code whose token was revoked log in nobody.
+#[test]
+fn a_login_link_logs_a_browser_in_once_as_the_token_that_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("defs");
+    write_def(&defs, "c", &chain_def("c"));
+    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    let anon = Http {
+        addr: engine.url.trim_start_matches("http://").to_string(),
+        token: None,
+    };
+    let link = |token: Option<&str>| -> String {
+        let mut c = serve_support::weir();
+        if let Some(t) = token {
+            c.env("WEIR_TOKEN", t);
+        }
+        let o = c.args(["ui", "--data"]).arg(&engine.data).output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let url = String::from_utf8(o.stdout).unwrap().trim().to_string();
+        assert!(
+            url.starts_with(&format!("{}/ui-session/code?c=", engine.url)),
+            "{url}"
+        );
+        url.trim_start_matches(&engine.url).to_string()
+    };
+
+    // The admin's link: a 303 to the UI with the session cookie, which
+    // then stands for the admin.
+    let path = link(None);
+    let opened = anon.get(&path);
+    assert_eq!(opened.status, 303, "{opened:?}");
+    assert!(
+        opened
+            .headers
+            .to_ascii_lowercase()
+            .contains("location: /\r"),
+        "{opened:?}"
+    );
+    assert!(opened
+        .headers
+        .to_ascii_lowercase()
+        .contains("cache-control: no-store"));
+    let cookie = cookie_of(&opened.headers).expect("a session cookie");
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let me = anon.send("GET", "/ui-session", None, &[("Cookie", &pair)]);
+    assert_eq!(me.status, 200, "{me:?}");
+    assert_eq!(me.json()["name"], "admin");
+    // Once only.
+    let again = anon.get(&path);
+    assert_eq!(again.status, 401, "{again:?}");
+    assert!(again.body.contains("weir ui"), "{}", again.body);
+    assert!(cookie_of(&again.headers).is_none());
+    assert_eq!(anon.get("/ui-session/code?c=0123").status, 401);
+    assert_eq!(anon.get("/ui-session/code").status, 401);
+
+    // A viewer's link logs in a viewer.
+    let viewer = engine.token("dash", "viewer", None);
+    let opened = anon.get(&link(Some(&viewer)));
+    assert_eq!(opened.status, 303, "{opened:?}");
+    let pair = cookie_of(&opened.headers)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let me = anon.send("GET", "/ui-session", None, &[("Cookie", &pair)]);
+    assert_eq!(
+        (me.json()["name"].clone(), me.json()["role"].clone()),
+        (json!("dash"), json!("viewer"))
+    );
+
+    // A token revoked before its link is opened: nobody.
+    let brief = engine.token("brief", "operator", None);
+    let path = link(Some(&brief));
+    engine.ok(&["token", "revoke", "brief"]);
+    let opened = anon.get(&path);
+    assert_eq!(opened.status, 401, "{opened:?}");
+    assert!(opened.body.contains("revoked"), "{}", opened.body);
+}

@@ -236,3 +236,35 @@ mod tests {
         assert!(e.message.contains("--since \"yesterday\""), "{}", e.message);
     }
 }
+
+/// `weir ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    #[command(flatten)]
+    pub conn: Conn,
+}
+
+/// Runs `weir ui`: prints a one-time login link for the UI, logged in as
+/// the token this command uses (the admin's, unless `--token-file` or
+/// `WEIR_TOKEN` says otherwise), as Jupyter prints its URL.
+pub fn ui(a: UiArgs) -> Result<u8, Failure> {
+    let c = client::engine(&a.conn)?;
+    let code: crate::ui::code_routes::UiCode =
+        client::block_on(async { c.post(&["api", "v1", "ui-codes"], &json!({})).await })???;
+    let mut url = c.url(&["ui-session", "code"])?;
+    url.query_pairs_mut().append_pair("c", &code.code);
+    if a.conn.json {
+        out(&serde_json::to_string_pretty(&json!({
+            "url": url.as_str(),
+            "expires_at_ms": code.expires_at_ms,
+        }))
+        .unwrap_or_default());
+    } else {
+        out(url.as_str());
+        eprintln!(
+            "open it within {} s: it logs a browser in once, as this command's token",
+            crate::ui::codes::UI_CODE_TTL_MS / 1000
+        );
+    }
+    Ok(0)
+}

@@ -110,6 +110,9 @@ enum Command {
     Token(access::TokenArgs),
     /// The audit log: who changed what, when, from where, and how it ended.
     Audit(access::AuditArgs),
+    /// A one-time login link for the UI (opened once, within a minute, it
+    /// logs a browser in as this command's token: no pasted token).
+    Ui(access::UiArgs),
     /// Runs a worker process: joins an engine's cluster and serves its pools.
     Worker(workers::WorkerArgs),
     /// The worker processes of the engine's cluster.
@@ -216,6 +219,7 @@ pub fn main() -> ExitCode {
         Command::Reload(a) => control::reload(a),
         Command::Token(a) => access::token(a),
         Command::Audit(a) => access::audit(a),
+        Command::Ui(a) => access::ui(a),
         Command::Worker(a) => workers::worker(a),
         Command::Workers(a) => workers::workers(a),
         Command::Members(a) => members::run(a),

@@ -36,6 +36,7 @@ pub fn components() -> serde_json::Map<String, serde_json::Value> {
         super::views::RunPage,
         h::runs::RunWithLive,
         crate::trace::view::RunTrace,
+        crate::ui::code_routes::UiCode,
         h::actions::Cancelled,
         h::actions::ClearedNode,
         h::runs::NodeWithAttempts,

@@ -4,7 +4,13 @@
 //! event stream; this module serves the files and the login that turns the
 //! engine token into a session cookie ([`session`]).
 
+pub mod code_routes;
+pub mod codes;
+mod hardened;
 pub mod session;
+
+use hardened::hardened;
+pub use hardened::CSP;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -107,13 +113,6 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
-/// The Content-Security-Policy of every UI answer: only the engine's own
-/// scripts, styles and connections; no inline script, no framing. Even a
-/// value that escaped escaping could not run.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; \
-     frame-ancestors 'none'";
-
 /// The UI's routes: the page, its files, and the session's login, check
 /// and logout. None needs the token: the files hold no data, and the
 /// session routes are what checks it.
@@ -124,25 +123,7 @@ pub fn routes() -> axum::Router<AppState> {
         .route("/ui-session", get(session_check).delete(logout))
         .route("/ui-session/login", post(login))
         .route("/ui-session/hint", get(hint))
-}
-
-fn hardened(mut r: Response) -> Response {
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    r
+        .route("/ui-session/code", get(code_routes::redeem))
 }
 
 fn serve_asset(path: &str) -> Response {

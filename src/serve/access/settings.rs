@@ -26,6 +26,8 @@ pub struct Access {
     /// The file holding the admin's token, shown on the login page to a
     /// browser on this machine.
     pub token_file: Option<std::sync::Arc<std::path::PathBuf>>,
+    /// The one-time login codes outstanding (`weir ui`).
+    pub ui_codes: Arc<std::sync::Mutex<crate::ui::codes::UiCodes>>,
 }
 
 impl Access {
@@ -38,6 +40,7 @@ impl Access {
             refusals: Arc::default(),
             tls: false,
             token_file: None,
+            ui_codes: Arc::default(),
         }
     }
 }

@@ -132,6 +132,11 @@ pub fn routes() -> Routes {
         .post(Role::Admin, "/api/v1/tokens", access::create)
         .post(Role::Admin, "/api/v1/tokens/{name}/revoke", access::revoke)
         .get_as(Role::Admin, "/api/v1/audit", access::audit)
+        .post(
+            Role::Viewer,
+            "/api/v1/ui-codes",
+            crate::ui::code_routes::issue,
+        )
         .get_as(Role::Admin, "/api/v1/backup", system::backup)
         .post(
             Role::Admin,
