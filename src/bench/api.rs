@@ -109,7 +109,7 @@ fn partition(i: usize) -> Result<Partition, BenchError> {
     .ok_or_else(|| BenchError::Failed(format!("no hourly partition for run {i}")))
 }
 
-async fn open_engine(dir: &std::path::Path) -> Result<Engine, BenchError> {
+pub(super) async fn open_engine(dir: &std::path::Path) -> Result<Engine, BenchError> {
     Engine::builder(dir)
         .durability(Durability::Fsync)
         .pool("default", 8)
@@ -120,14 +120,14 @@ async fn open_engine(dir: &std::path::Path) -> Result<Engine, BenchError> {
 }
 
 /// What the engine wrote for its one run: the template of the others.
-struct Template {
+pub(super) struct Template {
     run: GraphRunRecord,
     /// Per node, in [`NODES`] order.
     nodes: Vec<DoneRecord>,
 }
 
 /// Runs partition 0 through the engine and reads back its records.
-async fn reference_run(engine: &Engine) -> Result<Template, BenchError> {
+pub(super) async fn reference_run(engine: &Engine) -> Result<Template, BenchError> {
     engine.adopt(graph_def()?).await.map_err(failed)?;
     let p0 = partition(0)?;
     engine.start_run(GRAPH, p0.clone()).await.map_err(failed)?;
@@ -159,7 +159,7 @@ async fn reference_run(engine: &Engine) -> Result<Template, BenchError> {
 }
 
 /// Writes runs `1..runs` as copies of the template (see the module doc).
-fn fill(store: &Store, t: &Template, runs: usize) -> Result<(), BenchError> {
+pub(super) fn fill(store: &Store, t: &Template, runs: usize) -> Result<(), BenchError> {
     let run_bytes = store.encode("run record", &t.run).map_err(failed)?;
     let settled = t
         .run
@@ -467,7 +467,7 @@ async fn measure(
 /// The engine back from the server's connection tasks, which let go of it
 /// once they see their client's connections closed (within
 /// [`serve::STOP_GRACE`]).
-async fn take_back(mut engine: Arc<Engine>) -> Result<Engine, BenchError> {
+pub(super) async fn take_back(mut engine: Arc<Engine>) -> Result<Engine, BenchError> {
     let deadline = Instant::now() + serve::STOP_GRACE;
     loop {
         match Arc::try_unwrap(engine) {

@@ -7,6 +7,7 @@ mod api;
 mod artifacts;
 mod backup;
 mod child;
+mod client;
 mod cluster;
 mod core;
 mod crash;
@@ -51,6 +52,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "store" => store::run(quick),
         "backup" => backup::run(quick),
         "artifacts" => artifacts::run(quick),
+        "client" => client::run(quick),
         "drain" => drain::run(quick),
         "keys" => keys::run(quick),
         "chain" => graphs::run_chain(quick),

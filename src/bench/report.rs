@@ -48,6 +48,7 @@ pub const SCENARIOS: &[&str] = &[
     "failover",
     "backup",
     "artifacts",
+    "client",
 ];
 
 /// A `RESULT` line from key-value pairs.

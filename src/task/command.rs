@@ -9,7 +9,9 @@
 //! cannot be rendered (a JSON path missing from an output) fails the
 //! attempt without retry, naming the template. The environment carries WEIR_GRAPH, WEIR_PARTITION, WEIR_NODE,
 //! WEIR_ATTEMPT, WEIR_RUN_ID (a mapped node's member also WEIR_MEMBER, its
-//! index, and WEIR_ITEM, its item as JSON), WEIR_UPSTREAMS (the path of a JSON file with
+//! index, and WEIR_ITEM, its item as JSON), WEIR_PARAMS (the run's params as a
+//! JSON object), WEIR_PARTITION_START and WEIR_PARTITION_END (a time window's
+//! ends), WEIR_UPSTREAMS (the path of a JSON file with
 //! the upstream records and outputs), WEIR_OUTPUT (a path whose content,
 //! at most `OUTPUT_BYTES_MAX`, becomes the node's output) and WEIR_DATA (a
 //! folder under the data directory for the commands' own files). The process runs
@@ -298,7 +300,7 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
     }
     let arts_in_text = arts_in.to_string_lossy().into_owned();
     let attempt = ctx.attempt.to_string();
-    let (argv, env) = {
+    let (argv, env, window) = {
         let mut scope = input.scope(ctx.attempt, &ctx.key);
         scope.artifacts_in = Some(&arts_in_text);
         let who = format!("node {}", input.node);
@@ -318,7 +320,14 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
             config.env.iter().map(|(k, v)| (format!(".{k}"), v)),
             &scope,
         );
-        (argv, values)
+        // The partition's window (time partitionings only; none for the
+        // others), for helpers such as the Python `weir.task`.
+        let window = ["{partition.start}", "{partition.end}"].map(|t| {
+            Template::parse(t, Place::Command)
+                .ok()
+                .and_then(|t| t.render(&scope, Escape::None, ARG_BYTES_MAX).ok())
+        });
+        (argv, values, window)
     };
     let (argv, env) = match (argv, env) {
         (Ok(a), Ok(e)) => (a, e),
@@ -362,6 +371,18 @@ async fn run(task: CommandTask, ctx: TaskContext) -> TaskResult {
         .env("WEIR_DATA", &work)
         .env("WEIR_ARTIFACTS_IN", &arts_in)
         .env("WEIR_ARTIFACTS_OUT", &arts_out)
+        // The run's params as one JSON object, and the partition's window
+        // (RFC 3339 in the graph's zone) when it has one.
+        .env(
+            "WEIR_PARAMS",
+            serde_json::to_string(&input.params).unwrap_or_else(|_| "{}".into()),
+        )
+        .envs(
+            ["WEIR_PARTITION_START", "WEIR_PARTITION_END"]
+                .into_iter()
+                .zip(window)
+                .filter_map(|(k, v)| Some((k, v?))),
+        )
         .env(
             "WEIR_WORKER",
             remote.as_ref().map_or("engine", |r| r.worker_id.as_str()),
