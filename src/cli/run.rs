@@ -373,6 +373,11 @@ async fn run_async(
                     counters.see(&ev, bar.shown());
                     // Runs the triggers start are watched too.
                     watch_started(&ev, &mut watched);
+                    // A run settled: look again now, not at the next tick
+                    // (a one-node run ended 0.25 s after its work did).
+                    if args.until_idle && matches!(ev, EngineEvent::RunSettled { .. }) {
+                        tick.reset_immediately();
+                    }
                 }
             }
             () = interrupts.next() => {
