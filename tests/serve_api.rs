@@ -314,6 +314,12 @@ fn a_thousand_malformed_requests_get_4xx_and_the_engine_keeps_serving() {
     let big = vec![b' '; 100 * 1024];
     let a = http.send("POST", "/api/v1/graphs/g/runs", Some(&big), &[]);
     assert_eq!(a.status, 413, "{a:?}");
+    // Its body was not read: the connection is closed, and says so, so a
+    // client's pool does not send its next request into it.
+    assert!(
+        a.headers.to_ascii_lowercase().contains("connection: close"),
+        "{a:?}"
+    );
     // Still serving, and nothing changed: one run, complete.
     assert_eq!(http.get("/healthz").status, 200);
     let runs = http.get("/api/v1/runs").json();

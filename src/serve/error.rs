@@ -185,7 +185,17 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut r = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The body was not read to its end: the connection cannot
+            // carry another request, and a client that pooled it would
+            // send its next one into a closing socket. Said, and done.
+            r.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
+        r
     }
 }
 
