@@ -27,10 +27,13 @@ fn the_leader_killed_mid_backfill_loses_no_artifact() {
     let s3 = S3Server::start(&dir.join("s3"));
     let defs = dir.join("defs");
     std::fs::create_dir_all(&defs).unwrap();
-    // Runs expire 25 s after they settle: their artifacts then go.
+    // Runs expire a while after they settle: their artifacts then go.
+    // Long enough that the first runs are still there when the last one
+    // completes on a loaded machine (at 25 s, a failover that took a
+    // minute of elections under load let every run expire first).
     std::fs::write(
         defs.join("fan.toml"),
-        fan_graph("fan", WIDTH, BYTES, "retention = \"25s\""),
+        fan_graph("fan", WIDTH, BYTES, "retention = \"60s\""),
     )
     .unwrap();
     let url = s3.url("weir");
@@ -129,7 +132,7 @@ fn the_leader_killed_mid_backfill_loses_no_artifact() {
     // no artifact orphaned by the failover or by a re-run attempt.
     g.wait(
         "the runs to expire and their artifacts to go",
-        Duration::from_secs(120),
+        Duration::from_secs(180),
         || (g.runs_of("fan").is_empty() && s3.objects("weir/artifacts").is_empty()).then_some(()),
     );
     for mut w in workers {

@@ -245,6 +245,22 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             .await;
             let engine = match opened {
                 Ok(e) => e,
+                // The lead was lost while the engine opened (its first
+                // writes were not committed: another member leads, or
+                // none yet): not this disk's failure. It follows again,
+                // and opens an engine when it next leads.
+                Err(e)
+                    if replica.leader() != Some(id)
+                        // StoreError::NotReplicated, as the engine's
+                        // open error carries it (in words).
+                        || e.message.contains("was not committed by the group") =>
+                {
+                    tracing::warn!(member = id, error = %e.message, "replica: the lead was lost while the engine opened; following");
+                    // Not at once: a member cut from its majority still
+                    // believes it leads for its lease.
+                    tokio::time::sleep(Duration::from_millis(LEAD_CHECK_MS)).await;
+                    continue 'member;
+                }
                 Err(e) => {
                     // A store that cannot recover is the disk's failure,
                     // not the group's: the member stops (exit 3).

@@ -559,7 +559,9 @@ impl Group {
     }
 
     /// Sends a request to the running members in turn until one answers
-    /// with anything but 503 (or `timeout` passes).
+    /// with anything but 503 (or `timeout` passes). A read answered 502 (an
+    /// engine that stopped under it as its member lost the lead) is asked
+    /// again too: it changed nothing.
     pub fn api(&self, method: &str, path: &str, body: Option<&Value>, timeout: Duration) -> Reply {
         let t0 = Instant::now();
         loop {
@@ -572,7 +574,8 @@ impl Group {
                     body,
                     Duration::from_secs(10),
                 ) {
-                    if r.status != 503 {
+                    let again = r.status == 503 || (r.status == 502 && method == "GET");
+                    if !again {
                         return r;
                     }
                 }
