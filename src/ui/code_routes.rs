@@ -56,7 +56,10 @@ pub struct CodeQuery {
 /// `GET /ui-session/code?c=CODE`: the code's session cookie, and on to
 /// the UI (303); a spent, expired or unknown code is a 401 that says to
 /// ask for another.
-pub async fn redeem(State(s): State<AppState>, q: Result<Query<CodeQuery>, axum::extract::rejection::QueryRejection>) -> Response {
+pub async fn redeem(
+    State(s): State<AppState>,
+    q: Result<Query<CodeQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
     let now_ms = s.engine.now_ms();
     let name = q.ok().and_then(|Query(q)| {
         s.access
