@@ -106,10 +106,24 @@ pub struct Group {
     /// The host `--raft-peers` names members by (`127.0.0.1`, or a name
     /// such as `localhost`).
     pub host: String,
+    /// The workers started through the group: killed with it, so that a
+    /// test that panics leaves none running (they retry the members for
+    /// ever).
+    pub worker_pids: std::sync::Mutex<Vec<u32>>,
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
+        for pid in self
+            .worker_pids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            // SAFETY: a signal to a child this test started (gone already
+            // when its test waited for it: then ESRCH, ignored).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
         for m in self.members.values_mut() {
             if let Some(mut c) = m.child.take() {
                 let _ = c.kill();
@@ -293,6 +307,7 @@ impl Group {
                 .collect(),
             member_env: BTreeMap::new(),
             host: host.to_string(),
+            worker_pids: std::sync::Mutex::new(Vec::new()),
         };
         for id in 1..=n {
             g.spawn(id);
@@ -740,7 +755,7 @@ impl Group {
         env: &[(String, String)],
     ) -> Child {
         let log = std::fs::File::create(self.dir.join(format!("worker-{name}.log"))).unwrap();
-        weir()
+        let child = weir()
             .env("RUST_LOG", "info")
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["worker", "--join", &self.join(), "--name", name])
@@ -751,7 +766,12 @@ impl Group {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .unwrap()
+            .unwrap();
+        self.worker_pids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(child.id());
+        child
     }
 }
 
