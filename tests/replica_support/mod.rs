@@ -114,15 +114,22 @@ pub struct Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
+        let cookie = self.cookie.display().to_string();
         for pid in self
             .worker_pids
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .drain(..)
         {
-            // SAFETY: a signal to a child this test started (gone already
-            // when its test waited for it: then ESRCH, ignored).
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            // Only while the pid is still this group's worker (its command
+            // line names the group's cookie file): a worker its test waited
+            // for may have left its pid to another process.
+            let ours = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&cookie));
+            if ours {
+                // SAFETY: a signal to a worker process this group started.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
         }
         for m in self.members.values_mut() {
             if let Some(mut c) = m.child.take() {
