@@ -31,6 +31,7 @@ pub mod objects;
 mod ops;
 pub mod replica;
 pub mod serve;
+pub mod simulate;
 pub mod task;
 pub mod trace;
 mod triggers;

@@ -44,6 +44,7 @@ pub mod readiness;
 pub mod retry;
 pub mod schedule;
 pub mod sensor;
+pub mod simulate;
 pub mod sla;
 pub mod template;
 pub mod trigger;

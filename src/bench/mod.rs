@@ -22,6 +22,7 @@ mod procs;
 pub mod readiness;
 mod recovery;
 mod report;
+mod simulate;
 mod soak;
 mod store;
 pub mod torture;
@@ -52,7 +53,6 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "store" => store::run(quick),
         "backup" => backup::run(quick),
         "artifacts" => artifacts::run(quick),
-        "client" => client::run(quick),
         "drain" => drain::run(quick),
         "keys" => keys::run(quick),
         "chain" => graphs::run_chain(quick),
@@ -67,6 +67,8 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "torture" => torture::run(quick),
         "soak" => soak::run(quick),
         "failover" => failover::run(quick),
+        "client" => client::run(quick),
+        "simulate" => simulate::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

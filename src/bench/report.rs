@@ -49,6 +49,7 @@ pub const SCENARIOS: &[&str] = &[
     "backup",
     "artifacts",
     "client",
+    "simulate",
 ];
 
 /// A `RESULT` line from key-value pairs.

@@ -129,6 +129,8 @@ enum Command {
         #[arg(long)]
         data: Option<PathBuf>,
     },
+    /// What-if: runs definitions in virtual time against a scenario (durations, failures, inputs) and reports lateness, SLA misses, retries, breakers and utilisation.
+    Simulate(crate::simulate::cli::SimulateArgs),
     /// Runs a benchmark scenario; the last line printed is `RESULT scenario=NAME key=value ...`.
     Bench {
         /// The scenario.
@@ -171,7 +173,11 @@ pub fn main() -> ExitCode {
     // ends them quietly too.
     if !matches!(
         cli.command,
-        Command::Run(_) | Command::Serve(_) | Command::Bench { .. } | Command::Worker(_)
+        Command::Run(_)
+            | Command::Serve(_)
+            | Command::Bench { .. }
+            | Command::Worker(_)
+            | Command::Simulate(_)
     ) {
         // SAFETY: restoring the default disposition of SIGPIPE before any
         // thread starts.
@@ -193,6 +199,21 @@ pub fn main() -> ExitCode {
                 .map_err(|e| Failure {
                     code: e.exit_code(),
                     message: format!("weir bench {scenario}: {e}"),
+                })
+        }
+        Command::Simulate(args) => {
+            // Quiet unless RUST_LOG asks: simulated failures are expected.
+            init_logging(LogFormat::Plain, "error");
+            crate::simulate::cli::run(args)
+                .map(|o| {
+                    use std::io::Write;
+                    let _ = std::io::stdout().lock().write_all(o.stdout.as_bytes());
+                    let _ = std::io::stderr().lock().write_all(o.stderr.as_bytes());
+                    o.code
+                })
+                .map_err(|e| Failure {
+                    code: e.code,
+                    message: e.message,
                 })
         }
         Command::Validate { path } => validate::run(&path),

@@ -97,7 +97,6 @@ impl Actor for QueueActor {
         myself: ActorRef<QueueMsg>,
         args: QueueArgs,
     ) -> Result<QueueActorState, ActorProcessingErr> {
-        use rand::SeedableRng;
         let first_open = args.recovered.is_some();
         let recovered = match args.recovered {
             Some(r) => r,
@@ -133,7 +132,7 @@ impl Actor for QueueActor {
         let mut state = QueueActorState {
             names: args.names,
             store: args.store,
-            clock: args.clock,
+            clock: args.clock.clone(),
             settings: args.settings,
             events: args.events,
             counts: args.counts,
@@ -158,7 +157,7 @@ impl Actor for QueueActor {
             successors_until: None,
             successors_timer: false,
             batches: 0,
-            rng: rand::rngs::SmallRng::from_entropy(),
+            rng: args.clock.rng("queue"),
             last_checks: HashMap::new(),
         };
         tracing::info!(

@@ -53,8 +53,6 @@ mod timer;
 use std::collections::HashMap;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 use tokio::sync::broadcast;
 use weir_core::names::Name;
 
@@ -103,13 +101,13 @@ impl Actor for TriggerActor {
         let rx = args.events.subscribe();
         let mut state = TriggerState {
             owner: format!("trigger:{}", args.graph),
+            rng: args.clock.rng(&format!("trigger:{}", args.graph)),
             graph: args.graph,
             names: args.names,
             store: args.store,
             clock: args.clock,
             events: args.events,
             settings: args.settings,
-            rng: SmallRng::from_entropy(),
             def: None,
             cron: None,
             backfills: BackfillRecord::default(),

@@ -1,0 +1,453 @@
+//! The driver: opens the real engine (supervisor, queue, schedulers,
+//! triggers, pools, breakers) on a throw-away store under a temporary
+//! folder, with the simulated task in place of every command, HTTP call
+//! and sensor and a clock anchored at the span's start (seeded, so jitter
+//! repeats), then plays the scenario's inputs at their instants and lets
+//! virtual time run to the span's end. Must run on a current-thread
+//! runtime whose clock is paused: time then jumps from one timer to the
+//! next whenever every actor is idle.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use weir_actors::clock::Clock;
+use weir_actors::store::Durability;
+use weir_core::graph::GraphDef;
+use weir_core::keyed::InventorySource;
+use weir_core::partition::{Partition, PartitionRange};
+
+use super::collect::{self, Tally};
+use super::scenario::{Fault, Input, Scenario};
+use super::task::{NodeFacts, SimNotify, SimTask};
+
+/// One attempt that held a slot: (pool, start, end) in ms.
+pub type Busy = (String, u64, u64);
+use crate::definition::Definitions;
+use crate::{Engine, EngineBuilder, RunSummary};
+
+/// How long the engine gets to stop at the span's end (virtual time).
+const SHUTDOWN_MS: u64 = 5_000;
+
+/// A simulation that could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scenario or the definitions do not fit together.
+    #[error("{0}")]
+    Input(String),
+    /// The engine failed.
+    #[error("engine: {0}")]
+    Engine(String),
+}
+
+/// What a simulation observed.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// The graphs' definitions (as simulated).
+    pub graphs: BTreeMap<String, GraphDef>,
+    /// Each graph's runs, by partition.
+    pub runs: BTreeMap<String, Vec<RunSummary>>,
+    /// What the events said.
+    pub tally: Tally,
+    /// The slots attempts held.
+    pub busy: Vec<Busy>,
+    /// Each pool's slots.
+    pub pools: BTreeMap<String, u32>,
+    /// Inputs that the engine refused, with why.
+    pub refused: Vec<String>,
+    /// Each target's breaker cooldown, ms (how long an opening denies).
+    pub cooldowns: BTreeMap<String, u64>,
+}
+
+/// The definitions as simulated: each keyed graph's inventory replaced by
+/// a file under `dir` (the scenario's keys, or a copy of its file), so
+/// inventory inputs can change it and no inventory command runs.
+fn prepared(
+    defs: &Definitions,
+    scenario: &Scenario,
+    dir: &Path,
+) -> Result<BTreeMap<String, GraphDef>, SimError> {
+    let mut out = BTreeMap::new();
+    for loaded in &defs.graphs {
+        let mut def = loaded.graph.def().clone();
+        let name = def.name.to_string();
+        if let Some(spec) = def.keyed.as_mut() {
+            let text = match (scenario.keys.get(&name), &spec.inventory) {
+                (Some(keys), _) => keys.join("\n") + "\n",
+                (None, InventorySource::File(f)) => std::fs::read_to_string(f)
+                    .map_err(|e| SimError::Input(format!("graph {name:?}: inventory {f}: {e}")))?,
+                (None, InventorySource::Command(_)) => {
+                    return Err(SimError::Input(format!(
+                        "graph {name:?}: its inventory is a command, which a simulation does not run: give its keys in the scenario ([keys] {name} = [\"…\"] or a count)"
+                    )))
+                }
+            };
+            let file = inventory_file(dir, &name);
+            std::fs::write(&file, text)
+                .map_err(|e| SimError::Engine(format!("{}: {e}", file.display())))?;
+            spec.inventory = InventorySource::File(file.to_string_lossy().into_owned());
+        }
+        out.insert(name, def);
+    }
+    Ok(out)
+}
+
+fn inventory_file(dir: &Path, graph: &str) -> std::path::PathBuf {
+    dir.join(format!("inventory-{graph}.txt"))
+}
+
+/// Runs `scenario` over `defs` with `seed`, keeping the store under `dir`.
+pub async fn simulate(
+    defs: &Definitions,
+    scenario: Arc<Scenario>,
+    seed: u64,
+    dir: &Path,
+) -> Result<Observed, SimError> {
+    simulate_with(defs, scenario, seed, dir, false).await
+}
+
+/// [`simulate`], with every ticket's enqueue and completions kept when
+/// `audit` (the invariant mode's checks).
+pub async fn simulate_with(
+    defs: &Definitions,
+    scenario: Arc<Scenario>,
+    seed: u64,
+    dir: &Path,
+    audit: bool,
+) -> Result<Observed, SimError> {
+    let graphs = prepared(defs, &scenario, dir)?;
+    let mut nodes = BTreeMap::new();
+    for (g, def) in &graphs {
+        for n in &def.nodes {
+            nodes.insert(
+                (g.clone(), n.name.to_string()),
+                NodeFacts {
+                    pool: n.pool.to_string(),
+                    target: n.target.as_ref().map(|t| t.to_string()),
+                    sensor: n.sensor.is_some(),
+                },
+            );
+        }
+    }
+    let clock = Clock::anchored(scenario.from_ms).seeded(seed);
+    let sim: Arc<dyn weir_actors::task::Task> = Arc::new(SimTask {
+        scenario: scenario.clone(),
+        nodes: Arc::new(nodes),
+        seed,
+        clock: clock.clone(),
+        sensors: Arc::default(),
+    });
+    let span_ms = scenario.until_ms - scenario.from_ms;
+    let mut pools = defs.pools.clone();
+    pools.entry("default".into()).or_insert(4);
+    let make = Make {
+        dir: dir.to_path_buf(),
+        clock: clock.clone(),
+        span_ms,
+        pools,
+        targets: defs.targets.clone(),
+        sim,
+    };
+    let mut engine = make
+        .builder()
+        .open()
+        .await
+        .map_err(|e| SimError::Engine(e.to_string()))?;
+    let tally = Arc::new(Mutex::new(Tally {
+        audit: audit.then(Default::default),
+        ..Tally::default()
+    }));
+    let mut mute = collect::Muted::default();
+    let mut events = vec![collect::watch_events(
+        engine.subscribe(),
+        clock.clone(),
+        tally.clone(),
+        mute.clone(),
+    )];
+    let mut depths = vec![collect::watch_depth(
+        engine.counts(),
+        clock.clone(),
+        tally.clone(),
+        mute.clone(),
+    )];
+    adopt(&engine, &graphs).await?;
+    // Inputs and faults in one timeline; at one instant, inputs first.
+    let mut timeline: Vec<(u64, Step)> = scenario
+        .inputs
+        .iter()
+        .map(|(at, g, i)| (*at, Step::Input(g.clone(), i.clone())))
+        .chain(
+            scenario
+                .faults
+                .iter()
+                .map(|(at, f)| (*at, Step::Fault(f.clone()))),
+        )
+        .collect();
+    timeline.sort_by_key(|(at, s)| (*at, matches!(s, Step::Fault(_))));
+    let mut refused = Vec::new();
+    for (at, step) in timeline {
+        if at >= scenario.until_ms {
+            break;
+        }
+        sleep_until(&clock, at).await;
+        if matches!(step, Step::Fault(_)) {
+            // A fault acts at a quiet instant: one more millisecond passes
+            // only once every actor is idle and every store write under way
+            // has landed, so what the fault interrupts does not depend on
+            // how fast a blocking thread ran.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let when = weir_core::duration::human_ms(at - scenario.from_ms);
+        match step {
+            Step::Input(graph, input) => {
+                if let Err(e) = apply(&engine, dir, &graph, &input).await {
+                    tracing::warn!(graph = %graph, at, error = %e, "a simulated input was refused");
+                    refused.push(format!("+{when} {graph}: {e}"));
+                }
+            }
+            Step::Fault(Fault::EngineRestart { down_ms }) => {
+                // At a quiet instant the watchers have read every event
+                // so far; the dying engine's are not counted.
+                mute.store(true, std::sync::atomic::Ordering::SeqCst);
+                engine = restart(engine, &make, &graphs, down_ms).await?;
+                mute = collect::Muted::default();
+                tally
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .engine_restarts += 1;
+                events.push(collect::watch_events(
+                    engine.subscribe(),
+                    clock.clone(),
+                    tally.clone(),
+                    mute.clone(),
+                ));
+                depths.push(collect::watch_depth(
+                    engine.counts(),
+                    clock.clone(),
+                    tally.clone(),
+                    mute.clone(),
+                ));
+            }
+            Step::Fault(fault) => {
+                if let Err(e) = crash(&engine, &fault).await {
+                    refused.push(format!("+{when} {fault:?}: {e}"));
+                }
+            }
+        }
+    }
+    sleep_until(&clock, scenario.until_ms).await;
+    let mut runs = BTreeMap::new();
+    for g in graphs.keys() {
+        let r = engine
+            .list_runs(g, None)
+            .map_err(|e| SimError::Engine(e.to_string()))?;
+        runs.insert(g.clone(), r);
+    }
+    let capacities = engine.pool_capacities();
+    engine
+        .shutdown(Duration::from_millis(SHUTDOWN_MS))
+        .await
+        .map_err(|e| SimError::Engine(e.to_string()))?;
+    // The event watchers end with their channels, having read every
+    // event; the depth watchers wait for changes that will not come.
+    for w in events {
+        let _ = w.await;
+    }
+    for w in depths {
+        w.abort();
+    }
+    let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // Attempts under way at the span's end hold their slots to its end.
+    tally.close(scenario.until_ms);
+    let pool_of: BTreeMap<(&str, &str), &str> = graphs
+        .iter()
+        .flat_map(|(g, def)| {
+            def.nodes
+                .iter()
+                .map(move |n| ((g.as_str(), n.name.as_str()), n.pool.as_str()))
+        })
+        .collect();
+    let mut busy: Vec<Busy> = tally
+        .slots
+        .iter()
+        .map(|(key, from, to)| {
+            let pool = collect::node_of(key)
+                .and_then(|gn| pool_of.get(&gn).copied())
+                .unwrap_or("default");
+            (pool.to_string(), *from, (*to).min(scenario.until_ms))
+        })
+        .collect();
+    busy.sort();
+    Ok(Observed {
+        graphs,
+        runs,
+        tally,
+        busy,
+        pools: capacities,
+        refused,
+        cooldowns: defs
+            .targets
+            .iter()
+            .map(|(t, s)| (t.clone(), s.cooldown_ms))
+            .collect(),
+    })
+}
+
+/// One step of the timeline.
+enum Step {
+    Input(String, Input),
+    Fault(Fault),
+}
+
+/// What every incarnation of the engine is built from.
+struct Make {
+    dir: std::path::PathBuf,
+    clock: Clock,
+    span_ms: u64,
+    pools: BTreeMap<String, u32>,
+    targets: BTreeMap<String, weir_core::breaker::BreakerSettings>,
+    sim: Arc<dyn weir_actors::task::Task>,
+}
+
+impl Make {
+    fn builder(&self) -> EngineBuilder {
+        let mut builder = Engine::builder(self.dir.join("data"))
+            .durability(Durability::None)
+            .clock(self.clock.clone())
+            .hold_triggers()
+            .logs_dir(self.dir.join("logs"))
+            // Records outlive the span: the report reads every run at its end.
+            .expiry_interval_ms(self.span_ms + 86_400_000);
+        for (p, c) in &self.pools {
+            builder = builder.pool(p, *c);
+        }
+        for (t, s) in &self.targets {
+            builder = builder.target(t, s.clone());
+        }
+        for name in [
+            crate::task::command::COMMAND_TASK,
+            crate::task::http::HTTP_TASK,
+            crate::task::sensor::SENSOR_TASK,
+        ] {
+            builder = builder.task(name, self.sim.clone());
+        }
+        builder = builder.task(crate::task::notify::NOTIFY_TASK, Arc::new(SimNotify));
+        let resolver_task = self.sim.clone();
+        builder.resolver(Arc::new(move |_| Some(resolver_task.clone())))
+    }
+}
+
+/// Adopts the graphs and starts their triggers (as `weir serve` does).
+async fn adopt(engine: &Engine, graphs: &BTreeMap<String, GraphDef>) -> Result<(), SimError> {
+    for def in graphs.values() {
+        engine
+            .adopt(def.clone())
+            .await
+            .map_err(|e| SimError::Input(format!("graph {:?}: {e}", def.name.as_str())))?;
+    }
+    engine
+        .start_triggers()
+        .await
+        .map_err(|e| SimError::Engine(e.to_string()))?;
+    Ok(())
+}
+
+/// Kills every actor of `engine` at once (a crash: nothing graceful, no
+/// flush), waits `down_ms`, and opens a new engine on the same store,
+/// which recovers from it as after a crash (orphaned attempts requeued).
+async fn restart(
+    engine: Engine,
+    make: &Make,
+    graphs: &BTreeMap<String, GraphDef>,
+    down_ms: u64,
+) -> Result<Engine, SimError> {
+    let store = engine.store().clone();
+    for cell in engine.supervisor().get_cell().get_children() {
+        cell.kill();
+    }
+    engine.supervisor().kill();
+    let _ = engine.stopped().await;
+    drop(engine);
+    // Virtual time does not pass while a blocking store write is under
+    // way, so after this sleep every write of the killed actors has landed.
+    tokio::time::sleep(Duration::from_millis(down_ms.max(1))).await;
+    let engine = make
+        .builder()
+        .opened_store(store)
+        .open()
+        .await
+        .map_err(|e| SimError::Engine(format!("restart: {e}")))?;
+    adopt(&engine, graphs).await?;
+    Ok(engine)
+}
+
+/// Kills the actor a fault names; its supervisor restarts it.
+async fn crash(engine: &Engine, fault: &Fault) -> Result<(), String> {
+    use weir_actors::supervisor::Role;
+    let children = engine.children().await.map_err(|e| e.to_string())?;
+    let hit = children.iter().find(|(role, _)| match (fault, role) {
+        (Fault::WorkerLost { pool }, Role::Pool(p, _)) => p.as_ref() == pool,
+        (Fault::ActorCrash { actor }, role) => matches!(
+            (actor.as_str(), role),
+            ("queue", Role::Queue)
+                | ("pool", Role::Pool(..))
+                | ("breaker", Role::Breaker(..))
+                | ("scheduler", Role::Scheduler(..))
+                | ("trigger", Role::Trigger(..))
+        ),
+        _ => false,
+    });
+    match hit {
+        Some((_, cell)) => {
+            cell.kill();
+            Ok(())
+        }
+        None => Err("no such actor is running".into()),
+    }
+}
+
+async fn sleep_until(clock: &Clock, at_ms: u64) {
+    let now = clock.now_ms();
+    if at_ms > now {
+        tokio::time::sleep(Duration::from_millis(at_ms - now)).await;
+    }
+}
+
+async fn apply(engine: &Engine, dir: &Path, graph: &str, input: &Input) -> Result<(), String> {
+    match input {
+        Input::Backfill { from, to } => {
+            let range: PartitionRange = format!("{from}..{to}")
+                .parse()
+                .map_err(|e| format!("backfill {from}..{to}: {e}"))?;
+            engine
+                .backfill(graph, range, crate::BackfillOrder::Oldest)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Input::Start { partition } => {
+            let p: Partition = partition
+                .parse()
+                .map_err(|e| format!("partition {partition:?}: {e}"))?;
+            engine
+                .start_run(graph, p)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Input::Signal { key, immediate } => {
+            engine
+                .signal(graph, key, "simulate", *immediate)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Input::Inventory { keys } => {
+            let file = inventory_file(dir, graph);
+            std::fs::write(&file, keys.join("\n") + "\n").map_err(|e| e.to_string())?;
+            engine
+                .reload_inventory(graph)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! Determinism of `weir simulate`: the same definitions, scenario and seed
+//! give a byte-identical JSON report. Checked on every scenario of the
+//! examples (`examples/*/scenarios/*.toml`; of the orders example's, a
+//! known gap, only the outcomes: counts and each run's state), and on a
+//! scenario with every
+//! random element (log-normal durations, failures by probability, a target
+//! down, a breaker) over many seeds: `SEEDS_SHORT` here, `SEEDS_SOAK` with
+//! `WEIR_SOAK=1`. A seed whose replay differs is printed.
+
+mod simulate_support;
+
+use std::collections::BTreeSet;
+
+use simulate_support::*;
+
+const SEEDS_SHORT: u64 = 12;
+const SEEDS_SOAK: u64 = 100;
+
+fn replays(defs: &std::path::Path, scenario: &std::path::Path, seed: u64) -> String {
+    let first = json(defs, scenario, seed);
+    let second = json(defs, scenario, seed);
+    if first != second {
+        let (a, b) = (first.lines(), second.lines());
+        let diff: Vec<String> = a
+            .zip(b)
+            .filter(|(x, y)| x != y)
+            .take(5)
+            .map(|(x, y)| format!("  {x}\n  {y}"))
+            .collect();
+        panic!(
+            "seed {seed} of {} did not replay byte for byte; first differences:\n{}",
+            scenario.display(),
+            diff.join("\n")
+        );
+    }
+    first
+}
+
+fn example(name: &str) {
+    let scenarios: Vec<_> = example_scenarios()
+        .into_iter()
+        .filter(|(d, _)| d.ends_with(name))
+        .collect();
+    assert!(!scenarios.is_empty(), "examples/{name} has no scenario");
+    for (defs, scenario) in scenarios {
+        let out = replays(&defs, &scenario, 7);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(
+            v["totals"]["runs_started"].as_u64().unwrap() > 0,
+            "{}: no run started",
+            scenario.display()
+        );
+        assert_eq!(v["events_lagged"], 0, "{}", scenario.display());
+    }
+}
+
+#[test]
+fn every_example_has_a_scenario() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let with: BTreeSet<_> = example_scenarios()
+        .into_iter()
+        .map(|(d, _)| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for e in std::fs::read_dir(root).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                with.contains(&name),
+                "examples/{name} has no scenarios/*.toml"
+            );
+        }
+    }
+}
+
+#[test]
+fn example_etl_replays_byte_for_byte() {
+    example("etl");
+}
+
+#[test]
+fn example_fanout_replays_byte_for_byte() {
+    example("fanout");
+}
+
+#[test]
+fn example_hosts_replays_byte_for_byte() {
+    example("hosts");
+}
+
+/// Known gap: with two runs of the orders example active at once, the
+/// order in which their mapped node's members reach the queue depends on
+/// how the scheduler's blocking store writes interleave with its other
+/// work, so some runs settle at other instants between replays: its JSON
+/// is not byte-identical (docs/simulate.md). What does replay: every
+/// graph's counts, and each run's partition and final state.
+#[test]
+fn example_orders_replays_its_outcomes() {
+    let outcomes = |v: &serde_json::Value| -> Vec<String> {
+        let mut out = Vec::new();
+        for (graph, g) in v["graphs"].as_object().unwrap() {
+            for k in [
+                "runs_started",
+                "runs_completed",
+                "runs_failed",
+                "runs_cancelled",
+                "runs_unsettled",
+                "dead",
+            ] {
+                out.push(format!("{graph} {k} {}", g[k]));
+            }
+            for r in g["runs"].as_array().unwrap() {
+                out.push(format!("{graph} {} {}", r["partition"], r["state"]));
+            }
+        }
+        out
+    };
+    let scenarios: Vec<_> = example_scenarios()
+        .into_iter()
+        .filter(|(d, _)| d.ends_with("orders"))
+        .collect();
+    assert!(!scenarios.is_empty(), "examples/orders has no scenario");
+    for (defs, scenario) in scenarios {
+        let first: serde_json::Value = serde_json::from_str(&json(&defs, &scenario, 7)).unwrap();
+        let second: serde_json::Value = serde_json::from_str(&json(&defs, &scenario, 7)).unwrap();
+        assert!(
+            first["totals"]["runs_started"].as_u64().unwrap() > 0,
+            "{}: no run started",
+            scenario.display()
+        );
+        assert_eq!(
+            outcomes(&first),
+            outcomes(&second),
+            "{}",
+            scenario.display()
+        );
+    }
+}
+
+/// Every seed replays exactly, and seeds differ: the draws come from them.
+#[test]
+fn random_seeds_replay_exactly() {
+    let seeds = if std::env::var_os("WEIR_SOAK").is_some() {
+        SEEDS_SOAK
+    } else {
+        SEEDS_SHORT
+    };
+    let case = Case::new(
+        &hourly("sla = \"20m\"", "target = \"db\""),
+        "from = \"2026-11-02T00:00:00Z\"\ndays = 1\n\
+         [[durations]]\nlognormal = { p50 = \"5m\", p99 = \"40m\" }\n\
+         [[failures]]\nkind = \"node\"\ngraph = \"hourly\"\nnode = \"work\"\nprobability = 0.3\n\
+         [[failures]]\nkind = \"target_down\"\ntarget = \"db\"\nat = \"+6h\"\nfor = \"2h\"\n",
+    );
+    let mut distinct = BTreeSet::new();
+    for seed in 1..=seeds {
+        let out = replays(&case.defs(), &case.scenario(), seed);
+        // The seed is in the report; the rest must vary with it too.
+        distinct.insert(out.replace(&format!("\"seed\": {seed},"), ""));
+    }
+    assert!(
+        distinct.len() as u64 > seeds / 2,
+        "{} distinct reports of {seeds} seeds",
+        distinct.len()
+    );
+}
