@@ -202,6 +202,16 @@ fn check_exit_codes() {
     ]);
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
     assert_eq!(stdout(&o).matches(": ok").count(), 3, "{}", stdout(&o));
+    // A lateness is shown as a duration.
+    let shown = stdout(&o);
+    let is = shown
+        .lines()
+        .find(|l| l.starts_with("check lateness_p99 < 11m: ok (is "))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        is.trim_end_matches(')').ends_with('s') || is.trim_end_matches(')').ends_with('m'),
+        "{is}"
+    );
 
     let o = case.weir(&["--check", "dead == 0", "sla_misses == 0"]);
     assert_eq!(code(&o), 1, "{}{}", stdout(&o), stderr(&o));

@@ -178,7 +178,14 @@ pub fn run(args: SimulateArgs) -> Result<Outcome, SimFailure> {
     }
     let mut failed = 0;
     for (c, v, ok) in evaluate(&report, &checks) {
-        let v = v.map_or("-".to_string(), |v| v.to_string());
+        // A lateness reads as the duration it is, not its milliseconds.
+        let v = match v {
+            None => "-".to_string(),
+            Some(v) if c.metric.starts_with("lateness") && v >= 0.0 => {
+                report::table::words(v as u64)
+            }
+            Some(v) => v.to_string(),
+        };
         let line = format!(
             "check {}: {} (is {v})",
             c.text,
