@@ -6,7 +6,7 @@
 mod serve_support;
 
 use serde_json::json;
-use serve_support::{chain_def, start, write_def, Http};
+use serve_support::{served, Http};
 
 fn cookie_of(headers: &str) -> Option<String> {
     headers
@@ -17,10 +17,7 @@ fn cookie_of(headers: &str) -> Option<String> {
 
 #[test]
 fn a_session_cookie_stands_for_the_token_and_actions_need_the_csrf_header() {
-    let tmp = tempfile::tempdir().unwrap();
-    let defs = tmp.path().join("defs");
-    write_def(&defs, "c", &chain_def("c"));
-    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    let (_tmp, engine) = served("c");
     let anon = Http {
         addr: engine.url.trim_start_matches("http://").to_string(),
         token: None,
@@ -121,10 +118,7 @@ fn a_session_cookie_stands_for_the_token_and_actions_need_the_csrf_header() {
 
 #[test]
 fn the_grid_has_runs_as_columns_and_nodes_as_rows() {
-    let tmp = tempfile::tempdir().unwrap();
-    let defs = tmp.path().join("defs");
-    write_def(&defs, "c", &chain_def("c"));
-    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    let (_tmp, engine) = served("c");
     let http = engine.http();
     let a = http.post(
         "/api/v1/graphs/c/backfills",
@@ -170,10 +164,7 @@ fn the_grid_has_runs_as_columns_and_nodes_as_rows() {
 /// an unknown code or a code whose token was revoked log in nobody.
 #[test]
 fn a_login_link_logs_a_browser_in_once_as_the_token_that_asked() {
-    let tmp = tempfile::tempdir().unwrap();
-    let defs = tmp.path().join("defs");
-    write_def(&defs, "c", &chain_def("c"));
-    let engine = start(&["serve"], &defs, &tmp.path().join("data"));
+    let (_tmp, engine) = served("c");
     let anon = Http {
         addr: engine.url.trim_start_matches("http://").to_string(),
         token: None,

@@ -293,27 +293,16 @@ pub fn hash_file_keeping(
     path: &Path,
     keep_max: u64,
 ) -> Result<(String, u64, Option<bytes::Bytes>), String> {
-    let mut f =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let len = f
-        .metadata()
-        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
-        .len();
-    if len > keep_max {
-        let (hash, bytes) = hash_file(path)?;
-        return Ok((hash, bytes, None));
+    match crate::objects::read_whole(path, keep_max)? {
+        Some(buf) => {
+            let hash = blake3::hash(&buf).to_hex().to_string();
+            Ok((hash, buf.len() as u64, Some(bytes::Bytes::from(buf))))
+        }
+        None => {
+            let (hash, bytes) = hash_file(path)?;
+            Ok((hash, bytes, None))
+        }
     }
-    // To its end, within the limit and a byte: a file that grew past it
-    // since its stat is hashed in blocks instead.
-    let mut buf = Vec::with_capacity(len as usize + 1);
-    std::io::Read::read_to_end(&mut std::io::Read::take(&mut f, keep_max + 1), &mut buf)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if buf.len() as u64 > keep_max {
-        let (hash, bytes) = hash_file(path)?;
-        return Ok((hash, bytes, None));
-    }
-    let hash = blake3::hash(&buf).to_hex().to_string();
-    Ok((hash, buf.len() as u64, Some(bytes::Bytes::from(buf))))
 }
 
 /// The blake3 hash (hex) and size of a file, read in 1 MiB blocks.

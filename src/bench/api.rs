@@ -69,6 +69,30 @@ const OVERHEAD_GOAL: f64 = 2.0;
 /// The token the bench's server asks for.
 const TOKEN: &str = "weir-bench-api-token";
 
+/// Serves `engine` (its data in `data`) on a free loopback port under
+/// `token`, as `weir serve` would, without TLS.
+pub(super) async fn serve_on(
+    engine: Arc<Engine>,
+    data: &std::path::Path,
+    token: &str,
+) -> Result<serve::Server, BenchError> {
+    serve::start(
+        engine,
+        ServeOptions {
+            listen: "127.0.0.1:0".parse().map_err(failed)?,
+            token: token.to_string(),
+            data_dir: data.to_path_buf(),
+            reloader: None,
+            tls: None,
+            audit_retention: serve::access::audit::AUDIT_RETENTION_DEFAULT,
+            otlp_endpoint: None,
+            token_file: None,
+        },
+    )
+    .await
+    .map_err(failed)
+}
+
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Failed(e.to_string())
 }
@@ -435,21 +459,7 @@ async fn measure(
     let opened = Instant::now();
     let engine = Arc::new(open_engine(data).await?);
     let open_ms = opened.elapsed().as_secs_f64() * 1e3;
-    let server = serve::start(
-        engine.clone(),
-        ServeOptions {
-            listen: "127.0.0.1:0".parse().map_err(failed)?,
-            token: TOKEN.to_string(),
-            data_dir: data.to_path_buf(),
-            reloader: None,
-            tls: None,
-            audit_retention: serve::access::audit::AUDIT_RETENTION_DEFAULT,
-            otlp_endpoint: None,
-            token_file: None,
-        },
-    )
-    .await
-    .map_err(failed)?;
+    let server = serve_on(engine.clone(), data, TOKEN).await?;
     println!(
         "engine opened on them in {open_ms:.0} ms; API at {}",
         server.url()

@@ -32,7 +32,6 @@ use serde_json::Value;
 
 use super::drain::tempfile_dir;
 use super::report::{result_line, BenchError};
-use crate::serve::{self, ServeOptions};
 
 /// The graph the starts run.
 const GRAPH: &str = "b";
@@ -212,21 +211,7 @@ async fn iterate(dir: &Path, py: PathBuf, runs: usize) -> Result<Value, BenchErr
         filled.elapsed().as_secs_f64()
     );
     let engine = Arc::new(super::api::open_engine(&data).await?);
-    let server = serve::start(
-        engine.clone(),
-        ServeOptions {
-            listen: "127.0.0.1:0".parse().map_err(failed)?,
-            token: TOKEN.to_string(),
-            data_dir: data.clone(),
-            reloader: None,
-            tls: None,
-            audit_retention: serve::access::audit::AUDIT_RETENTION_DEFAULT,
-            otlp_endpoint: None,
-            token_file: None,
-        },
-    )
-    .await
-    .map_err(failed)?;
+    let server = super::api::serve_on(engine.clone(), &data, TOKEN).await?;
     let token_file = dir.join("iter-token");
     std::fs::write(&token_file, TOKEN).map_err(failed)?;
     let args = vec![

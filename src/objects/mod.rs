@@ -259,32 +259,17 @@ impl Objects {
     /// acknowledged the whole object: it is durable. A failed upload is
     /// aborted and leaves no object.
     pub async fn put_file(&self, key: &str, file: &Path) -> Result<u64, String> {
-        let len = tokio::fs::metadata(file)
+        // Up to the limit, one read on the blocking pool (a tokio file
+        // reads through a buffer of its own: a second copy); a larger
+        // file, or one grown past the limit since, is streamed.
+        let path = file.to_path_buf();
+        let whole = tokio::task::spawn_blocking(move || read_whole(&path, SINGLE_PUT_BYTES_MAX))
             .await
-            .map_err(|e| format!("cannot stat {}: {e}", file.display()))?
-            .len();
-        if len <= SINGLE_PUT_BYTES_MAX {
-            // One read on the blocking pool into a buffer of the file's
-            // size (a tokio file reads through a buffer of its own: a
-            // second copy). To its end, as it may have grown since, within
-            // the limit and a byte: a file grown past it is streamed.
-            let path = file.to_path_buf();
-            let buf = tokio::task::spawn_blocking(move || {
-                use std::io::Read as _;
-                let mut buf = Vec::with_capacity(len as usize + 1);
-                std::fs::File::open(&path)?
-                    .take(SINGLE_PUT_BYTES_MAX + 1)
-                    .read_to_end(&mut buf)
-                    .map(|_| buf)
-            })
-            .await
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?
-            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            if buf.len() as u64 <= SINGLE_PUT_BYTES_MAX {
-                let sent = buf.len() as u64;
-                self.put_bytes(key, Bytes::from(buf)).await?;
-                return Ok(sent);
-            }
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))??;
+        if let Some(buf) = whole {
+            let sent = buf.len() as u64;
+            self.put_bytes(key, Bytes::from(buf)).await?;
+            return Ok(sent);
         }
         let mut f = tokio::fs::File::open(file)
             .await
@@ -431,6 +416,28 @@ impl Objects {
             Err(e) => Err(self.error("cannot delete", key, e)),
         }
     }
+}
+
+/// The whole content of the file `path` when it holds at most `max`
+/// bytes, read once into a buffer of its size (to its end, as it may grow
+/// while read, within `max` and a byte); `None` when it is larger.
+/// Blocking.
+pub fn read_whole(path: &Path, max: u64) -> Result<Option<Vec<u8>>, String> {
+    use std::io::Read as _;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let len = f
+        .metadata()
+        .map_err(|e| format!("cannot stat {}: {e}", path.display()))?
+        .len();
+    if len > max {
+        return Ok(None);
+    }
+    let mut buf = Vec::with_capacity(len as usize + 1);
+    f.take(max + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok((buf.len() as u64 <= max).then_some(buf))
 }
 
 /// The `range` of a local folder's object, in blocks of

@@ -18,7 +18,7 @@ use weir_actors::store::Store;
 
 use super::types::wall_ms;
 use crate::serve::access::audit::{self, AuditEntry, Outcome, Pending};
-use crate::serve::access::refusals::{RefusalBudget, Verdict};
+use crate::serve::access::refusals::{self, RefusalBudget};
 use crate::serve::access::tokens::Caller;
 
 /// A front's side of the audit log.
@@ -120,14 +120,7 @@ impl FrontAudit {
         message: &str,
         started: Instant,
     ) -> Result<(), String> {
-        let verdict = self
-            .refusals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take(&caller.name, wall_ms());
-        let Verdict::Write { dropped_before } = verdict else {
-            metrics::counter!("weir_audit_refusals_dropped_total", "who" => caller.name.clone())
-                .increment(1);
+        let Some(dropped_before) = refusals::admit(&self.refusals, &caller.name, wall_ms()) else {
             return Ok(());
         };
         let outcome = Outcome {

@@ -272,15 +272,7 @@ fn record_refusal(
     started: Instant,
 ) -> Result<(), ApiError> {
     let now_ms = state.engine.now_ms();
-    let verdict = state
-        .access
-        .refusals
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take(&caller.name, now_ms);
-    let refusals::Verdict::Write { dropped_before } = verdict else {
-        metrics::counter!("weir_audit_refusals_dropped_total", "who" => caller.name.clone())
-            .increment(1);
+    let Some(dropped_before) = refusals::admit(&state.access.refusals, &caller.name, now_ms) else {
         tracing::debug!(who = %caller.name, method = %asked.method, path = %asked.path,
             "refusal over the caller's audit budget: not written, counted");
         return Ok(());

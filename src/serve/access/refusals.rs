@@ -41,6 +41,26 @@ pub enum Verdict {
     Drop,
 }
 
+/// Takes `who`'s refusal at `now_ms` from the shared `budget`: the count
+/// of its refusals dropped before this one when its entry is to be
+/// written, `None` when it is dropped (counted in
+/// `weir_audit_refusals_dropped_total`). The engine's refusals and a
+/// replicated front's take from it alike.
+pub fn admit(budget: &std::sync::Mutex<RefusalBudget>, who: &str, now_ms: u64) -> Option<u64> {
+    let verdict = budget
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take(who, now_ms);
+    match verdict {
+        Verdict::Write { dropped_before } => Some(dropped_before),
+        Verdict::Drop => {
+            metrics::counter!("weir_audit_refusals_dropped_total", "who" => who.to_string())
+                .increment(1);
+            None
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Bucket {
     /// Entries it may still write now.
