@@ -177,16 +177,29 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.store
             .ensure_room()
             .map_err(|e| io(StorageIOError::write_logs, e))?;
+        let started = std::time::Instant::now();
         let mut batch = sled::Batch::default();
+        let mut count = 0usize;
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(|e| io(StorageIOError::write_logs, e))?;
             batch.insert(&entry.log_id.index.to_be_bytes(), bytes);
+            count += 1;
         }
         self.store
             .raft_log_tree()
             .apply_batch(batch)
             .map_err(|e| io(StorageIOError::write_logs, e))?;
+        let written = started.elapsed();
         let synced = self.sync().await;
+        // The commit path's stages, for profiles: this append, a
+        // follower's "append served", "applied", the proposer's
+        // "committed".
+        tracing::trace!(
+            entries = count,
+            write_us = written.as_micros() as u64,
+            sync_us = (started.elapsed() - written).as_micros() as u64,
+            "replica: log appended"
+        );
         let failed = synced.as_ref().err().cloned();
         callback.log_io_completed(synced.map_err(std::io::Error::other));
         match failed {

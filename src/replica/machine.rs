@@ -66,9 +66,13 @@ impl RaftStateMachine<TypeConfig> for Machine {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let count = entries.len();
+        let started = std::time::Instant::now();
         let _gate = self.gate.lock().await;
+        let gated = started.elapsed();
         let store = self.store.clone();
-        let applied = tokio::task::spawn_blocking(move || -> Result<Vec<Vec<bool>>, String> {
+        let (applied, hop) = tokio::task::spawn_blocking(move || {
+            let hop = started.elapsed();
             let mut out = Vec::with_capacity(entries.len());
             for entry in entries {
                 let log_id = encode_meta(&entry.log_id)?;
@@ -93,11 +97,19 @@ impl RaftStateMachine<TypeConfig> for Machine {
                     .map_err(|e| format!("entry {}: {e}", entry.log_id))?;
                 out.push(held);
             }
-            Ok(out)
+            Ok::<_, String>((out, hop))
         })
         .await
         .map_err(|e| io(StorageIOError::write_state_machine, e))?
         .map_err(|e| io(StorageIOError::write_state_machine, e))?;
+        // The commit path's stages (see the log store's "log appended").
+        tracing::trace!(
+            entries = count,
+            gate_us = gated.as_micros() as u64,
+            hop_us = hop.as_micros() as u64,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "replica: applied"
+        );
         Ok(applied)
     }
 

@@ -297,7 +297,14 @@ async fn append(State(s): State<Rpc>, body: Bytes) -> Response {
                     return refused;
                 }
             }
+            let entries = req.entries.len();
+            let started = std::time::Instant::now();
             let answer = s.raft.append_entries(req).await;
+            tracing::trace!(
+                entries,
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "replica: append served"
+            );
             if matches!(
                 answer,
                 Ok(openraft::raft::AppendEntriesResponse::Success
