@@ -84,7 +84,7 @@ pub use settings::{
 };
 pub use snapshot::SnapshotMeta;
 pub(crate) use write_set::WriteBatch;
-pub use write_set::{Guard, Replicator, TreeId, Write, WriteSet};
+pub use write_set::{Guard, Replicator, Submitted, TreeId, Write, WriteSet};
 
 pub(crate) use error::printable;
 pub(crate) use handle::{EXPIRY, JOURNAL, RAFT_LOG, RECORDS, REPLICA, SNAPSHOT};

@@ -73,6 +73,30 @@ pub trait Replicator: Send + Sync + 'static {
     /// later (a lost leadership, a majority out of reach): the store
     /// fail-stops, as after a failed write.
     fn propose(&self, sets: Vec<WriteSet>) -> Result<Vec<bool>, String>;
+
+    /// Hands `sets` to the log as one entry and returns without waiting
+    /// for its commit: entries submitted one after another are logged in
+    /// that order, and several may be in flight at once. The default
+    /// proposes at once (no pipelining).
+    fn submit(&self, sets: Vec<WriteSet>) -> Result<Box<dyn Submitted>, String> {
+        Ok(Box::new(Proposed(self.propose(sets))))
+    }
+}
+
+/// An entry submitted to the log: [`Submitted::wait`] returns what
+/// [`Replicator::propose`] would have.
+pub trait Submitted: Send {
+    /// Waits until the entry is committed and applied on this node.
+    fn wait(self: Box<Self>) -> Result<Vec<bool>, String>;
+}
+
+/// An entry whose outcome is known.
+struct Proposed(Result<Vec<bool>, String>);
+
+impl Submitted for Proposed {
+    fn wait(self: Box<Self>) -> Result<Vec<bool>, String> {
+        self.0
+    }
 }
 
 /// A batch of changes to one tree: a `sled::Batch` in single-node mode, a
