@@ -13,15 +13,19 @@ mod core;
 mod crash;
 pub mod drain;
 mod failover;
+mod floor;
 pub mod graphs;
 mod growth;
 pub mod keys;
 mod latency;
 mod mapped;
 mod procs;
+mod prom;
 pub mod readiness;
 mod recovery;
+mod replicated;
 mod report;
+mod serve_group;
 mod simulate;
 mod soak;
 mod store;
@@ -69,6 +73,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "failover" => failover::run(quick),
         "client" => client::run(quick),
         "simulate" => simulate::run(quick),
+        "replicated" => replicated::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

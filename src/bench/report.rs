@@ -50,6 +50,7 @@ pub const SCENARIOS: &[&str] = &[
     "artifacts",
     "client",
     "simulate",
+    "replicated",
 ];
 
 /// A `RESULT` line from key-value pairs.

@@ -1,0 +1,154 @@
+//! The machine's own limits that the replicated figures stand beside,
+//! measured in the same run: one fdatasync of a small write, one loopback
+//! TCP round trip, and the floor of one Raft commit made of them.
+//!
+//! A commit of a group of three cannot be acknowledged before the leader
+//! has made its entry durable, a follower has received it, made it
+//! durable and answered: two fsyncs and one round trip between two
+//! processes. [`RaftFloor::ms`] adds them up as if done one after the
+//! other (the leader's fsync may overlap the follower's in a pipelined
+//! log, so the true floor lies between one fsync plus a round trip and
+//! this figure).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::report::BenchError;
+
+fn failed<E: std::fmt::Display>(e: E) -> BenchError {
+    BenchError::Failed(e.to_string())
+}
+
+/// The median of `samples` (sorted here), in ms; `None` when empty.
+pub fn median_ms(samples: &mut [Duration]) -> Option<f64> {
+    samples.sort_unstable();
+    let mid = samples.get(samples.len() / 2)?;
+    Some(mid.as_secs_f64() * 1e3)
+}
+
+/// The median time of a 64-byte append to a file in `dir` followed by its
+/// fdatasync, over `n` after `warmup`, in ms.
+pub fn fdatasync_ms(dir: &Path, warmup: usize, n: usize) -> Result<f64, BenchError> {
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let path = dir.join("fdatasync-probe");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(failed)?;
+    let block = [0x5au8; 64];
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        let t0 = Instant::now();
+        file.write_all(&block).map_err(failed)?;
+        file.sync_data().map_err(failed)?;
+        if i >= warmup {
+            samples.push(t0.elapsed());
+        }
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    median_ms(&mut samples).ok_or_else(|| failed("no fdatasync sample"))
+}
+
+/// The median round trip of 16 bytes over a loopback TCP connection
+/// (`TCP_NODELAY`, an echoing thread on the other end), over `n` after
+/// `warmup`, in ms.
+pub fn loopback_rtt_ms(warmup: usize, n: usize) -> Result<f64, BenchError> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(failed)?;
+    let addr = listener.local_addr().map_err(failed)?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut s, _) = listener.accept()?;
+        s.set_nodelay(true)?;
+        let mut buf = [0u8; 16];
+        loop {
+            match s.read_exact(&mut buf) {
+                Ok(()) => s.write_all(&buf)?,
+                // The client closed: done.
+                Err(_) => return Ok(()),
+            }
+        }
+    });
+    let mut c = TcpStream::connect(addr).map_err(failed)?;
+    c.set_nodelay(true).map_err(failed)?;
+    let msg = [7u8; 16];
+    let mut back = [0u8; 16];
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        let t0 = Instant::now();
+        c.write_all(&msg).map_err(failed)?;
+        c.read_exact(&mut back).map_err(failed)?;
+        if i >= warmup {
+            samples.push(t0.elapsed());
+        }
+    }
+    drop(c);
+    echo.join()
+        .map_err(|_| failed("the echo thread panicked"))?
+        .map_err(failed)?;
+    median_ms(&mut samples).ok_or_else(|| failed("no round-trip sample"))
+}
+
+/// What one Raft commit of a group of three cannot go below.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RaftFloor {
+    /// One fdatasync of a small write, ms (median).
+    pub fsync_ms: f64,
+    /// One loopback TCP round trip, ms (median).
+    pub rtt_ms: f64,
+}
+
+impl RaftFloor {
+    /// Measures both in a folder under `dir` (the file system the stores
+    /// are on): 200 fsyncs and 1,000 round trips.
+    pub fn measure(dir: &Path) -> Result<RaftFloor, BenchError> {
+        Ok(RaftFloor {
+            fsync_ms: fdatasync_ms(&dir.join("floor"), 20, 200)?,
+            rtt_ms: loopback_rtt_ms(100, 1_000)?,
+        })
+    }
+
+    /// Two fsyncs (the leader's, a follower's) and one round trip, ms.
+    pub fn ms(&self) -> f64 {
+        2.0 * self.fsync_ms + self.rtt_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts_and_of_none() {
+        let ms = |v: &[u64]| {
+            let mut d: Vec<Duration> = v.iter().map(|m| Duration::from_millis(*m)).collect();
+            median_ms(&mut d)
+        };
+        assert_eq!(ms(&[5, 1, 3]), Some(3.0));
+        // The upper of the two middle samples.
+        assert_eq!(ms(&[4, 1, 3, 2]), Some(3.0));
+        assert_eq!(ms(&[]), None);
+    }
+
+    #[test]
+    fn the_floor_is_two_fsyncs_and_a_round_trip() {
+        let f = RaftFloor {
+            fsync_ms: 0.25,
+            rtt_ms: 0.05,
+        };
+        assert!((f.ms() - 0.55).abs() < 1e-12, "{}", f.ms());
+    }
+
+    /// Not a timing: the probes run and give positive figures.
+    #[test]
+    fn the_probes_measure_something() {
+        let dir = std::env::temp_dir().join(format!("weir-floor-test-{}", std::process::id()));
+        let fsync = fdatasync_ms(&dir, 1, 3).expect("fdatasync probe");
+        let rtt = loopback_rtt_ms(1, 3).expect("loopback probe");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(fsync > 0.0, "fsync {fsync}");
+        assert!(rtt > 0.0, "rtt {rtt}");
+    }
+}
