@@ -6,6 +6,7 @@
 mod api;
 mod artifacts;
 mod backup;
+mod ceiling;
 mod child;
 mod client;
 mod cluster;
@@ -74,6 +75,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "client" => client::run(quick),
         "simulate" => simulate::run(quick),
         "replicated" => replicated::run(quick),
+        "ceiling" => ceiling::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

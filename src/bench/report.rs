@@ -51,6 +51,7 @@ pub const SCENARIOS: &[&str] = &[
     "client",
     "simulate",
     "replicated",
+    "ceiling",
 ];
 
 /// A `RESULT` line from key-value pairs.

@@ -134,6 +134,29 @@ pub(super) fn prepare_root(scenario: &str) -> Result<Root, BenchError> {
     Ok(root)
 }
 
+/// CPU time a process and the children it waited for have used, in ms
+/// (`/proc/PID/stat`: utime, stime, cutime, cstime, in ticks of USER_HZ,
+/// which is 100 on every Linux ABI); `None` once it is gone.
+pub(super) fn cpu_ms(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    cpu_ms_of_stat(&stat)
+}
+
+/// [`cpu_ms`] of the text of a `/proc/PID/stat`.
+pub(super) fn cpu_ms_of_stat(stat: &str) -> Option<u64> {
+    // The command name (field 2) may hold spaces: fields are counted
+    // after its closing parenthesis, from field 3.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // utime is field 14 of the line, so index 11 after the name.
+    let ticks: u64 = fields
+        .get(11..15)?
+        .iter()
+        .map(|f| f.parse::<u64>().ok())
+        .sum::<Option<u64>>()?;
+    Some(ticks * 10)
+}
+
 /// One engine under test: its members (one for the single engine) and
 /// their processes.
 pub(super) struct Engine {
@@ -581,6 +604,17 @@ pub(super) fn now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `/proc/PID/stat` line, whose command name holds a space and a
+    /// parenthesis: utime 250, stime 50, cutime 100, cstime 0 ticks.
+    #[test]
+    fn cpu_time_is_read_after_the_command_name() {
+        let stat =
+            "4242 (weir (x) y) S 1 4242 4242 0 -1 4194560 9 0 0 0 250 50 100 0 20 0 9 0 1 2 3";
+        assert_eq!(cpu_ms_of_stat(stat), Some(4_000));
+        assert_eq!(cpu_ms_of_stat("4242 (weir) S 1 2"), None, "too few fields");
+        assert_eq!(cpu_ms_of_stat("no parenthesis"), None);
+    }
 
     #[test]
     fn days_are_consecutive_dates_across_months_and_leap_years() {
