@@ -20,6 +20,7 @@ mod growth;
 pub mod keys;
 mod latency;
 mod mapped;
+mod perf;
 mod procs;
 mod prom;
 pub mod readiness;
@@ -76,6 +77,7 @@ pub fn run(scenario: &str, quick: bool) -> Result<(), BenchError> {
         "simulate" => simulate::run(quick),
         "replicated" => replicated::run(quick),
         "ceiling" => ceiling::run(quick),
+        "perf" => perf::run(quick),
         other => Err(BenchError::Unknown(other.to_string())),
     }
 }

@@ -52,6 +52,7 @@ pub const SCENARIOS: &[&str] = &[
     "simulate",
     "replicated",
     "ceiling",
+    "perf",
 ];
 
 /// A `RESULT` line from key-value pairs.
