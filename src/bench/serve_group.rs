@@ -245,12 +245,14 @@ impl Engine {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if self.replicated {
-            cmd.args(["--raft-id", &id.to_string(), "--raft-peers", &peers])
-                .arg("--cookie-file")
-                .arg(self.root.join("cookie"));
+            cmd.args(["--raft-id", &id.to_string(), "--raft-peers", &peers]);
         }
         if let Some(addr) = self.cluster.get(&id) {
             cmd.args(["--cluster", addr, "--no-local-workers"]);
+        }
+        // The members' Raft and the workers' sessions both check it.
+        if self.replicated || self.cluster.contains_key(&id) {
+            cmd.arg("--cookie-file").arg(self.root.join("cookie"));
         }
         *proc_ = Some(Proc(cmd.spawn().map_err(failed)?));
         Ok(())
