@@ -1,4 +1,4 @@
-//! `weir bench drain|chain|api|validate --quick` run and end
+//! `weir bench drain|chain|api|validate|replicated --quick` run and end
 //! with their `RESULT` lines (benches/compare.sh reads them). The peers
 //! comparison itself is not run here: it is slow and installs packages.
 
@@ -138,5 +138,35 @@ fn cluster_quick_prints_its_result_line() {
         &line,
         "cluster",
         &["eff_1", "eff_2", "eff_4", "remote_ratio", "requeue_ms"],
+    );
+}
+
+/// `weir bench replicated --quick`: a single `weir serve` and a group of
+/// three, three alternating rounds (10–20 s); the leader's commit figure
+/// is read from its `/metrics` (not `unavailable`).
+#[test]
+fn replicated_quick_prints_its_result_line() {
+    let line = last_line("replicated");
+    assert_keys(
+        &line,
+        "replicated",
+        &[
+            "single_chain_ms_per_node",
+            "replicated_chain_ms_per_node",
+            "replicated_chain_ratio",
+            "replication_added_ms_per_node",
+            "replicated_drain_ratio",
+            "replicated_commit_p50_ms",
+            "raft_floor_ms",
+            "rounds",
+        ],
+    );
+    let p50 = line
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("replicated_commit_p50_ms="))
+        .unwrap_or_default();
+    assert!(
+        p50.parse::<f64>().is_ok_and(|ms| ms > 0.0),
+        "the leader's commit p50 is a figure: {line}"
     );
 }
