@@ -177,7 +177,7 @@ impl BreakerActorState {
         let bytes = self.store.encode("breaker state", &self.breaker)?;
         let store = self.store.clone();
         let key = breaker_key(&self.target);
-        tokio::task::spawn_blocking(move || store.put_batch(&[(key, bytes)], &[])).await??;
+        crate::blocking::run(move || store.put_batch(&[(key, bytes)], &[])).await??;
         let name = self.breaker.state_name();
         tracing::info!(target = %self.target, ?transition, state = name, "breaker transition");
         let _ = self.events.send(EngineEvent::Breaker {

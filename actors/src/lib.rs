@@ -24,6 +24,7 @@
 
 pub mod assets;
 pub mod attempt;
+pub mod blocking;
 pub mod breaker;
 pub mod clock;
 pub mod cluster;

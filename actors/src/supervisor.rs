@@ -323,8 +323,7 @@ impl Actor for SupervisorActor {
                 let now = state.args.clock.now_ms();
                 let logs = state.args.logs_dir.clone();
                 let expired =
-                    tokio::task::spawn_blocking(move || expire(&store, now, logs.as_deref()))
-                        .await?;
+                    crate::blocking::run(move || expire(&store, now, logs.as_deref())).await?;
                 let deleted = match expired {
                     Ok(deleted) => deleted,
                     // A failed write has stopped the store, and its hook

@@ -96,14 +96,31 @@ pub fn evaluate(report: &Report, checks: &[Check]) -> Vec<(Check, Option<f64>, b
 
 /// The runtime a simulation runs on: one thread, its clock paused (time
 /// jumps to the next timer whenever every task is idle and no blocking
-/// task is under way), and one blocking thread, so the store writes the
-/// actors hand off run one at a time, in the order handed off.
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+/// task is under way). The actors' store work runs inline on that thread
+/// (see [`SimRuntime::block_on`]); what still goes to a blocking thread
+/// (the engine's open, its adoptions) has one, so it runs one at a time, in
+/// the order handed off.
+pub fn runtime() -> std::io::Result<SimRuntime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)
         .max_blocking_threads(1)
         .build()
+        .map(SimRuntime)
+}
+
+/// A simulation's runtime ([`runtime`]).
+pub struct SimRuntime(tokio::runtime::Runtime);
+
+impl SimRuntime {
+    /// Runs `future` to its end on this thread, with the actors' store
+    /// work inline on it (`weir_actors::blocking`): the store is a
+    /// throw-away one and every task runs on this thread, so handing a
+    /// write to a blocking thread would only cost two thread switches.
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        let _inline = weir_actors::blocking::inline_here();
+        self.0.block_on(future)
+    }
 }
 
 /// Loads, simulates and reports: the report, or why not.

@@ -223,7 +223,7 @@ impl AssetsState {
         }
         let store = self.store.clone();
         let max = self.settings.events_per_pass_max.max(1);
-        let pending: Vec<(String, AssetEvent)> = tokio::task::spawn_blocking(move || {
+        let pending: Vec<(String, AssetEvent)> = crate::blocking::run(move || {
             store.scan::<AssetEvent>(ASSET_EVENT_PREFIX).map(|mut v| {
                 v.truncate(max);
                 v
@@ -446,7 +446,7 @@ impl AssetsState {
         }
         let store = self.store.clone();
         let deletes = vec![key.to_string()];
-        tokio::task::spawn_blocking(move || store.put_batch(&puts, &deletes)).await??;
+        crate::blocking::run(move || store.put_batch(&puts, &deletes)).await??;
         tracing::debug!(key, "asset event delivered");
         Ok(())
     }

@@ -27,7 +27,7 @@ pub async fn resolve_upstreams(
         return Ok(None);
     }
     let store = store.clone();
-    tokio::task::spawn_blocking(move || {
+    crate::blocking::run(move || {
         for (name, up) in input.upstreams.iter_mut() {
             if let Some(blob) = up.output_blob.take() {
                 up.output = store
@@ -61,7 +61,7 @@ pub async fn keep_output(
         return (AttemptOutcome::Success, output, None, None);
     };
     let store = store.clone();
-    let written = tokio::task::spawn_blocking(move || store.write_blob(&output)).await;
+    let written = crate::blocking::run(move || store.write_blob(&output)).await;
     match written {
         Ok(Ok(blob)) => (AttemptOutcome::Success, Vec::new(), Some(blob), None),
         Ok(Err(e)) => {

@@ -1,5 +1,5 @@
 //! The commit pipeline: at most one batch is made durable at a time, on a
-//! blocking thread, while the next one fills; a batch waits a little for
+//! blocking thread (`crate::blocking`), while the next one fills; a batch waits a little for
 //! the reports of what it handed out (linger) and for the downstreams of
 //! its successes (early notices), so one flush serves them all. Once
 //! durable, its effects run in order; snapshots bound replay. The timer is
@@ -73,7 +73,7 @@ impl QueueActorState {
             .expect("no other journal write runs while a batch is in flight");
         let shared = self.shared.clone();
         tokio::spawn(async move {
-            let result = tokio::task::spawn_blocking(move || {
+            let result = crate::blocking::run(move || {
                 let t0 = std::time::Instant::now();
                 let written = store.commit(&commit).map(|_| ());
                 crate::measure::commit(commit.ops.len(), t0.elapsed());
@@ -105,7 +105,7 @@ impl QueueActorState {
         let gate = self.shared.gate.clone().lock_owned().await;
         self.shared.begin(&batch.effects);
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let t0 = std::time::Instant::now();
             let written = store.commit(&commit);
             crate::measure::commit(commit.ops.len(), t0.elapsed());
@@ -139,7 +139,7 @@ impl QueueActorState {
         let store = self.store.clone();
         let n = changed.len();
         let gate = self.shared.gate.clone().lock_owned().await;
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let written = store.write_snapshot(
                 seq,
                 next_id,

@@ -119,7 +119,7 @@ impl Actor for QueueActor {
                     }
                 }
                 let store = args.store.clone();
-                tokio::task::spawn_blocking(move || {
+                crate::blocking::run(move || {
                     let recovered = store.recover();
                     drop(gate);
                     recovered

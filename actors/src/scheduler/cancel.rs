@@ -139,7 +139,7 @@ impl SchedulerState {
         active.state = RunState::Active;
         active.settled_at_ms = None;
         let bytes = self.store.encode("run record", &active)?;
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let Some((stored, current)) = store.get_with_raw::<GraphRunRecord>(&key)? else {
                 return Ok(());
             };

@@ -477,7 +477,7 @@ impl SchedulerState {
         let store = self.store.clone();
         let dkey = done_key(&id);
         let rid = id.clone();
-        tokio::task::spawn_blocking(move || -> Result<(), crate::store::StoreError> {
+        crate::blocking::run(move || -> Result<(), crate::store::StoreError> {
             let (output, output_blob) = if output.len() > BLOB_INLINE_BYTES_MAX {
                 (Vec::new(), Some(store.write_blob(&output)?))
             } else {
@@ -564,7 +564,7 @@ impl SchedulerState {
         let bytes = self.store.encode("node record", &record)?;
         let store = self.store.clone();
         let key = done_key(&id);
-        tokio::task::spawn_blocking(move || store.put_batch(&[(key, bytes)], &[])).await??;
+        crate::blocking::run(move || store.put_batch(&[(key, bytes)], &[])).await??;
         tracing::warn!(run_id = %id, error = %fault, "mapped node failed: it has no items");
         self.record_node(p, idx, rerun, NodeStatus::Failed).await
     }
@@ -642,7 +642,7 @@ impl SchedulerState {
             run_id(self.graph.as_str(), &run.partition, name, rerun)
         );
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.delete_prefix(&prefix)).await??;
+        crate::blocking::run(move || store.delete_prefix(&prefix)).await??;
         Ok(())
     }
 }

@@ -160,7 +160,7 @@ impl SchedulerState {
         let store = self.store.clone();
         let old_bytes = run.bytes.clone();
         let (dk, rk, rb) = (done_key(&mark_id), key.clone(), run_bytes.clone());
-        let written = tokio::task::spawn_blocking(move || {
+        let written = crate::blocking::run(move || {
             store.put_batch(&[(dk, done_bytes)], &[])?;
             store.compare_and_put(&rk, Some(&old_bytes), Some(&rb), &expiring, &unexpiring)
         })

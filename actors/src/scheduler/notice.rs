@@ -185,7 +185,7 @@ impl SchedulerState {
         let graph = run.graph.clone();
         let partition = run.partition.clone();
         let store = self.store.clone();
-        let latest = tokio::task::spawn_blocking({
+        let latest = crate::blocking::run({
             let (graph, partition) = (graph.clone(), partition.clone());
             move || latest_node_records(&store, &graph, &partition)
         })

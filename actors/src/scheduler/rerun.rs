@@ -67,7 +67,7 @@ impl SchedulerState {
             return Ok(());
         }
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let mut dead = Vec::new();
             for id in ids {
                 let k = dead_key(&id);
@@ -167,7 +167,7 @@ impl SchedulerState {
         let store = self.store.clone();
         let expected = run.bytes.clone();
         let b = bytes.clone();
-        let written = tokio::task::spawn_blocking(move || {
+        let written = crate::blocking::run(move || {
             store.compare_and_put(&key, Some(&expected), Some(&b), &[], &unexpire)
         })
         .await??;

@@ -143,7 +143,7 @@ impl SchedulerState {
         }
         if !puts.is_empty() {
             let store = self.store.clone();
-            tokio::task::spawn_blocking(move || store.put_batch(&puts, &[])).await??;
+            crate::blocking::run(move || store.put_batch(&puts, &[])).await??;
         }
         let ready: Vec<usize> = ready
             .into_iter()
@@ -217,7 +217,7 @@ impl SchedulerState {
         let store = self.store.clone();
         let expected = run.bytes.clone();
         let b = bytes.clone();
-        let written = tokio::task::spawn_blocking(move || {
+        let written = crate::blocking::run(move || {
             if durable_now {
                 store.compare_and_put(&key, Some(&expected), Some(&b), &[expiring], &[])
             } else {
@@ -269,7 +269,7 @@ impl SchedulerState {
             return Ok(());
         }
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.sync()).await??;
+        crate::blocking::run(move || store.sync()).await??;
         for e in std::mem::take(&mut self.unsynced_settles) {
             let _ = self.events.send(e);
         }

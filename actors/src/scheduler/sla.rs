@@ -186,7 +186,7 @@ impl SchedulerState {
             at_ms: now.saturating_add(retention_ms),
             key: key.clone(),
         };
-        let written = tokio::task::spawn_blocking(move || {
+        let written = crate::blocking::run(move || {
             store.compare_and_put(&k, None, Some(&bytes), &[expiring], &[])
         })
         .await??;

@@ -76,23 +76,22 @@ impl SchedulerState {
             .collect();
         // Per partition: the record this call wrote (new, or a withdrawn
         // run revived), or `None` when a run exists.
-        let created: Vec<Option<(GraphRunRecord, Vec<u8>)>> =
-            tokio::task::spawn_blocking(move || {
-                let mut created = Vec::with_capacity(writes.len());
-                for (k, record) in writes {
-                    let bytes = store.encode("run record", &record)?;
-                    if store.compare_and_put_unsynced(&k, None, Some(&bytes), &[], &[])? {
-                        created.push(Some((record, bytes)));
-                        continue;
-                    }
-                    created.push(revive(&store, &k, record, &names)?);
+        let created: Vec<Option<(GraphRunRecord, Vec<u8>)>> = crate::blocking::run(move || {
+            let mut created = Vec::with_capacity(writes.len());
+            for (k, record) in writes {
+                let bytes = store.encode("run record", &record)?;
+                if store.compare_and_put_unsynced(&k, None, Some(&bytes), &[], &[])? {
+                    created.push(Some((record, bytes)));
+                    continue;
                 }
-                if created.iter().any(|c| c.is_some()) {
-                    store.sync()?;
-                }
-                Ok::<_, crate::store::StoreError>(created)
-            })
-            .await??;
+                created.push(revive(&store, &k, record, &names)?);
+            }
+            if created.iter().any(|c| c.is_some()) {
+                store.sync()?;
+            }
+            Ok::<_, crate::store::StoreError>(created)
+        })
+        .await??;
         let partitions: Vec<Partition> = asked.into_iter().map(|(p, _)| p).collect();
         let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
         for (partition, created) in partitions.iter().zip(&created) {

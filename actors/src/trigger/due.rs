@@ -39,7 +39,7 @@ impl TriggerState {
         }
         let store = self.store.clone();
         let graph = self.graph.to_string();
-        let found = tokio::task::spawn_blocking(move || {
+        let found = crate::blocking::run(move || {
             let mut out = Vec::new();
             for (key, at, waits) in leased {
                 let Ok(p) = Partition::keyed_at(key.clone(), at) else {

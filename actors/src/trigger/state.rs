@@ -109,7 +109,7 @@ impl TriggerState {
     pub(super) async fn configure(&mut self) -> Res<()> {
         let store = self.store.clone();
         let graph = self.graph.to_string();
-        let def = tokio::task::spawn_blocking(move || adopted_def(&store, &graph)).await??;
+        let def = crate::blocking::run(move || adopted_def(&store, &graph)).await??;
         let now = self.clock.now_ms();
         let Some(def) = def else {
             self.def = None;
@@ -164,7 +164,7 @@ impl TriggerState {
             (Some(spec), None) => {
                 let store = self.store.clone();
                 let graph = self.graph.to_string();
-                let (records, inv) = tokio::task::spawn_blocking(move || {
+                let (records, inv) = crate::blocking::run(move || {
                     let records: Vec<(String, KeyRecord)> = store.scan(&sched_prefix(&graph))?;
                     let inv: Option<InventoryRecord> = store.get(&inventory_key(&graph))?;
                     Ok::<_, StoreError>((records, inv))

@@ -123,7 +123,7 @@ impl TriggerState {
         let (puts, deletes) = k.keys.take_changes(|r| store.encode("key schedule", r))?;
         let graph = self.graph.to_string();
         let batch_max = self.settings.write_batch_max.max(1);
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let mut puts = puts.into_iter();
             let mut deletes = deletes.into_iter();
             loop {
@@ -152,7 +152,7 @@ impl TriggerState {
         let bytes = self.store.encode(key, value)?;
         let store = self.store.clone();
         let key = key.to_string();
-        tokio::task::spawn_blocking(move || store.put_batch(&[(key, bytes)], &[])).await??;
+        crate::blocking::run(move || store.put_batch(&[(key, bytes)], &[])).await??;
         Ok(())
     }
 }
