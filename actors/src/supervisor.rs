@@ -49,6 +49,7 @@ use crate::records::keys::{DEAD_PREFIX, DONE_PREFIX, GRAPH_PREFIX, LEDGER_PREFIX
 use crate::scheduler::{SchedulerActor, SchedulerArgs, SchedulerSettings};
 use crate::store::{Recovered, Store};
 use crate::task::TaskRegistry;
+use crate::trigger::settled::SettledHub;
 use crate::trigger::{TriggerActor, TriggerArgs, TriggerSettings};
 
 /// Restart limits (OTP's intensity and period) and backoff.
@@ -168,6 +169,8 @@ pub struct SupervisorState {
     queue_shared: Arc<QueueShared>,
     /// Shared by every incarnation of the gateway.
     gateway_shared: Arc<GatewayShared>,
+    /// Routes each settle to its graph's trigger.
+    settled: Arc<SettledHub>,
 }
 
 impl Actor for SupervisorActor {
@@ -186,6 +189,7 @@ impl Actor for SupervisorActor {
             .iter()
             .map(|(k, v)| (k.clone(), v.capacity))
             .collect();
+        let settled = Arc::new(SettledHub::new(&args.events));
         let mut state = SupervisorState {
             args,
             recovered: Some(recovered),
@@ -197,6 +201,7 @@ impl Actor for SupervisorActor {
             incarnation: 0,
             queue_shared: Arc::default(),
             gateway_shared: Arc::default(),
+            settled,
         };
         // A failed store stops the engine at once, whichever actor's write
         // failed and whether or not that actor fails over it.
@@ -591,6 +596,7 @@ impl SupervisorState {
                     store: self.args.store.clone(),
                     clock: self.args.clock.clone(),
                     events: self.args.events.clone(),
+                    settled: self.settled.clone(),
                     settings: self.args.trigger.clone(),
                 };
                 let (actor, _) = Actor::spawn_linked(

@@ -22,8 +22,9 @@
 //! the records above and repairs at once (a leased key whose run settled
 //! while nobody listened is completed, one whose start was lost is started
 //! again). It learns that runs settled from the engine's events
-//! (`RunSettled`), forwarded by a task it owns; a lagged subscription is
-//! repaired the same way. It wakes at the earliest instant something is
+//! (`RunSettled`), routed to it by the engine's [`settled`] hub and
+//! forwarded by a task it owns; a lagged subscription is repaired the same
+//! way. It wakes at the earliest instant something is
 //! due (one `send_after` timer, re-armed after every message), never on a
 //! fixed poll; while keys are leased or starts wait for room it also wakes
 //! every `repair_interval_ms` at the latest, so a lost event costs one
@@ -47,10 +48,12 @@ mod firing;
 mod loads;
 mod requests;
 mod settings;
+pub mod settled;
 mod state;
 mod timer;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::broadcast;
@@ -60,6 +63,7 @@ use crate::clock::Clock;
 use crate::events::EngineEvent;
 use crate::names::Names;
 use crate::store::Store;
+use settled::{Settled, SettledHub};
 
 // The trigger's interface lives in `msg`; re-exported here for the crate's users.
 pub use crate::msg::trigger::{TriggerMsg, TriggerStatus};
@@ -82,6 +86,8 @@ pub struct TriggerArgs {
     pub clock: Clock,
     /// Engine events.
     pub events: broadcast::Sender<EngineEvent>,
+    /// The engine's settles, by graph.
+    pub settled: Arc<SettledHub>,
     /// Settings.
     pub settings: TriggerSettings,
 }
@@ -98,7 +104,7 @@ impl Actor for TriggerActor {
     ) -> Result<TriggerState, ActorProcessingErr> {
         // Subscribe first: a settle between the reads below and the
         // subscription would otherwise wait for a repair.
-        let rx = args.events.subscribe();
+        let rx = args.settled.subscribe(args.graph.as_str());
         let mut state = TriggerState {
             owner: format!("trigger:{}", args.graph),
             rng: args.clock.rng(&format!("trigger:{}", args.graph)),
@@ -148,17 +154,15 @@ impl Actor for TriggerActor {
     ) -> Result<(), ActorProcessingErr> {
         if let Some(mut rx) = state.rx.take() {
             let me = myself.clone();
-            let graph = state.graph.to_string();
             state.forwarder = Some(tokio::spawn(async move {
                 loop {
                     let msg = match rx.recv().await {
-                        Ok(EngineEvent::RunSettled {
-                            graph: g,
-                            partition,
-                            state,
-                        }) if g == graph => TriggerMsg::Settled { partition, state },
-                        Ok(_) => continue,
-                        Err(broadcast::error::RecvError::Lagged(_)) => TriggerMsg::EventsLagged,
+                        Ok(Settled::Run { partition, state }) => {
+                            TriggerMsg::Settled { partition, state }
+                        }
+                        Ok(Settled::Lagged) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            TriggerMsg::EventsLagged
+                        }
                         Err(broadcast::error::RecvError::Closed) => break,
                     };
                     if me.cast(msg).is_err() {

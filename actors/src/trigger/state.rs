@@ -28,6 +28,7 @@ use super::cron::{cron_key, CronRecord};
 use super::inventory::describe;
 use super::keyed::{inventory_key, sched_prefix, InventoryRecord, KeyRecord, Keyed};
 use super::settings::TriggerSettings;
+use super::settled::Settled;
 
 pub(super) struct CronState {
     pub(super) schedule: Schedule,
@@ -65,7 +66,7 @@ pub struct TriggerState {
     /// Windows of each backfill in start order, computed once.
     pub(super) windows: HashMap<u64, Arc<Vec<weir_core::partition::Partition>>>,
     pub(super) keyed: Option<KeyedState>,
-    pub(super) rx: Option<broadcast::Receiver<EngineEvent>>,
+    pub(super) rx: Option<broadcast::Receiver<Settled>>,
     pub(super) forwarder: Option<JoinHandle<()>>,
     pub(super) timer: Option<(u64, TimerHandle)>,
     pub(super) wake_queued: bool,
