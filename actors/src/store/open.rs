@@ -70,8 +70,8 @@ impl Store {
                 .cache_capacity(settings.cache_bytes)
                 // weir flushes at every commit; sled's background flush adds
                 // nothing in the durable modes, but keeps `none` from losing
-                // more than half a second.
-                .flush_every_ms(Some(500))
+                // more than half a second, and reclaims dead segments.
+                .flush_every_ms(Some(settings.background_flush_ms.max(1)))
                 .open();
             match opened {
                 Ok(db) => break db,

@@ -20,9 +20,9 @@ pub enum Durability {
     /// (kill -9); a power cut may lose recent commits, since the device
     /// cache is not flushed (sled issue 1452).
     Flush,
-    /// No flush at commit: sled writes in the background (every 500 ms). A
-    /// process crash may lose the last half second of commits. For tests
-    /// and throw-away work only.
+    /// No flush at commit: sled writes in the background (every 500 ms by
+    /// default, `background_flush_ms`). A process crash may lose the last
+    /// half second of commits. For tests and throw-away work only.
     None,
 }
 
@@ -62,6 +62,13 @@ pub struct StoreSettings {
     pub entry_ops_max: usize,
     /// sled's page cache, in bytes.
     pub cache_bytes: u64,
+    /// Time between the passes of sled's background thread, in ms: each
+    /// writes what is buffered (all that `durability = "none"` makes
+    /// durable), then spends up to half the interval reclaiming the space
+    /// of dead log segments. Space is reclaimed only there, so a store
+    /// written faster than these passes reclaim it grows: a simulation,
+    /// which writes a week of records in a minute, passes more often.
+    pub background_flush_ms: u64,
     /// Pending tickets of one pool and priority read from the store at a
     /// time, at open and as they are handed out: the rest of a backlog
     /// stays in the store (see weir-core's `cold` module), so an open
@@ -164,6 +171,7 @@ impl Default for StoreSettings {
             journal_bytes_max: 512 << 20,
             entry_ops_max: 256,
             cache_bytes: 256 << 20,
+            background_flush_ms: 500,
             window_tickets: 1_024,
             expiry_batch_max: 10_000,
             disk_reserve_min_bytes: 64 << 20,
