@@ -9,14 +9,21 @@
 //! `--quick`: a tenth of the graphs and keys over one day.
 //!
 //! RESULT keys: `virtual_days`, `wall_s`, `speedup` (virtual time over
-//! wall time; the goal is at least 10,000), `events` (engine events),
-//! `events_per_s`, `rss_bytes` (peak), `runs`, `graphs`, `keys`.
+//! wall time; the goal is at least 10,000), `cpu_s` (the process's user and
+//! system time: less sensitive than `wall_s` to a busy machine), `events`
+//! (engine events), `events_per_s`, `rss_bytes` (peak), `rss_half_bytes`
+//! (peak when half the span had passed: the goal is memory flat across the
+//! span, so `rss_bytes` close to it), `store_half_bytes` and `store_bytes`
+//! (the throw-away store's files at half the span and at its last
+//! fourteenth), `runs`, `graphs`, `keys`.
+//!
+//! Memory is sampled every fourteenth of the span and printed as a series.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use super::drain::{peak_rss_bytes, tempfile_dir};
+use super::drain::{peak_rss_bytes, rss_bytes, tempfile_dir};
 use super::report::{result_line, BenchError};
 
 /// Graphs of the full size.
@@ -139,6 +146,35 @@ fn write_case(
     Ok((defs, path))
 }
 
+/// Memory samples over the span.
+const SAMPLES: u64 = 14;
+
+/// This process's user and system time so far, in seconds.
+fn cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given and reads nothing else.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return 0.0;
+    }
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
+/// Bytes of the files under `dir` (0 when unreadable).
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
 /// Runs the scenario.
 pub fn run(quick: bool) -> Result<(), BenchError> {
     let (graphs, keys, days) = if quick {
@@ -149,9 +185,46 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
     let dir = tempfile_dir()?;
     let (defs, scenario) = write_case(&dir, graphs, keys, days)?;
     let started = Instant::now();
-    let report = crate::simulate::cli::simulate_files(&defs, &scenario, Some(1))
-        .map_err(|e| BenchError::Failed(e.message))?;
+    let cpu_before = cpu_s();
+    let span_ms = days * 86_400_000;
+    // (time since the span's start, RSS now, peak RSS, store bytes)
+    let mut samples: Vec<(u64, u64, u64, u64)> = Vec::new();
+    let mut sample = |at: u64, engine: &crate::Engine| {
+        let store = engine.store();
+        if std::env::var_os("WEIR_BENCH_STORE_DEBUG").is_some() {
+            let mut line = format!("store at {at}:");
+            for t in ["journal", "snapshot", "records", "expiry"] {
+                if let Some(tree) = store.raw_tree(t) {
+                    let mut by: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+                    for kv in tree.iter().flatten() {
+                        let k = String::from_utf8_lossy(&kv.0);
+                        let p = if t == "records" {
+                            k.split('/').next().unwrap_or("").to_string()
+                        } else {
+                            t.to_string()
+                        };
+                        let e = by.entry(p).or_default();
+                        e.0 += 1;
+                        e.1 += (kv.0.len() + kv.1.len()) as u64;
+                    }
+                    for (p, (n, b)) in by {
+                        let _ = write!(line, " {p}={n}/{}KB", b / 1024);
+                    }
+                }
+            }
+            println!("{line}");
+        }
+        samples.push((at, rss_bytes(), peak_rss_bytes(), dir_bytes(store.dir())));
+    };
+    let probe = crate::simulate::driver::Probe {
+        every_ms: span_ms / SAMPLES,
+        call: &mut sample,
+    };
+    let report =
+        crate::simulate::cli::simulate_files_probed(&defs, &scenario, Some(1), Some(probe))
+            .map_err(|e| BenchError::Failed(e.message))?;
     let wall_s = started.elapsed().as_secs_f64();
+    let cpu_s = cpu_s() - cpu_before;
     let _ = std::fs::remove_dir_all(&dir);
     let virtual_s = (report.until_ms - report.from_ms) as f64 / 1e3;
     let speedup = virtual_s / wall_s.max(1e-9);
@@ -172,6 +245,25 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
     for (base, (runs, attempts, checks)) in per {
         println!("  {base}: {runs} runs, {attempts} attempts, {checks} sensor checks");
     }
+    let mb = |b: u64| b as f64 / 1e6;
+    let mut series = String::from("  memory (at: RSS, peak RSS, store):");
+    for (at, rss, peak, store) in &samples {
+        let _ = write!(
+            series,
+            " +{:.1}h: {:.0}/{:.0}/{:.0} MB;",
+            *at as f64 / 3_600_000.0,
+            mb(*rss),
+            mb(*peak),
+            mb(*store)
+        );
+    }
+    println!("{}", series.trim_end_matches(';'));
+    let half = samples
+        .iter()
+        .find(|s| s.0 * 2 >= span_ms)
+        .copied()
+        .unwrap_or_default();
+    let last = samples.last().copied().unwrap_or_default();
     println!(
         "{}",
         result_line(
@@ -180,12 +272,16 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
                 ("virtual_days", days.to_string()),
                 ("wall_s", format!("{wall_s:.2}")),
                 ("speedup", format!("{speedup:.0}")),
+                ("cpu_s", format!("{cpu_s:.2}")),
                 ("events", report.events.to_string()),
                 (
                     "events_per_s",
                     format!("{:.0}", report.events as f64 / wall_s.max(1e-9))
                 ),
                 ("rss_bytes", peak_rss_bytes().to_string()),
+                ("rss_half_bytes", half.2.to_string()),
+                ("store_half_bytes", half.3.to_string()),
+                ("store_bytes", last.3.to_string()),
                 ("runs", t.runs_started.to_string()),
                 ("graphs", graphs.to_string()),
                 ("keys", keys.to_string()),

@@ -129,6 +129,17 @@ pub fn simulate_files(
     scenario_path: &Path,
     seed: Option<u64>,
 ) -> Result<Report, SimFailure> {
+    simulate_files_probed(defs_path, scenario_path, seed, None)
+}
+
+/// [`simulate_files`], calling `probe` during the span (see
+/// [`driver::Probe`]).
+pub fn simulate_files_probed(
+    defs_path: &Path,
+    scenario_path: &Path,
+    seed: Option<u64>,
+    probe: Option<driver::Probe<'_>>,
+) -> Result<Report, SimFailure> {
     let defs = crate::definition::load(defs_path).map_err(|e| bad(e.to_string()))?;
     let scenario = resolve::load(scenario_path, &defs).map_err(|e| bad(e.to_string()))?;
     let seed = seed.or(scenario.seed).unwrap_or(SEED_DEFAULT);
@@ -142,7 +153,14 @@ pub fn simulate_files(
         message: format!("runtime: {e}"),
     })?;
     let observed = rt
-        .block_on(driver::simulate(&defs, scenario.clone(), seed, dir.path()))
+        .block_on(driver::simulate_probed(
+            &defs,
+            scenario.clone(),
+            seed,
+            dir.path(),
+            false,
+            probe,
+        ))
         .map_err(|e| match e {
             SimError::Input(m) => bad(format!("scenario {}: {m}", scenario_path.display())),
             SimError::Engine(m) => SimFailure {

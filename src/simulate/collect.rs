@@ -1,8 +1,13 @@
 //! What the simulator watches while the engine runs: the engine's events
-//! (retries, deferrals, dead letters, SLA misses, breaker transitions),
-//! tallied per graph with their virtual instants, and the queue's depth as
-//! a step series. Runs and their timings are read from the store at the
-//! end; the slots held come from the simulated task.
+//! (attempts, retries, deferrals, dead letters, SLA misses, breaker
+//! transitions, settled runs), tallied per graph with their virtual
+//! instants, and the queue's depth. Everything is kept as running
+//! aggregates ([`Tally`]): counts, a bounded lateness histogram and Gantt
+//! per graph ([`RunTally`]), and series of a fixed number of buckets (the
+//! queue's depth, each pool's busy slots), so memory does not grow with the
+//! span. A settled run's timings are read from its record in the store when
+//! its `RunSettled` arrives; runs still active at the span's end are
+//! counted by the driver then.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,9 +17,16 @@ use weir_actors::clock::Clock;
 use weir_actors::events::EngineEvent;
 use weir_actors::msg::work::DeferCause;
 use weir_actors::records::done::DoneStatus;
+use weir_actors::records::graph::{GraphRunRecord, RunState};
+use weir_actors::records::keys::runs_prefix;
+use weir_actors::store::Store;
+use weir_core::simulate::stats::{Buckets, StepMax};
+use weir_core::zone::Zone;
+
+use super::runs::RunTally;
 
 /// Counts of one graph.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct GraphTally {
     /// Attempts started (sensor checks included).
     pub attempts: u64,
@@ -30,17 +42,43 @@ pub struct GraphTally {
     pub dead: u64,
     /// SLA misses (of runs and of nodes).
     pub sla_misses: u64,
+    /// Its runs.
+    pub runs: RunTally,
+}
+
+/// A pool's busy slots over the span.
+#[derive(Debug, Clone, Default)]
+pub struct PoolBusy {
+    /// Per bucket, slots busy × ms.
+    pub area: Vec<u128>,
+    /// Slot-ms busy over the span.
+    pub busy_ms: u64,
+}
+
+/// What the watchers know of the span and the definitions.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The series' buckets.
+    pub buckets: Buckets,
+    /// The span's end, ms.
+    pub until_ms: u64,
+    /// Each graph's time zone (for its windows).
+    pub zones: BTreeMap<String, Zone>,
+    /// Each node's pool, by (graph, node).
+    pub pools: BTreeMap<(String, String), String>,
 }
 
 /// Everything tallied.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Tally {
+    /// The span and the definitions.
+    pub setup: Arc<Setup>,
     /// Per graph.
     pub graphs: BTreeMap<String, GraphTally>,
     /// Breaker transitions: (at, target, state).
     pub breakers: Vec<(u64, String, String)>,
-    /// Queue depth (tickets live and not running): (at, depth) at each change.
-    pub depth: Vec<(u64, u64)>,
+    /// Queue depth (tickets live and not running), highest per bucket.
+    pub depth: StepMax,
     /// Events seen.
     pub events: u64,
     /// Events missed because the watcher fell behind (0 in a sound run).
@@ -50,32 +88,121 @@ pub struct Tally {
     /// Engine restarts (the scenario's).
     pub engine_restarts: u64,
     /// Every ticket key enqueued and how often each completed, when
-    /// audited (the invariant mode).
+    /// audited (the invariant mode; it grows with the span).
     pub audit: Option<Audit>,
     /// Attempts under way: ticket key → when it started.
     pub running: BTreeMap<String, u64>,
-    /// Attempts that held a slot: (ticket key, start, end).
-    pub slots: Vec<(String, u64, u64)>,
+    /// Busy slots per pool.
+    pub pools: BTreeMap<String, PoolBusy>,
 }
 
 impl Tally {
+    /// An empty tally.
+    pub fn new(setup: Setup, audit: bool) -> Tally {
+        Tally {
+            depth: StepMax::new(setup.buckets),
+            setup: Arc::new(setup),
+            graphs: BTreeMap::new(),
+            breakers: Vec::new(),
+            events: 0,
+            lagged: 0,
+            restarts: 0,
+            engine_restarts: 0,
+            audit: audit.then(Audit::default),
+            running: BTreeMap::new(),
+            pools: BTreeMap::new(),
+        }
+    }
+
     fn started(&mut self, key: &str, now: u64) {
         if let Some(from) = self.running.insert(key.to_string(), now) {
-            self.slots.push((key.to_string(), from, now));
+            self.held(key, from, now);
         }
     }
 
     fn ended(&mut self, key: &str, now: u64) {
         if let Some(from) = self.running.remove(key) {
-            self.slots.push((key.to_string(), from, now));
+            self.held(key, from, now);
         }
+    }
+
+    /// An attempt held a slot of its node's pool over `[from, to)` (cut at
+    /// the span's end).
+    fn held(&mut self, key: &str, from: u64, to: u64) {
+        let setup = self.setup.clone();
+        let pool = node_of(key)
+            .and_then(|(g, n)| setup.pools.get(&(g.to_string(), n.to_string())))
+            .map_or("default", String::as_str);
+        let busy = self
+            .pools
+            .entry(pool.to_string())
+            .or_insert_with(|| PoolBusy {
+                area: vec![0; setup.buckets.count],
+                busy_ms: 0,
+            });
+        let to = to.min(setup.until_ms);
+        setup.buckets.add_interval(&mut busy.area, from, to, 1);
+        busy.busy_ms += to.saturating_sub(from);
     }
 
     /// Closes the attempts still under way at `now` (the span's end).
     pub fn close(&mut self, now: u64) {
         for (key, from) in std::mem::take(&mut self.running) {
-            self.slots.push((key, from, now));
+            self.held(&key, from, now);
         }
+    }
+
+    /// Counts the run of `graph` and `partition` as `record` has it at
+    /// `now`.
+    pub fn run(&mut self, graph: &str, partition: &str, record: &GraphRunRecord, now: u64) {
+        let zone = self.setup.zones.get(graph).copied().unwrap_or(Zone::UTC);
+        let until = self.setup.until_ms;
+        self.graphs
+            .entry(graph.to_string())
+            .or_default()
+            .runs
+            .count(partition, record, zone, until, now);
+    }
+
+    /// A run settled at `now`: counted now, from its record, unless it
+    /// settled at the span's end or after (the driver counts what the
+    /// store holds then).
+    fn settled(&mut self, store: &Store, graph: &str, partition: &str, state: &str, now: u64) {
+        let key = format!("{}{partition}", runs_prefix(graph));
+        let record = match store.get::<GraphRunRecord>(&key) {
+            Ok(Some(r)) if r.settled_at_ms.is_some() => r,
+            // Gone or active again already (a rerun): counted as the event
+            // says, settled now.
+            other => {
+                tracing::warn!(graph, partition, found = ?other.as_ref().map(|r| r.as_ref().map(|r| r.state)), "a settled run's record is not settled");
+                GraphRunRecord {
+                    state: state.parse().unwrap_or(RunState::Complete),
+                    requested_at_ms: now,
+                    settled_at_ms: Some(now),
+                    ..other.ok().flatten().unwrap_or_else(|| empty_record(now))
+                }
+            }
+        };
+        if record
+            .settled_at_ms
+            .is_some_and(|s| s < self.setup.until_ms)
+        {
+            self.run(graph, partition, &record, now);
+        }
+    }
+}
+
+fn empty_record(now: u64) -> GraphRunRecord {
+    GraphRunRecord {
+        definition: String::new(),
+        state: RunState::Active,
+        requested_at_ms: now,
+        settled_at_ms: None,
+        expected_reruns: BTreeMap::new(),
+        retention_ms: 0,
+        params: BTreeMap::new(),
+        not_before_ms: None,
+        failure: None,
     }
 }
 
@@ -109,9 +236,11 @@ fn muted(m: &Muted) -> bool {
 }
 
 /// Watches `events` into `tally` until the channel closes (or, once
-/// `mute` is set, ignoring them).
+/// `mute` is set, ignoring them); a settled run's record is read from
+/// `store`.
 pub fn watch_events(
     mut events: broadcast::Receiver<EngineEvent>,
+    store: Store,
     clock: Clock,
     tally: Arc<Mutex<Tally>>,
     mute: Muted,
@@ -179,6 +308,11 @@ pub fn watch_events(
                     t.breakers.push((now, target.to_string(), state))
                 }
                 EngineEvent::Restarted { .. } => t.restarts += 1,
+                EngineEvent::RunSettled {
+                    graph,
+                    partition,
+                    state,
+                } => t.settled(&store, &graph, &partition, &state, now),
                 _ => {}
             }
         }
@@ -203,14 +337,11 @@ pub fn watch_depth(
                 c.live.saturating_sub(c.running) as u64
             };
             let now = clock.now_ms();
-            {
-                let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
-                match t.depth.last_mut() {
-                    Some(last) if last.0 == now => last.1 = last.1.max(depth),
-                    Some(last) if last.1 == depth => {}
-                    _ => t.depth.push((now, depth)),
-                }
-            }
+            tally
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .depth
+                .set(now, depth);
             if counts.changed().await.is_err() {
                 return;
             }

@@ -17,13 +17,13 @@ use weir_actors::store::Durability;
 use weir_core::graph::GraphDef;
 use weir_core::keyed::InventorySource;
 use weir_core::partition::{Partition, PartitionRange};
+use weir_core::simulate::stats::Buckets;
+use weir_core::zone::Zone;
 
-use super::collect::{self, Tally};
+use super::collect::{self, Setup, Tally};
 use super::scenario::{Fault, Input, Scenario};
 use super::task::{NodeFacts, SimNotify, SimTask};
 
-/// One attempt that held a slot: (pool, start, end) in ms.
-pub type Busy = (String, u64, u64);
 use crate::definition::Definitions;
 use crate::{Engine, EngineBuilder, RunSummary};
 
@@ -46,12 +46,11 @@ pub enum SimError {
 pub struct Observed {
     /// The graphs' definitions (as simulated).
     pub graphs: BTreeMap<String, GraphDef>,
-    /// Each graph's runs, by partition.
+    /// Each graph's runs in the store at the span's end, by partition:
+    /// those still active, and those settled and not yet expired.
     pub runs: BTreeMap<String, Vec<RunSummary>>,
-    /// What the events said.
+    /// What the events said, with the runs counted.
     pub tally: Tally,
-    /// The slots attempts held.
-    pub busy: Vec<Busy>,
     /// Each pool's slots.
     pub pools: BTreeMap<String, u32>,
     /// Inputs that the engine refused, with why.
@@ -116,6 +115,29 @@ pub async fn simulate_with(
     dir: &Path,
     audit: bool,
 ) -> Result<Observed, SimError> {
+    simulate_probed(defs, scenario, seed, dir, audit, None).await
+}
+
+/// Something called at instants of the span while it runs (how `weir bench
+/// simulate` samples its memory): every `every_ms` of the span after its
+/// start, with the time since the start and the engine. It only looks: the
+/// engine does the same with or without it.
+pub struct Probe<'a> {
+    /// Time between calls, ms (at least 1).
+    pub every_ms: u64,
+    /// The call.
+    pub call: &'a mut dyn FnMut(u64, &Engine),
+}
+
+/// [`simulate_with`], calling `probe` as it says.
+pub async fn simulate_probed(
+    defs: &Definitions,
+    scenario: Arc<Scenario>,
+    seed: u64,
+    dir: &Path,
+    audit: bool,
+    mut probe: Option<Probe<'_>>,
+) -> Result<Observed, SimError> {
     let graphs = prepared(defs, &scenario, dir)?;
     let mut nodes = BTreeMap::new();
     for (g, def) in &graphs {
@@ -138,13 +160,11 @@ pub async fn simulate_with(
         clock: clock.clone(),
         sensors: Arc::default(),
     });
-    let span_ms = scenario.until_ms - scenario.from_ms;
     let mut pools = defs.pools.clone();
     pools.entry("default".into()).or_insert(4);
     let make = Make {
         dir: dir.to_path_buf(),
         clock: clock.clone(),
-        span_ms,
         pools,
         targets: defs.targets.clone(),
         sim,
@@ -154,13 +174,27 @@ pub async fn simulate_with(
         .open()
         .await
         .map_err(|e| SimError::Engine(e.to_string()))?;
-    let tally = Arc::new(Mutex::new(Tally {
-        audit: audit.then(Default::default),
-        ..Tally::default()
-    }));
+    let setup = Setup {
+        buckets: Buckets::for_span(scenario.from_ms, scenario.until_ms),
+        until_ms: scenario.until_ms,
+        zones: graphs
+            .iter()
+            .map(|(g, def)| (g.clone(), def.timezone.unwrap_or(Zone::UTC)))
+            .collect(),
+        pools: graphs
+            .iter()
+            .flat_map(|(g, def)| {
+                def.nodes
+                    .iter()
+                    .map(move |n| ((g.clone(), n.name.to_string()), n.pool.to_string()))
+            })
+            .collect(),
+    };
+    let tally = Arc::new(Mutex::new(Tally::new(setup, audit)));
     let mut mute = collect::Muted::default();
     let mut events = vec![collect::watch_events(
         engine.subscribe(),
+        engine.store().clone(),
         clock.clone(),
         tally.clone(),
         mute.clone(),
@@ -172,7 +206,14 @@ pub async fn simulate_with(
         mute.clone(),
     )];
     adopt(&engine, &graphs).await?;
-    // Inputs and faults in one timeline; at one instant, inputs first.
+    // Inputs, faults and probes in one timeline; at one instant, inputs
+    // first, then faults, then probes.
+    let every_ms = probe.as_ref().map_or(u64::MAX, |p| p.every_ms.max(1));
+    let probes = (1..)
+        .map_while(|k: u64| k.checked_mul(every_ms))
+        .map_while(|off| scenario.from_ms.checked_add(off))
+        .take_while(|at| *at < scenario.until_ms)
+        .map(|at| (at, Step::Probe));
     let mut timeline: Vec<(u64, Step)> = scenario
         .inputs
         .iter()
@@ -183,8 +224,9 @@ pub async fn simulate_with(
                 .iter()
                 .map(|(at, f)| (*at, Step::Fault(f.clone()))),
         )
+        .chain(probes)
         .collect();
-    timeline.sort_by_key(|(at, s)| (*at, matches!(s, Step::Fault(_))));
+    timeline.sort_by_key(|(at, s)| (*at, s.order()));
     let mut refused = Vec::new();
     for (at, step) in timeline {
         if at >= scenario.until_ms {
@@ -200,6 +242,11 @@ pub async fn simulate_with(
         }
         let when = weir_core::duration::human_ms(at - scenario.from_ms);
         match step {
+            Step::Probe => {
+                if let Some(p) = probe.as_mut() {
+                    (p.call)(at - scenario.from_ms, &engine);
+                }
+            }
             Step::Input(graph, input) => {
                 if let Err(e) = apply(&engine, dir, &graph, &input).await {
                     tracing::warn!(graph = %graph, at, error = %e, "a simulated input was refused");
@@ -218,6 +265,7 @@ pub async fn simulate_with(
                     .engine_restarts += 1;
                 events.push(collect::watch_events(
                     engine.subscribe(),
+                    engine.store().clone(),
                     clock.clone(),
                     tally.clone(),
                     mute.clone(),
@@ -237,11 +285,24 @@ pub async fn simulate_with(
         }
     }
     sleep_until(&clock, scenario.until_ms).await;
+    // The runs the watcher has not counted: those still active, and those
+    // that settled at this very instant (it leaves them to this pass).
     let mut runs = BTreeMap::new();
     for g in graphs.keys() {
         let r = engine
             .list_runs(g, None)
             .map_err(|e| SimError::Engine(e.to_string()))?;
+        let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+        for run in &r {
+            if run
+                .record
+                .settled_at_ms
+                .is_none_or(|s| s >= scenario.until_ms)
+            {
+                t.run(g, &run.partition, &run.record, scenario.until_ms);
+            }
+        }
+        drop(t);
         runs.insert(g.clone(), r);
     }
     let capacities = engine.pool_capacities();
@@ -260,30 +321,10 @@ pub async fn simulate_with(
     let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // Attempts under way at the span's end hold their slots to its end.
     tally.close(scenario.until_ms);
-    let pool_of: BTreeMap<(&str, &str), &str> = graphs
-        .iter()
-        .flat_map(|(g, def)| {
-            def.nodes
-                .iter()
-                .map(move |n| ((g.as_str(), n.name.as_str()), n.pool.as_str()))
-        })
-        .collect();
-    let mut busy: Vec<Busy> = tally
-        .slots
-        .iter()
-        .map(|(key, from, to)| {
-            let pool = collect::node_of(key)
-                .and_then(|gn| pool_of.get(&gn).copied())
-                .unwrap_or("default");
-            (pool.to_string(), *from, (*to).min(scenario.until_ms))
-        })
-        .collect();
-    busy.sort();
     Ok(Observed {
         graphs,
         runs,
         tally,
-        busy,
         pools: capacities,
         refused,
         cooldowns: defs
@@ -298,13 +339,24 @@ pub async fn simulate_with(
 enum Step {
     Input(String, Input),
     Fault(Fault),
+    Probe,
+}
+
+impl Step {
+    /// Its place among the steps of one instant.
+    fn order(&self) -> u8 {
+        match self {
+            Step::Input(..) => 0,
+            Step::Fault(_) => 1,
+            Step::Probe => 2,
+        }
+    }
 }
 
 /// What every incarnation of the engine is built from.
 struct Make {
     dir: std::path::PathBuf,
     clock: Clock,
-    span_ms: u64,
     pools: BTreeMap<String, u32>,
     targets: BTreeMap<String, weir_core::breaker::BreakerSettings>,
     sim: Arc<dyn weir_actors::task::Task>,
@@ -316,9 +368,7 @@ impl Make {
             .durability(Durability::None)
             .clock(self.clock.clone())
             .hold_triggers()
-            .logs_dir(self.dir.join("logs"))
-            // Records outlive the span: the report reads every run at its end.
-            .expiry_interval_ms(self.span_ms + 86_400_000);
+            .logs_dir(self.dir.join("logs"));
         for (p, c) in &self.pools {
             builder = builder.pool(p, *c);
         }
@@ -369,8 +419,9 @@ async fn restart(
     engine.supervisor().kill();
     let _ = engine.stopped().await;
     drop(engine);
-    // Virtual time does not pass while a blocking store write is under
-    // way, so after this sleep every write of the killed actors has landed.
+    // Store work runs inline on this thread (and virtual time would not
+    // pass while any ran on a blocking thread), so after this sleep every
+    // write of the killed actors has landed.
     tokio::time::sleep(Duration::from_millis(down_ms.max(1))).await;
     let engine = make
         .builder()

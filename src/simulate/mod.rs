@@ -12,8 +12,8 @@
 //!
 //! Parts: [`scenario`] (the file's types) and [`resolve`] (reading it and
 //! checking it against the definitions), [`driver`] (the engine and the
-//! span), [`collect`] (events and queue depth), [`report`] (figures, table,
-//! HTML), [`cli`] (the command). The pure parts — duration models, `--check`
+//! span), [`collect`] and [`runs`] (what the span did, as running
+//! aggregates), [`report`] (figures, table, HTML), [`cli`] (the command). The pure parts — duration models, `--check`
 //! expressions, statistics — are in `weir_core::simulate`.
 
 pub mod cli;
@@ -22,5 +22,6 @@ pub mod draw;
 pub mod driver;
 pub mod report;
 pub mod resolve;
+pub mod runs;
 pub mod scenario;
 pub mod task;

@@ -180,7 +180,12 @@ pub fn render(r: &Report) -> String {
     for (g, gr) in &r.graphs {
         gantt(&mut out, r, g, &gr.runs);
         if gr.runs_omitted > 0 {
-            let _ = write!(out, "<p>{} more runs not drawn.</p>", gr.runs_omitted);
+            let _ = write!(
+                out,
+                "<p>The first {} runs by start are drawn; {} more are in the figures only.</p>",
+                gr.runs.len(),
+                gr.runs_omitted
+            );
         }
     }
     if !r.breakers.is_empty() {

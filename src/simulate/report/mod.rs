@@ -13,23 +13,13 @@ pub mod table;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use weir_core::simulate::stats::{percentile, Buckets};
+use weir_core::simulate::stats::Histogram;
+pub use weir_core::simulate::stats::SERIES_BUCKETS_MAX;
 use weir_core::zone::Zone;
 
 use super::driver::Observed;
+pub use super::runs::{RunRow, RUNS_LISTED_MAX};
 use super::scenario::Scenario;
-use crate::RunState;
-
-/// The most buckets a series over time has.
-pub const SERIES_BUCKETS_MAX: u64 = 200;
-/// Bucket sizes a series may use, in ms: the smallest that keeps a series
-/// within [`SERIES_BUCKETS_MAX`] is taken.
-const BUCKET_SIZES_MS: [u64; 12] = [
-    1_000, 10_000, 60_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 21_600_000,
-    43_200_000, 86_400_000,
-];
-/// Runs listed per graph (for the Gantt); the rest are counted only.
-pub const RUNS_LISTED_MAX: usize = 500;
 
 /// The figures of a graph, or of all graphs.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -67,21 +57,6 @@ pub struct Figures {
     pub dead: u64,
 }
 
-/// One run, for the Gantt.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RunRow {
-    /// The partition.
-    pub partition: String,
-    /// Due: the later of its window's end and its start, ms.
-    pub due_ms: u64,
-    /// When it started, ms.
-    pub started_ms: u64,
-    /// When it settled, ms.
-    pub settled_ms: Option<u64>,
-    /// Its state.
-    pub state: String,
-}
-
 /// A graph's part.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct GraphReport {
@@ -90,7 +65,7 @@ pub struct GraphReport {
     pub figures: Figures,
     /// Its time zone.
     pub timezone: String,
-    /// Runs by start (at most [`RUNS_LISTED_MAX`]).
+    /// The first runs by start (at most `runs_listed_max`).
     pub runs: Vec<RunRow>,
     /// Runs left out of `runs`.
     pub runs_omitted: u64,
@@ -133,6 +108,9 @@ pub struct Report {
     pub until_ms: u64,
     /// Each series' bucket, ms.
     pub bucket_ms: u64,
+    /// Runs each graph lists (the first by start; the rest are in its
+    /// figures only).
+    pub runs_listed_max: usize,
     /// All graphs together.
     pub totals: Figures,
     /// Per graph.
@@ -165,72 +143,35 @@ pub struct Report {
 /// Builds the report.
 pub fn build(obs: &Observed, scenario: &Scenario, seed: u64) -> Report {
     let (from, until) = (scenario.from_ms, scenario.until_ms);
-    let span = until - from;
-    let bucket_ms = BUCKET_SIZES_MS
-        .into_iter()
-        .find(|b| span.div_ceil(*b) <= SERIES_BUCKETS_MAX)
-        .unwrap_or(span.div_ceil(SERIES_BUCKETS_MAX));
-    let buckets = Buckets {
-        from_ms: from,
-        bucket_ms,
-        count: span.div_ceil(bucket_ms) as usize,
-    };
+    let buckets = obs.tally.setup.buckets;
     let mut graphs = BTreeMap::new();
-    let mut all_lateness = Vec::new();
+    let mut all_lateness = Histogram::default();
     let mut totals = Figures::default();
+    let empty = super::collect::GraphTally::default();
     for (name, def) in &obs.graphs {
         let zone = def.timezone.unwrap_or(Zone::UTC);
-        let mut f = Figures::default();
-        let mut lateness = Vec::new();
-        let mut rows = Vec::new();
-        for r in obs.runs.get(name).into_iter().flatten() {
-            let started = r.record.started_ms();
-            if started >= until {
-                continue; // prepared ahead for a firing after the span
-            }
-            f.runs_started += 1;
-            let window_end = r
-                .partition
-                .parse::<weir_core::partition::Partition>()
-                .ok()
-                .and_then(|p| p.end_ms(zone))
-                .unwrap_or(0);
-            let due = started.max(window_end);
-            match r.record.state {
-                RunState::Complete => f.runs_completed += 1,
-                RunState::Failed => f.runs_failed += 1,
-                RunState::Cancelled => f.runs_cancelled += 1,
-                _ => f.runs_unsettled += 1,
-            }
-            if let Some(s) = r.record.settled_at_ms {
-                lateness.push(s.saturating_sub(due));
-            }
-            rows.push(RunRow {
-                partition: r.partition.clone(),
-                due_ms: due,
-                started_ms: started,
-                settled_ms: r.record.settled_at_ms,
-                state: format!("{:?}", r.record.state).to_lowercase(),
-            });
-        }
-        rows.sort_by(|a, b| (a.started_ms, &a.partition).cmp(&(b.started_ms, &b.partition)));
-        let omitted = rows.len().saturating_sub(RUNS_LISTED_MAX) as u64;
-        rows.truncate(RUNS_LISTED_MAX);
-        lateness.sort_unstable();
-        f.lateness_p50 = percentile(&lateness, 50);
-        f.lateness_p99 = percentile(&lateness, 99);
-        f.lateness_max = lateness.last().copied().unwrap_or(0);
-        all_lateness.extend_from_slice(&lateness);
-        if let Some(t) = obs.tally.graphs.get(name) {
-            f.attempts = t.attempts.saturating_sub(t.pokes);
-            f.sensor_checks = t.pokes;
-            f.retries = t.retries;
-            f.deferrals = t.deferrals_breaker;
-            f.deferrals_no_slot = t.deferrals_slot;
-            f.dead = t.dead;
-            f.sla_misses = t.sla_misses;
-        }
+        let t = obs.tally.graphs.get(name).unwrap_or(&empty);
+        let r = &t.runs;
+        let f = Figures {
+            runs_started: r.started,
+            runs_completed: r.completed,
+            runs_failed: r.failed,
+            runs_cancelled: r.cancelled,
+            runs_unsettled: r.unsettled,
+            lateness_p50: r.lateness.percentile(50),
+            lateness_p99: r.lateness.percentile(99),
+            lateness_max: r.lateness.max(),
+            sla_misses: t.sla_misses,
+            attempts: t.attempts.saturating_sub(t.pokes),
+            sensor_checks: t.pokes,
+            retries: t.retries,
+            deferrals: t.deferrals_breaker,
+            deferrals_no_slot: t.deferrals_slot,
+            dead: t.dead,
+        };
+        all_lateness.merge(&r.lateness);
         add(&mut totals, &f);
+        let (rows, omitted) = r.rows();
         graphs.insert(
             name.clone(),
             GraphReport {
@@ -241,27 +182,22 @@ pub fn build(obs: &Observed, scenario: &Scenario, seed: u64) -> Report {
             },
         );
     }
-    all_lateness.sort_unstable();
-    totals.lateness_p50 = percentile(&all_lateness, 50);
-    totals.lateness_p99 = percentile(&all_lateness, 99);
-    totals.lateness_max = all_lateness.last().copied().unwrap_or(0);
+    totals.lateness_p50 = all_lateness.percentile(50);
+    totals.lateness_p99 = all_lateness.percentile(99);
+    totals.lateness_max = all_lateness.max();
 
-    let queue_depth = buckets.max_of_steps(&obs.tally.depth);
-    let queue_depth_max = obs.tally.depth.iter().map(|d| d.1).max().unwrap_or(0);
+    let queue_depth = obs.tally.depth.per_bucket();
+    let queue_depth_max = obs.tally.depth.max();
     let mut pools = BTreeMap::new();
     for (name, &slots) in &obs.pools {
-        let intervals: Vec<(u64, u64, u64)> = obs
-            .busy
-            .iter()
-            .filter(|b| &b.0 == name)
-            .map(|b| (b.1, b.2, 1))
-            .collect();
-        let per = buckets.mean_of_intervals(&intervals);
+        let (per, busy_ms) = match obs.tally.pools.get(name) {
+            Some(b) => (buckets.means(&b.area), b.busy_ms),
+            None => (vec![0.0; buckets.count], 0),
+        };
         let share: Vec<f64> = per
             .iter()
             .map(|b| round3(b / f64::from(slots.max(1))))
             .collect();
-        let busy_ms: u64 = intervals.iter().map(|i| i.1.saturating_sub(i.0)).sum();
         let mean = busy_ms as f64 / ((until - from) as f64 * f64::from(slots.max(1)));
         pools.insert(
             name.clone(),
@@ -283,6 +219,7 @@ pub fn build(obs: &Observed, scenario: &Scenario, seed: u64) -> Report {
         from_ms: from,
         until_ms: until,
         bucket_ms: buckets.bucket_ms,
+        runs_listed_max: RUNS_LISTED_MAX,
         totals,
         graphs,
         breakers: open_intervals(&obs.tally.breakers, until, &obs.cooldowns),
