@@ -12,6 +12,7 @@ use weir_core::simulate::check::{self, Check};
 use super::driver::{self, SimError};
 use super::report::{self, Report};
 use super::resolve;
+use super::scratch::Scratch;
 use crate::exit::{EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_STORE};
 
 /// The seed when neither `--seed` nor the scenario gives one.
@@ -244,37 +245,4 @@ pub fn to_json(report: &Report) -> String {
     let mut s = serde_json::to_string_pretty(report).expect("a report serialises");
     s.push('\n');
     s
-}
-
-/// A folder under the system's temporary folder for the simulated store,
-/// removed when dropped.
-pub struct Scratch(PathBuf);
-
-impl Scratch {
-    /// A new, empty folder.
-    pub fn new() -> std::io::Result<Scratch> {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "weir-simulate-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir)?;
-        }
-        std::fs::create_dir_all(&dir)?;
-        Ok(Scratch(dir))
-    }
-
-    /// Its path.
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use weir_actors::clock::Clock;
-use weir_actors::store::Durability;
 use weir_core::graph::GraphDef;
 use weir_core::keyed::InventorySource;
 use weir_core::partition::{Partition, PartitionRange};
@@ -365,7 +364,7 @@ struct Make {
 impl Make {
     fn builder(&self) -> EngineBuilder {
         let mut builder = Engine::builder(self.dir.join("data"))
-            .durability(Durability::None)
+            .store_settings(super::scratch::store_settings(&self.dir))
             .clock(self.clock.clone())
             .hold_triggers()
             .logs_dir(self.dir.join("logs"));

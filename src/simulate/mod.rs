@@ -12,8 +12,9 @@
 //!
 //! Parts: [`scenario`] (the file's types) and [`resolve`] (reading it and
 //! checking it against the definitions), [`driver`] (the engine and the
-//! span), [`collect`] and [`runs`] (what the span did, as running
-//! aggregates), [`report`] (figures, table, HTML), [`cli`] (the command). The pure parts — duration models, `--check`
+//! span), [`scratch`] (its throw-away store), [`collect`] and [`runs`]
+//! (what the span did, as running aggregates), [`report`] (figures, table,
+//! HTML), [`cli`] (the command). The pure parts — duration models, `--check`
 //! expressions, statistics — are in `weir_core::simulate`.
 
 pub mod cli;
@@ -24,4 +25,5 @@ pub mod report;
 pub mod resolve;
 pub mod runs;
 pub mod scenario;
+pub mod scratch;
 pub mod task;
