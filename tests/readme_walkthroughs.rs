@@ -57,6 +57,8 @@ struct Walk {
     /// The background process of each replicated member, by raft id.
     members: std::collections::BTreeMap<String, usize>,
     swaps: Vec<(String, String)>,
+    /// Each background command and the file its log goes to.
+    logs: Vec<(String, PathBuf)>,
 }
 
 impl Drop for Walk {
@@ -152,6 +154,7 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
         root: root.clone(),
         background: Vec::new(),
         members: Default::default(),
+        logs: Vec::new(),
         swaps: vec![
             (
                 "127.0.0.1:7451".into(),
@@ -209,9 +212,14 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
                         },
                         true,
                     );
+                    // Its log is kept, and shown if a wait for it fails.
+                    let log = w
+                        .root
+                        .join(format!("background-{}.log", w.background.len()));
+                    w.logs.push((line.clone(), log.clone()));
                     let child = c
                         .stdout(Stdio::null())
-                        .stderr(Stdio::null())
+                        .stderr(std::fs::File::create(&log).unwrap())
                         .spawn()
                         .unwrap();
                     w.background.push(child);
@@ -272,9 +280,7 @@ fn the_readmes_walkthroughs_run_in_order_on_a_fresh_copy() {
                         w.members_view(&words);
                     }
                     if cmd == "runs" && line.contains("weir-m2") {
-                        wait_for("the 30 runs to complete", WAIT, || {
-                            w.json(&replicated_runs(&w)).filter(|v| complete(v) == 30)
-                        });
+                        w.wait_for_replicated_runs(30);
                     }
                     let o = w.shell(line, false).output().unwrap();
                     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -308,6 +314,43 @@ fn replicated_runs(w: &Walk) -> Vec<&'static str> {
         "token",
     ]
 }
+
+impl Walk {
+    /// Waits for `n` runs of the replicated engine to complete; on a
+    /// timeout, fails showing the runs' states and the end of each
+    /// background process's log.
+    fn wait_for_replicated_runs(&self, n: usize) {
+        let t0 = std::time::Instant::now();
+        let mut last = None;
+        while t0.elapsed() < WAIT {
+            last = self.json(&replicated_runs(self));
+            if last.as_ref().is_some_and(|v| complete(v) == n) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let states: Vec<String> = last
+            .as_ref()
+            .and_then(|v| v["runs"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|r| format!("{} {}", r["partition"], r["state"]))
+            .collect();
+        let mut logs = String::new();
+        for (line, path) in &self.logs {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
+            logs.push_str(&format!("\n--- {line}\n{tail}\n"));
+        }
+        panic!(
+            "timed out after {WAIT:?} waiting for {n} replicated runs to complete; runs: {states:?}{logs}"
+        );
+    }
+}
+
+/// Lines of each background log shown when a wait fails.
+const LOG_TAIL_LINES: usize = 40;
 
 /// How many runs of a `weir runs --json` answer are complete.
 fn complete(v: &Value) -> usize {
