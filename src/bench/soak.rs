@@ -17,7 +17,12 @@
 //!   `log_bytes_per_1k_runs` and `log_disk_bytes_per_1k_runs`: the attempt
 //!   logs' files, folders, bytes and the blocks they take on the disk per
 //!   1,000 settled runs, taken at 1 minute, before anything has expired;
-//! - `runs_per_s`: settled runs per second over the whole run.
+//! - `runs_per_s`: settled runs per second over the whole run;
+//! - `rss_slope_mb_per_min`: the least-squares slope of RSS over the last
+//!   hour of samples (over those after 5 minutes when the run is shorter
+//!   than 65 minutes), beside its goal of 0.1 MB a minute
+//!   (`rss_slope_from_s` says where its window starts). The issue's form
+//!   is two hours: `WEIR_BENCH_SOAK_END_S=7200`.
 //!
 //! `WEIR_BENCH_SOAK_END_S` sets the length in seconds (for a look at a
 //! shorter run; the 5-minute sample is skipped when it is shorter).
@@ -47,6 +52,35 @@ const BASELINE_S: u64 = 300;
 const LOGS_AT_S: u64 = 60;
 /// The goal for RSS at the end over RSS at 5 minutes.
 const GROWTH_GOAL: f64 = 1.2;
+/// The window of the RSS slope: the last hour of the run.
+const SLOPE_WINDOW_S: u64 = 3_600;
+/// The goal for the RSS slope over that window, MB a minute.
+const SLOPE_GOAL_MB_PER_MIN: f64 = 0.1;
+
+/// Where the slope's window starts in a run of `end_s`: an hour before
+/// its end, and never before the 5-minute baseline (expiry catching up).
+fn slope_from_s(end_s: u64) -> u64 {
+    end_s.saturating_sub(SLOPE_WINDOW_S).max(BASELINE_S)
+}
+
+/// The least-squares slope of `(seconds, bytes)` samples, in MB (1e6
+/// bytes) a minute; `None` under two samples or when they share one
+/// instant.
+fn slope_mb_per_min(samples: &[(u64, u64)]) -> Option<f64> {
+    if samples.len() < 2 {
+        return None;
+    }
+    let n = samples.len() as f64;
+    let xs = samples.iter().map(|(t, _)| *t as f64 / 60.0);
+    let ys = samples.iter().map(|(_, b)| *b as f64 / 1e6);
+    let (mx, my) = (xs.clone().sum::<f64>() / n, ys.clone().sum::<f64>() / n);
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (x, y) in xs.zip(ys) {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx) * (x - mx);
+    }
+    (sxx > 0.0).then(|| sxy / sxx)
+}
 
 /// The graph the engine serves.
 const GRAPH: &str = r#"name = "soak"
@@ -231,6 +265,7 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
     let mut rss_5m = None;
     let mut rss_max_after = 0;
     let mut logs_per_1k = None;
+    let mut samples: Vec<(u64, u64)> = Vec::new();
     let mut t = 0;
     let (mut rss, mut data_bytes, mut settled) = (0, 0, 0.0);
     while t < end_s {
@@ -249,6 +284,9 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
         );
         if t == BASELINE_S {
             rss_5m = Some(rss);
+        }
+        if t >= slope_from_s(end_s) {
+            samples.push((t, rss));
         }
         if t > BASELINE_S {
             rss_max_after = rss_max_after.max(rss);
@@ -293,6 +331,19 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
     } else {
         pairs.push(("rss_end_bytes", rss.to_string()));
     }
+    if let Some(slope) = slope_mb_per_min(&samples) {
+        println!(
+            "rss slope from {} to {} min: {slope:.3} MB a minute (goal <= {SLOPE_GOAL_MB_PER_MIN})",
+            slope_from_s(end_s) / 60,
+            end_s / 60
+        );
+        pairs.push(("rss_slope_mb_per_min", format!("{slope:.3}")));
+        pairs.push((
+            "rss_slope_goal_mb_per_min",
+            SLOPE_GOAL_MB_PER_MIN.to_string(),
+        ));
+        pairs.push(("rss_slope_from_s", slope_from_s(end_s).to_string()));
+    }
     pairs.push(("data_bytes_end", data_bytes.to_string()));
     if let Some([files, dirs, bytes, disk]) = logs_per_1k {
         pairs.push(("log_files_per_1k_runs", format!("{files:.0}")));
@@ -304,4 +355,31 @@ async fn soak(end_s: u64) -> Result<(), BenchError> {
     pairs.push(("end_s", end_s.to_string()));
     println!("{}", result_line("soak", &pairs));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slope_is_mb_a_minute_by_least_squares() {
+        // 1 MB a minute exactly, sampled every 30 s.
+        let line: Vec<(u64, u64)> = (0..10)
+            .map(|i| (i * 30, 100_000_000 + i * 500_000))
+            .collect();
+        assert!((slope_mb_per_min(&line).unwrap() - 1.0).abs() < 1e-9);
+        // A flat series with one crest in the middle: no slope.
+        let mut flat: Vec<(u64, u64)> = (0..9).map(|i| (i * 30, 150_000_000)).collect();
+        flat[4].1 = 160_000_000;
+        assert!(slope_mb_per_min(&flat).unwrap().abs() < 1e-9);
+        assert_eq!(slope_mb_per_min(&[(0, 1)]), None);
+        assert_eq!(slope_mb_per_min(&[(60, 1), (60, 2)]), None);
+    }
+
+    #[test]
+    fn the_window_is_the_last_hour_and_never_before_the_baseline() {
+        assert_eq!(slope_from_s(7_200), 3_600);
+        assert_eq!(slope_from_s(1_800), BASELINE_S);
+        assert_eq!(slope_from_s(60), BASELINE_S);
+    }
 }
