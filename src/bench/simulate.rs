@@ -221,7 +221,7 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
         call: &mut sample,
     };
     let report =
-        crate::simulate::cli::simulate_files_probed(&defs, &scenario, Some(1), Some(probe))
+        crate::simulate::cli::simulate_files_probed(&defs, &scenario, Some(1), None, Some(probe))
             .map_err(|e| BenchError::Failed(e.message))?;
     let wall_s = started.elapsed().as_secs_f64();
     let cpu_s = cpu_s() - cpu_before;

@@ -14,7 +14,7 @@ mod backup;
 mod client;
 mod connect_failure;
 mod control;
-mod datadir;
+pub(crate) mod datadir;
 mod failure;
 mod host;
 mod inspect;

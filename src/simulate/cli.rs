@@ -10,6 +10,7 @@ use std::sync::Arc;
 use weir_core::simulate::check::{self, Check};
 
 use super::driver::{self, SimError};
+use super::history::{self, HistoryError};
 use super::report::{self, Report};
 use super::resolve;
 use super::scratch::Scratch;
@@ -32,6 +33,11 @@ pub struct SimulateArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The data directory whose recorded durations `from_history` models
+    /// read (default: $WEIR_DATA_DIR, else `.weir` beside the definitions,
+    /// as `weir run`); opened only when the scenario has one.
+    #[arg(long)]
+    pub data: Option<PathBuf>,
     /// Write report.html and report.json into this folder.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -130,19 +136,30 @@ pub fn simulate_files(
     scenario_path: &Path,
     seed: Option<u64>,
 ) -> Result<Report, SimFailure> {
-    simulate_files_probed(defs_path, scenario_path, seed, None)
+    simulate_files_probed(defs_path, scenario_path, seed, None, None)
 }
 
-/// [`simulate_files`], calling `probe` during the span (see
-/// [`driver::Probe`]).
+/// [`simulate_files`], with `from_history` models read from the data
+/// directory `data` (default: the definitions' own, as `weir run`), and
+/// calling `probe` during the span (see [`driver::Probe`]).
 pub fn simulate_files_probed(
     defs_path: &Path,
     scenario_path: &Path,
     seed: Option<u64>,
+    data: Option<&Path>,
     probe: Option<driver::Probe<'_>>,
 ) -> Result<Report, SimFailure> {
     let defs = crate::definition::load(defs_path).map_err(|e| bad(e.to_string()))?;
-    let scenario = resolve::load(scenario_path, &defs).map_err(|e| bad(e.to_string()))?;
+    let mut scenario = resolve::load(scenario_path, &defs).map_err(|e| bad(e.to_string()))?;
+    let data = crate::cli::datadir::for_definitions(data, &defs.root);
+    let graphs: Vec<_> = defs.graphs.iter().map(|l| l.graph.def()).collect();
+    history::fill(&mut scenario, &graphs, &data).map_err(|e| SimFailure {
+        code: match e {
+            HistoryError::InUse(_) | HistoryError::Store { .. } => EXIT_STORE,
+            HistoryError::Missing(_) | HistoryError::NotData(_) => EXIT_BAD_INPUT,
+        },
+        message: e.to_string(),
+    })?;
     let seed = seed.or(scenario.seed).unwrap_or(SEED_DEFAULT);
     let scenario = Arc::new(scenario);
     let dir = Scratch::new().map_err(|e| SimFailure {
@@ -195,7 +212,13 @@ pub fn run(args: SimulateArgs) -> Result<Outcome, SimFailure> {
         .map(|g| g.graph.def().name.to_string())
         .collect();
     let checks = parse_checks(&args.checks, &graphs).map_err(bad)?;
-    let report = simulate_files(&args.defs, &args.scenario, args.seed)?;
+    let report = simulate_files_probed(
+        &args.defs,
+        &args.scenario,
+        args.seed,
+        args.data.as_deref(),
+        None,
+    )?;
     let json = to_json(&report);
     if let Some(dir) = &args.report {
         let io = |e: std::io::Error| SimFailure {

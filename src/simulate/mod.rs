@@ -11,7 +11,8 @@
 //! definitions, scenario and seed give the same report.
 //!
 //! Parts: [`scenario`] (the file's types) and [`resolve`] (reading it and
-//! checking it against the definitions), [`driver`] (the engine and the
+//! checking it against the definitions), [`history`] (the recorded
+//! durations `from_history` models draw from), [`driver`] (the engine and the
 //! span), [`scratch`] (its throw-away store), [`collect`] and [`runs`]
 //! (what the span did, as running aggregates), [`report`] (figures, table,
 //! HTML), [`cli`] (the command). The pure parts — duration models, `--check`
@@ -21,6 +22,7 @@ pub mod cli;
 pub mod collect;
 pub mod draw;
 pub mod driver;
+pub mod history;
 pub mod report;
 pub mod resolve;
 pub mod runs;

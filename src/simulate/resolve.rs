@@ -9,8 +9,8 @@ use weir_core::graph::GraphDef;
 use weir_core::simulate::model::DurationModel;
 
 use super::scenario::{
-    DurationFile, Failure, Fault, Input, KeysFile, Scenario, ScenarioError, ScenarioFile, Scope,
-    CRASHABLE, DOWN_FAILS_AFTER_MS, FILE_BYTES_MAX, KEYS_MAX, SPAN_DAYS_MAX,
+    DurationFile, Durations, Failure, Fault, Input, KeysFile, Scenario, ScenarioError,
+    ScenarioFile, Scope, CRASHABLE, DOWN_FAILS_AFTER_MS, FILE_BYTES_MAX, KEYS_MAX, SPAN_DAYS_MAX,
 };
 use crate::definition::{parse_duration_ms, Definitions};
 
@@ -121,9 +121,13 @@ pub fn resolve(
     };
 
     let mut durations = BTreeMap::new();
+    let mut history_lines = BTreeMap::new();
     for d in &file.durations {
         let line = at(d.span());
         let (scope, model) = duration(d.get_ref(), line, &node_of, &defs.pools, &err)?;
+        if matches!(model, Durations::History(_)) {
+            history_lines.insert(scope.clone(), line);
+        }
         if durations.insert(scope.clone(), model).is_some() {
             return Err(err(
                 line,
@@ -349,6 +353,7 @@ pub fn resolve(
         from_ms,
         until_ms,
         durations,
+        history_lines,
         failures,
         inputs,
         faults: {
@@ -369,7 +374,7 @@ fn duration<'a>(
     node_of: &NodeOf<'a>,
     pools: &BTreeMap<String, u32>,
     err: &dyn Fn(Option<usize>, String) -> ScenarioError,
-) -> Result<(Scope, DurationModel), ScenarioError> {
+) -> Result<(Scope, Durations), ScenarioError> {
     let scope = match (&d.graph, &d.node, &d.pool) {
         (None, None, None) => Scope::All,
         (None, None, Some(p)) => {
@@ -399,13 +404,17 @@ fn duration<'a>(
     let ms = |s: &str, field: &str| {
         parse_duration_ms(s).map_err(|e| err(line, format!("durations: {field}: {e}")))
     };
-    if d.from_history == Some(true) {
-        return Err(err(
-            line,
-            "durations: from_history is not supported yet: give fixed, uniform or lognormal".into(),
-        ));
-    }
     let model = match (&d.fixed, &d.uniform, &d.lognormal) {
+        (None, None, None) if d.from_history == Some(true) => {
+            // Filled from the data directory once the file is resolved.
+            return Ok((scope, Durations::History(BTreeMap::new())));
+        }
+        _ if d.from_history == Some(true) => {
+            return Err(err(
+                line,
+                "durations: from_history = true is a model by itself: give it alone, or one of fixed, uniform, lognormal".into(),
+            ))
+        }
         (Some(f), None, None) => DurationModel::Fixed {
             ms: ms(f, "fixed")?,
         },
@@ -420,14 +429,14 @@ fn duration<'a>(
         _ => {
             return Err(err(
                 line,
-                "durations: give exactly one of fixed, uniform, lognormal".into(),
+                "durations: give exactly one of fixed, uniform, lognormal, from_history = true".into(),
             ))
         }
     };
     model
         .validate()
         .map_err(|e| err(line, format!("durations: {e}")))?;
-    Ok((scope, model))
+    Ok((scope, Durations::Model(model)))
 }
 
 /// Keys from a list or a count.

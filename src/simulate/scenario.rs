@@ -16,11 +16,21 @@
 //! node = "load"
 //! uniform = ["5m", "15m"]
 //!
+//! [[durations]]                    # what it took when it last ran (the data
+//! graph = "etl"                    # directory's records: --data, else the
+//! node = "extract"                 # definitions' own)
+//! from_history = true
+//!
 //! [[failures]]                     # the warehouse is down Tuesday 09:00-11:00
 //! kind = "target_down"
 //! target = "warehouse"
 //! at = "2026-11-03T09:00:00Z"      # or "+1d9h": after the span's start
 //! for = "2h"
+//!
+//! [[failures]]                     # the leader of a replicated engine lost:
+//! kind = "leader_lost"             # a new one takes over after an election
+//! at = "+2d14h"                    # timeout drawn from this range
+//! election_timeout = ["400ms", "600ms"]
 //!
 //! [[failures]]                     # extract fails 5% of its attempts
 //! kind = "node"
@@ -41,7 +51,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 use toml::Spanned;
-use weir_core::simulate::model::DurationModel;
+use weir_core::simulate::model::{DurationModel, Empirical};
 
 /// The most virtual days a scenario may span.
 pub const SPAN_DAYS_MAX: u64 = 366;
@@ -120,7 +130,8 @@ pub struct DurationFile {
     /// A log-normal by its median and 99th percentile.
     #[serde(default)]
     pub lognormal: Option<LognormalFile>,
-    /// The recorded durations of a data directory (not supported yet).
+    /// The recorded durations of the data directory (`--data`, else the
+    /// definitions' own): each node draws from its own.
     #[serde(default)]
     pub from_history: Option<bool>,
 }
@@ -243,6 +254,18 @@ pub enum Scope {
     Node(String, String),
 }
 
+/// The duration model of a scope, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Durations {
+    /// A model given in the file.
+    Model(DurationModel),
+    /// `from_history`: each node's recorded durations, by (graph, node),
+    /// read from the data directory after the file is resolved
+    /// (`history::fill`). A node of the scope with none falls to the next
+    /// scope's model.
+    History(BTreeMap<(String, String), Empirical>),
+}
+
 /// A failure, resolved.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -345,7 +368,10 @@ pub struct Scenario {
     /// The span's end.
     pub until_ms: u64,
     /// Duration models by scope.
-    pub durations: BTreeMap<Scope, DurationModel>,
+    pub durations: BTreeMap<Scope, Durations>,
+    /// The scopes whose model is `from_history`, with the line that asks
+    /// for it (for errors).
+    pub history_lines: BTreeMap<Scope, Option<usize>>,
     /// Failures.
     pub failures: Vec<Failure>,
     /// Inputs by instant (in file order at one instant), with their graph.

@@ -16,7 +16,12 @@ use weir_actors::task::{Task, TaskContext, TaskError, TaskResult};
 use weir_core::simulate::model::DurationModel;
 
 use super::draw;
-use super::scenario::{Failure, Scenario, Scope, DURATION_DEFAULT_MS};
+use super::scenario::{Durations, Failure, Scenario, Scope, DURATION_DEFAULT_MS};
+
+/// The model of an attempt no scenario model matches.
+static MODEL_DEFAULT: DurationModel = DurationModel::Fixed {
+    ms: DURATION_DEFAULT_MS,
+};
 
 /// Draw streams, one per decision.
 const STREAM_DURATION_1: u64 = 1;
@@ -59,16 +64,30 @@ enum Plan {
 }
 
 impl SimTask {
-    fn model(&self, graph: &str, node: &str, pool: &str) -> DurationModel {
+    /// The duration of an attempt at `node` of `graph` (in `pool`) for the
+    /// draws `u1` and `u2`: by the most specific scope's model, skipping a
+    /// `from_history` one that recorded nothing for this node.
+    fn duration_ms(&self, graph: &str, node: &str, pool: &str, u1: f64, u2: f64) -> u64 {
         let d = &self.scenario.durations;
-        d.get(&Scope::Node(graph.into(), node.into()))
-            .or_else(|| d.get(&Scope::Graph(graph.into())))
-            .or_else(|| d.get(&Scope::Pool(pool.into())))
-            .or_else(|| d.get(&Scope::All))
-            .copied()
-            .unwrap_or(DurationModel::Fixed {
-                ms: DURATION_DEFAULT_MS,
-            })
+        let scopes = [
+            Scope::Node(graph.into(), node.into()),
+            Scope::Graph(graph.into()),
+            Scope::Pool(pool.into()),
+            Scope::All,
+        ];
+        let key = (graph.to_string(), node.to_string());
+        for scope in &scopes {
+            match d.get(scope) {
+                Some(Durations::Model(m)) => return m.sample_ms(u1, u2),
+                Some(Durations::History(h)) => {
+                    if let Some(e) = h.get(&key) {
+                        return e.sample_ms(u1);
+                    }
+                }
+                None => {}
+            }
+        }
+        MODEL_DEFAULT.sample_ms(u1, u2)
     }
 
     fn plan(&self, input: &TaskInput, key: &str, attempt: u32, now: u64) -> Plan {
@@ -76,9 +95,13 @@ impl SimTask {
         let pool = facts.map_or("default", |f| f.pool.as_str());
         let target = facts.and_then(|f| f.target.as_deref());
         let u = |stream| draw::unit(self.seed, key, attempt, stream);
-        let ms = self
-            .model(&input.graph, &input.node, pool)
-            .sample_ms(u(STREAM_DURATION_1), u(STREAM_DURATION_2));
+        let ms = self.duration_ms(
+            &input.graph,
+            &input.node,
+            pool,
+            u(STREAM_DURATION_1),
+            u(STREAM_DURATION_2),
+        );
         if facts.is_some_and(|f| f.sensor) {
             // The condition holds `ms` after the first check; every check
             // answers at once.

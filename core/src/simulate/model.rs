@@ -5,11 +5,19 @@
 //! A model maps two uniform draws in `[0, 1)` to a duration in ms. A
 //! log-normal draw is capped at [`LOGNORMAL_CAP_P99S`] times its p99, so a
 //! pathological draw cannot stall a simulated week.
+//!
+//! An [`Empirical`] model is the other kind: durations that were recorded
+//! (a data directory's attempts), each drawn with the same chance — a
+//! bootstrap of the recorded distribution, which keeps its shape (several
+//! modes, a long tail) without fitting a curve to it.
 
 use serde::{Deserialize, Serialize};
 
 /// A log-normal draw is at most this many times its p99.
 pub const LOGNORMAL_CAP_P99S: u64 = 10;
+
+/// The most recorded durations an [`Empirical`] model keeps (the newest).
+pub const EMPIRICAL_SAMPLES_MAX: usize = 10_000;
 
 /// The standard normal's 99th percentile.
 const Z_P99: f64 = 2.326_347_874_040_841;
@@ -81,6 +89,59 @@ impl DurationModel {
     }
 }
 
+/// Recorded durations, drawn from with equal chance each: the empirical
+/// distribution. Never empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Empirical {
+    /// The durations, ascending.
+    sorted_ms: Vec<u64>,
+}
+
+impl Empirical {
+    /// The model of `newest_first_ms` (recorded durations, the newest
+    /// first), keeping the first [`EMPIRICAL_SAMPLES_MAX`]; `None` when
+    /// there are none.
+    pub fn new(newest_first_ms: impl IntoIterator<Item = u64>) -> Option<Empirical> {
+        let mut sorted_ms: Vec<u64> = newest_first_ms
+            .into_iter()
+            .take(EMPIRICAL_SAMPLES_MAX)
+            .collect();
+        if sorted_ms.is_empty() {
+            return None;
+        }
+        sorted_ms.sort_unstable();
+        Some(Empirical { sorted_ms })
+    }
+
+    /// The recorded duration drawn by `u`, uniform in `[0, 1)`: each
+    /// recorded one has the same chance.
+    pub fn sample_ms(&self, u: f64) -> u64 {
+        let n = self.sorted_ms.len();
+        let i = ((u.clamp(0.0, 1.0) * n as f64) as usize).min(n - 1);
+        self.sorted_ms[i]
+    }
+
+    /// How many durations it holds.
+    pub fn len(&self) -> usize {
+        self.sorted_ms.len()
+    }
+
+    /// Never: a model holds one duration at least.
+    pub fn is_empty(&self) -> bool {
+        self.sorted_ms.is_empty()
+    }
+
+    /// The shortest recorded.
+    pub fn min_ms(&self) -> u64 {
+        self.sorted_ms[0]
+    }
+
+    /// The longest recorded.
+    pub fn max_ms(&self) -> u64 {
+        self.sorted_ms[self.sorted_ms.len() - 1]
+    }
+}
+
 /// A standard normal draw from two uniform draws (Box–Muller).
 pub fn normal(u1: f64, u2: f64) -> f64 {
     // 1 - u1 is in (0, 1]: its logarithm is finite.
@@ -128,6 +189,36 @@ mod tests {
         assert!((p50 / 60_000.0 - 1.0).abs() < 0.1, "p50 {p50}");
         assert!((p99 / 600_000.0 - 1.0).abs() < 0.2, "p99 {p99}");
         assert!(got.iter().all(|&ms| ms <= 6_000_000));
+    }
+
+    /// The empirical model draws only recorded durations, each about
+    /// equally often; it keeps the newest [`EMPIRICAL_SAMPLES_MAX`]; none
+    /// recorded is no model.
+    #[test]
+    fn empirical_draws_recorded_durations_evenly() {
+        assert_eq!(Empirical::new(Vec::new()), None);
+        let m = Empirical::new([300, 100, 200, 100]).unwrap();
+        assert_eq!((m.min_ms(), m.max_ms(), m.len()), (100, 300, 4));
+        let mut counts = std::collections::BTreeMap::new();
+        for (u, _) in grid(4_000) {
+            *counts.entry(m.sample_ms(u)).or_insert(0) += 1;
+        }
+        // 100 was recorded twice: half the draws.
+        assert_eq!(
+            counts,
+            [(100, 2_000), (200, 1_000), (300, 1_000)]
+                .into_iter()
+                .collect()
+        );
+        // The ends of the draws' range stay inside.
+        assert_eq!(m.sample_ms(0.0), 100);
+        assert_eq!(m.sample_ms(0.999_999_999), 300);
+        assert_eq!(m.sample_ms(1.0), 300);
+        // Only the newest are kept: the oldest (5) is dropped.
+        let newest_first = (0..=EMPIRICAL_SAMPLES_MAX as u64).rev().map(|i| i + 5);
+        let m = Empirical::new(newest_first).unwrap();
+        assert_eq!(m.len(), EMPIRICAL_SAMPLES_MAX);
+        assert_eq!(m.min_ms(), 6);
     }
 
     #[test]
