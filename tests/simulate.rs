@@ -7,7 +7,10 @@
 
 mod simulate_support;
 
+use std::sync::Arc;
+
 use simulate_support::*;
+use weir::simulate::{driver, report, resolve};
 
 const SPAN6H: &str = "from = \"2026-11-02T00:00:00Z\"\nuntil = \"2026-11-02T06:00:00Z\"\n";
 
@@ -278,6 +281,31 @@ fn bad_scenarios_name_file_line_and_field() {
             &["pool \"big\""],
         ),
         (
+            "from = \"2026-11-02\"\ndays = 1\n[[failures]]\nkind = \"leader_lost\"\n",
+            "scenario.toml:3",
+            &["leader_lost needs at"],
+        ),
+        (
+            "from = \"2026-11-02\"\ndays = 1\n[[failures]]\nkind = \"leader_lost\"\nat = \"+1h\"\nelection_timeout = [\"600ms\", \"400ms\"]\n",
+            "scenario.toml:3",
+            &["election_timeout", "600 ms"],
+        ),
+        (
+            "from = \"2026-11-02\"\ndays = 1\n[[failures]]\nkind = \"leader_lost\"\nat = \"+1h\"\nelection_timeout = [\"soon\", \"400ms\"]\n",
+            "scenario.toml:3",
+            &["election_timeout", "soon"],
+        ),
+        (
+            "from = \"2026-11-02\"\ndays = 1\n[[failures]]\nkind = \"leader_lost\"\nat = \"+1h\"\ndown = \"1s\"\n",
+            "scenario.toml:3",
+            &["leader_lost takes election_timeout", "not down"],
+        ),
+        (
+            "from = \"2026-11-02\"\ndays = 1\n[[failures]]\nkind = \"engine_restart\"\nat = \"+1h\"\nelection_timeout = [\"1s\", \"2s\"]\n",
+            "scenario.toml:3",
+            &["election_timeout is for leader_lost"],
+        ),
+        (
             "from = \"2026-11-02\"\ndays = 1\n[[inputs]]\nkind = \"signal\"\nat = \"+1h\"\ngraph = \"hourly\"\nkey = \"a\"\n",
             "scenario.toml:3",
             &["keyed"],
@@ -363,5 +391,83 @@ fn restarts_lost_workers_and_crashes() {
         } else {
             assert!(r.actor_restarts >= 1, "#{i}");
         }
+    }
+}
+
+/// A replicated engine's leader lost at 02:05: the attempt under way is
+/// interrupted (it counts as an attempt and runs again under the new
+/// leader), its run settles later by about the failover, drawn from the
+/// election timeout range; every acknowledged ticket completes, once; the
+/// report counts the loss and its failover. The default range is the one
+/// `weir serve` members use.
+#[test]
+fn a_lost_leader_fails_over() {
+    let cases = [
+        ("election_timeout = [\"400ms\", \"600ms\"]\n", 400..600),
+        ("election_timeout = [\"3m\", \"3m\"]\n", 180_000..180_001),
+        (
+            "",
+            weir::replica::ELECTION_MIN_MS_DEFAULT..weir::replica::ELECTION_MAX_MS_DEFAULT,
+        ),
+    ];
+    for (i, (range, want)) in cases.iter().enumerate() {
+        let case = Case::new(
+            &hourly("", ""),
+            &format!(
+                "{SPAN6H}[[durations]]\nfixed = \"10m\"\n[[failures]]\nkind = \"leader_lost\"\nat = \"+2h5m\"\n{range}"
+            ),
+        );
+        let defs = weir::definition::load(&case.defs()).unwrap();
+        let sc = Arc::new(resolve::load(&case.scenario(), &defs).unwrap());
+        let store = tempfile::tempdir().unwrap();
+        let rt = weir::simulate::cli::runtime().unwrap();
+        let obs = rt
+            .block_on(driver::simulate_with(
+                &defs,
+                sc.clone(),
+                1,
+                store.path(),
+                true,
+            ))
+            .unwrap_or_else(|e| panic!("#{i}: {e}"));
+        drop(rt);
+        let audit = obs.tally.audit.clone().unwrap();
+        // The run prepared for the firing at the span's end waits for it.
+        let waiting = format!("hourly/{}/", "2026-11-02T05");
+        let due: Vec<&String> = audit
+            .enqueued
+            .iter()
+            .filter(|k| !k.starts_with(&waiting))
+            .collect();
+        assert_eq!(due.len(), 5, "#{i}: {:?}", audit.enqueued);
+        for key in due {
+            assert_eq!(audit.completed.get(key), Some(&1), "#{i}: {key}");
+        }
+        let r = report::build(&obs, &sc, 1);
+        assert_eq!(r.leader_losses, 1, "#{i}");
+        assert_eq!(r.engine_restarts, 0, "#{i}: a leader loss is not a restart");
+        assert!(want.contains(&r.failover_ms), "#{i}: {} ms", r.failover_ms);
+        let f = &r.totals;
+        assert_eq!(
+            (f.runs_completed, f.runs_unsettled, f.dead),
+            (5, 0, 0),
+            "#{i}: {f:?}"
+        );
+        assert_eq!(f.attempts, 6, "#{i}: one attempt ran again: {f:?}");
+        // The run of 02:00 ran 5 min, lost its attempt, waited out the
+        // failover, then ran its 10 min again.
+        let late = r.graphs["hourly"]
+            .runs
+            .iter()
+            .map(|x| x.settled_ms.unwrap() - x.started_ms)
+            .max()
+            .unwrap();
+        assert!(late >= 15 * MIN + r.failover_ms, "#{i}: {late} ms");
+        assert!(f.lateness_p50 < 11 * MIN, "#{i}: the others: {f:?}");
+        // The table says so; --check knows both figures.
+        let table = report::table::render(&r);
+        assert!(table.contains("leader lost 1 time: "), "#{i}: {table}");
+        let o = case.weir(&["--check", "leader_losses == 1", "failover_ms >= 400"]);
+        assert_eq!(code(&o), 0, "#{i}: {}{}", stdout(&o), stderr(&o));
     }
 }

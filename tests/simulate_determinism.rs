@@ -133,3 +133,26 @@ fn random_seeds_replay_exactly() {
         distinct.len()
     );
 }
+
+/// A lost leader replays byte for byte, its failover drawn from the seed:
+/// a few seeds, each run twice, and not every seed draws the same.
+#[test]
+fn a_lost_leader_replays_exactly() {
+    let case = Case::new(
+        &hourly("", "target = \"db\""),
+        "from = \"2026-11-02T00:00:00Z\"\nuntil = \"2026-11-02T08:00:00Z\"\n\
+         [[durations]]\nlognormal = { p50 = \"5m\", p99 = \"20m\" }\n\
+         [[failures]]\nkind = \"leader_lost\"\nat = \"+2h5m\"\n\
+         [[failures]]\nkind = \"leader_lost\"\nat = \"+4h30m\"\nelection_timeout = [\"1s\", \"30s\"]\n",
+    );
+    let mut failovers = BTreeSet::new();
+    for seed in 1..=4 {
+        let out = replays(&case.defs(), &case.scenario(), seed);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["leader_losses"], 2, "seed {seed}");
+        let ms = v["failover_ms"].as_u64().unwrap();
+        assert!((1_400..30_600).contains(&ms), "seed {seed}: {ms} ms");
+        failovers.insert(ms);
+    }
+    assert!(failovers.len() > 1, "every seed drew {failovers:?}");
+}

@@ -69,6 +69,15 @@ fn scenario(seed: u64) -> String {
             rng.gen_range(1..300)
         );
     }
+    for _ in 0..rng.gen_range(0..=1) {
+        let min_ms = rng.gen_range(100..2_000);
+        let _ = write!(
+            s,
+            "[[failures]]\nkind = \"leader_lost\"\nat = \"{}\"\nelection_timeout = [\"{min_ms}ms\", \"{}ms\"]\n",
+            at(&mut rng),
+            min_ms + rng.gen_range(0..5_000)
+        );
+    }
     for _ in 0..rng.gen_range(1..=3) {
         let _ = write!(
             s,

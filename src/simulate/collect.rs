@@ -87,6 +87,10 @@ pub struct Tally {
     pub restarts: u64,
     /// Engine restarts (the scenario's).
     pub engine_restarts: u64,
+    /// Leaders lost (the scenario's), each followed by a failover.
+    pub leader_losses: u64,
+    /// The failovers' time in all (no leader, no engine), ms.
+    pub failover_ms: u64,
     /// Every ticket key enqueued and how often each completed, when
     /// audited (the invariant mode; it grows with the span).
     pub audit: Option<Audit>,
@@ -108,6 +112,8 @@ impl Tally {
             lagged: 0,
             restarts: 0,
             engine_restarts: 0,
+            leader_losses: 0,
+            failover_ms: 0,
             audit: audit.then(Audit::default),
             running: BTreeMap::new(),
             pools: BTreeMap::new(),

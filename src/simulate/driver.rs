@@ -227,6 +227,7 @@ pub async fn simulate_probed(
         .collect();
     timeline.sort_by_key(|(at, s)| (*at, s.order()));
     let mut refused = Vec::new();
+    let mut leader_losses = 0u32;
     for (at, step) in timeline {
         if at >= scenario.until_ms {
             break;
@@ -252,16 +253,32 @@ pub async fn simulate_probed(
                     refused.push(format!("+{when} {graph}: {e}"));
                 }
             }
-            Step::Fault(Fault::EngineRestart { down_ms }) => {
+            Step::Fault(fault @ (Fault::EngineRestart { .. } | Fault::LeaderLost { .. })) => {
+                let down_ms = match fault {
+                    Fault::LeaderLost {
+                        election_min_ms,
+                        election_max_ms,
+                    } => {
+                        leader_losses += 1;
+                        failover_ms(seed, leader_losses, election_min_ms, election_max_ms)
+                    }
+                    Fault::EngineRestart { down_ms } => down_ms,
+                    _ => unreachable!("matched above"),
+                };
                 // At a quiet instant the watchers have read every event
                 // so far; the dying engine's are not counted.
                 mute.store(true, std::sync::atomic::Ordering::SeqCst);
                 engine = restart(engine, &make, &graphs, down_ms).await?;
                 mute = collect::Muted::default();
-                tally
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .engine_restarts += 1;
+                {
+                    let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+                    if matches!(fault, Fault::LeaderLost { .. }) {
+                        t.leader_losses += 1;
+                        t.failover_ms += down_ms;
+                    } else {
+                        t.engine_restarts += 1;
+                    }
+                }
                 events.push(collect::watch_events(
                     engine.subscribe(),
                     engine.store().clone(),
@@ -430,6 +447,14 @@ async fn restart(
         .map_err(|e| SimError::Engine(format!("restart: {e}")))?;
     adopt(&engine, graphs).await?;
     Ok(engine)
+}
+
+/// How long the `nth` leader loss of a span leaves the engine without a
+/// leader: a draw in `[min_ms, max_ms)` (`min_ms` when they are equal),
+/// from the seed and `nth` only, so a replay draws the same.
+fn failover_ms(seed: u64, nth: u32, min_ms: u64, max_ms: u64) -> u64 {
+    let u = super::draw::unit(seed, "leader_lost", nth, 0);
+    min_ms + ((max_ms - min_ms) as f64 * u) as u64
 }
 
 /// Kills the actor a fault names; its supervisor restarts it.

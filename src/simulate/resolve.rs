@@ -157,6 +157,15 @@ pub fn resolve(
             };
             Ok((start, end))
         };
+        if f.election_timeout.is_some() && f.kind != "leader_lost" {
+            return Err(err(
+                line,
+                format!(
+                    "failures: election_timeout is for leader_lost, not {}",
+                    f.kind
+                ),
+            ));
+        }
         match f.kind.as_str() {
             "node" => {
                 let (Some(g), Some(n)) = (&f.graph, &f.node) else {
@@ -218,7 +227,7 @@ pub fn resolve(
                     fails_after_ms,
                 });
             }
-            "engine_restart" | "worker_lost" | "actor_crash" => {
+            "engine_restart" | "worker_lost" | "actor_crash" | "leader_lost" => {
                 let Some(a) = &f.at else {
                     return Err(err(line, format!("failures: {} needs at", f.kind)));
                 };
@@ -233,6 +242,38 @@ pub fn resolve(
                             None => 1_000,
                         },
                     },
+                    "leader_lost" => {
+                        if f.down.is_some() {
+                            return Err(err(
+                                line,
+                                "failures: leader_lost takes election_timeout = [\"MIN\", \"MAX\"], not down: the failover is drawn from it".into(),
+                            ));
+                        }
+                        let (election_min_ms, election_max_ms) = match &f.election_timeout {
+                            Some([a, b]) => {
+                                let ms = |s: &str| {
+                                    parse_duration_ms(s).map_err(|e| {
+                                        err(line, format!("failures: election_timeout: {e}"))
+                                    })
+                                };
+                                (ms(a)?, ms(b)?)
+                            }
+                            None => (
+                                crate::replica::ELECTION_MIN_MS_DEFAULT,
+                                crate::replica::ELECTION_MAX_MS_DEFAULT,
+                            ),
+                        };
+                        if election_min_ms == 0 || election_min_ms > election_max_ms {
+                            return Err(err(
+                                line,
+                                format!("failures: election_timeout: [{election_min_ms} ms, {election_max_ms} ms] must be above 0, its least first"),
+                            ));
+                        }
+                        Fault::LeaderLost {
+                            election_min_ms,
+                            election_max_ms,
+                        }
+                    }
                     "worker_lost" => {
                         let pool = f.pool.clone().unwrap_or_else(|| "default".into());
                         if pool != "default" && !defs.pools.contains_key(&pool) {
@@ -263,7 +304,7 @@ pub fn resolve(
                 return Err(err(
                     line,
                     format!(
-                        "failures: kind {other:?} is not one of node, target_down, worker_lost, actor_crash, engine_restart"
+                        "failures: kind {other:?} is not one of node, target_down, worker_lost, actor_crash, engine_restart, leader_lost"
                     ),
                 ))
             }

@@ -187,6 +187,10 @@ pub struct FailureFile {
     /// How long the engine stays down (engine_restart; default 1s).
     #[serde(default)]
     pub down: Option<String>,
+    /// The replicated engine's election timeout range `[min, max]`
+    /// (leader_lost; default the range `weir serve` members use).
+    #[serde(default)]
+    pub election_timeout: Option<[String; 2]>,
 }
 
 /// An input as written.
@@ -314,6 +318,17 @@ pub enum Fault {
     WorkerLost {
         /// The pool.
         pool: String,
+    },
+    /// A replicated engine's leader is lost: its engine is killed as in
+    /// `EngineRestart`, and a new leader opens an engine on the same store
+    /// (what the group committed) after a failover drawn from the election
+    /// timeout range `[election_min_ms, election_max_ms)` (the time its
+    /// followers wait before one stands), its pools' workers re-joining.
+    LeaderLost {
+        /// The election timeout's least.
+        election_min_ms: u64,
+        /// Its most (exclusive; equal to the least: always that).
+        election_max_ms: u64,
     },
     /// An actor crashes (killed): the supervisor restarts it, and it
     /// rebuilds its state from the store.

@@ -138,6 +138,10 @@ pub struct Report {
     pub actor_restarts: u64,
     /// Engine restarts (killed and reopened on its store).
     pub engine_restarts: u64,
+    /// Leaders lost (a replicated engine's), each followed by a failover.
+    pub leader_losses: u64,
+    /// The failovers' time in all, ms: no leader, so no engine.
+    pub failover_ms: u64,
 }
 
 /// Builds the report.
@@ -231,6 +235,8 @@ pub fn build(obs: &Observed, scenario: &Scenario, seed: u64) -> Report {
         refused: obs.refused.clone(),
         actor_restarts: obs.tally.restarts,
         engine_restarts: obs.tally.engine_restarts,
+        leader_losses: obs.tally.leader_losses,
+        failover_ms: obs.tally.failover_ms,
     }
 }
 
@@ -323,6 +329,8 @@ pub fn figure(report: &Report, graph: Option<&str>, metric: &str) -> Option<f64>
             report.breakers.iter().map(|b| b.until_ms - b.from_ms).sum()
         }
         "engine_restarts" if graph.is_none() => report.engine_restarts,
+        "leader_losses" if graph.is_none() => report.leader_losses,
+        "failover_ms" if graph.is_none() => report.failover_ms,
         "utilisation_max" if graph.is_none() => {
             return Some(
                 report
@@ -359,4 +367,6 @@ pub const FIGURES: &[&str] = &[
     "breaker_open_ms",
     "utilisation_max",
     "engine_restarts",
+    "leader_losses",
+    "failover_ms",
 ];

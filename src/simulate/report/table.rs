@@ -170,6 +170,15 @@ pub fn render(r: &Report) -> String {
             if r.actor_restarts == 1 { "" } else { "s" }
         );
     }
+    if r.leader_losses > 0 {
+        let _ = writeln!(
+            out,
+            "leader lost {} time{}: {} of failover in all",
+            r.leader_losses,
+            if r.leader_losses == 1 { "" } else { "s" },
+            words(r.failover_ms)
+        );
+    }
     for refused in &r.refused {
         let _ = writeln!(out, "refused input: {refused}");
     }
