@@ -1,9 +1,19 @@
 //! The invariant mode: weir's own invariants under `weir simulate`'s
 //! faults. Each seed draws a scenario — engine restarts (killed, reopened
-//! on its store), lost workers, crashed actors (queue, pool, breaker,
-//! scheduler, trigger), a target flapping down and up (its breaker opening
-//! and closing), failing attempts and log-normal durations — over a chain
-//! graph and a guarded one, runs it, and checks:
+//! on its store), a replicated engine's leader lost (a failover), lost
+//! workers, crashed actors (queue, pool, breaker, scheduler, trigger), a
+//! target flapping down and up (its breaker opening and closing), failing
+//! attempts and log-normal durations — over a chain graph and a guarded
+//! one, runs it, and checks, as the span runs (the driver's `audit`: a
+//! violation stops it, naming its virtual instant):
+//!
+//! - no ticket completes twice: caught at its second completion;
+//! - nothing acknowledged is lost: at the quiet instant after every fault
+//!   and every `driver::AUDIT_EVERY_MS` of virtual time, every ticket
+//!   enqueued and not completed is pending or leased in the queue (its
+//!   state rebuilt from the store after a fault) or done in the store;
+//!
+//! and at the span's end:
 //!
 //! - nothing acknowledged is lost: every ticket enqueued completes;
 //! - no node is recorded twice: no ticket completes twice;
@@ -145,6 +155,9 @@ fn check(seed: u64) -> Result<String, String> {
         })
         .collect();
     let mut bad = Vec::new();
+    if audit.present_checked == 0 {
+        bad.push("the checks during the span found no ticket to check".into());
+    }
     for key in &audit.enqueued {
         if waiting.iter().any(|w| key.starts_with(w.as_str())) {
             continue;

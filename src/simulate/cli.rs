@@ -181,7 +181,7 @@ pub fn simulate_files_probed(
         ))
         .map_err(|e| match e {
             SimError::Input(m) => bad(format!("scenario {}: {m}", scenario_path.display())),
-            SimError::Engine(m) => SimFailure {
+            SimError::Engine(m) | SimError::Invariant(m) => SimFailure {
                 code: EXIT_STORE,
                 message: m,
             },

@@ -220,13 +220,80 @@ pub fn node_of(key: &str) -> Option<(&str, &str)> {
     Some((graph, parts.next()?))
 }
 
-/// What the invariant mode checks: every key enqueued completes, once.
+/// The most violations an audit keeps (the first).
+pub const VIOLATIONS_MAX: usize = 100;
+
+/// What the invariant mode checks: every key enqueued completes, once, and
+/// is never lost in between. Checked as the span runs: a second completion
+/// when its event arrives, a lost ticket whenever the driver asks
+/// ([`Audit::check_present`]); each violation keeps the virtual instant it
+/// was found at.
 #[derive(Debug, Clone, Default)]
 pub struct Audit {
     /// Keys enqueued (acknowledged).
     pub enqueued: std::collections::BTreeSet<String>,
     /// Completions per key.
     pub completed: BTreeMap<String, u32>,
+    /// Invariants found broken, in order (the first [`VIOLATIONS_MAX`]).
+    pub violations: Vec<Violation>,
+    /// Tickets found where they should be, over every check: a check that
+    /// asked nothing proves nothing.
+    pub present_checked: u64,
+}
+
+/// An invariant found broken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The virtual instant, ms since the epoch.
+    pub at_ms: u64,
+    /// What broke, naming the ticket.
+    pub what: String,
+}
+
+impl Audit {
+    fn violated(&mut self, at_ms: u64, what: String) {
+        if self.violations.len() < VIOLATIONS_MAX {
+            self.violations.push(Violation { at_ms, what });
+        }
+    }
+
+    /// `key` was enqueued (acknowledged).
+    pub fn enqueue(&mut self, key: &str) {
+        self.enqueued.insert(key.to_string());
+    }
+
+    /// `key` completed at `now`: a second completion is a violation.
+    pub fn complete(&mut self, key: &str, now: u64) {
+        let n = self.completed.entry(key.to_string()).or_default();
+        *n += 1;
+        if *n == 2 {
+            self.violated(now, format!("ticket {key} completed a second time"));
+        }
+    }
+
+    /// Checks at `now` that every acknowledged ticket not completed yet is
+    /// somewhere: `present` says whether the store (or the queue state
+    /// rebuilt from it) holds it, pending, leased or done. Returns how many
+    /// it checked.
+    pub fn check_present(&mut self, now: u64, mut present: impl FnMut(&str) -> bool) -> usize {
+        let open: Vec<String> = self
+            .enqueued
+            .iter()
+            .filter(|k| !self.completed.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in &open {
+            if present(key) {
+                self.present_checked += 1;
+            } else {
+                self.violated(
+                    now,
+                    format!("acknowledged ticket {key} is nowhere: not pending, leased or done"),
+                );
+            }
+        }
+        open.len()
+    }
 }
 
 /// The graph of a run id (`graph/partition/node/rerun`).
@@ -269,12 +336,8 @@ pub fn watch_events(
             t.events += 1;
             if let Some(a) = t.audit.as_mut() {
                 match &e {
-                    EngineEvent::Enqueued { key, .. } => {
-                        a.enqueued.insert(key.to_string());
-                    }
-                    EngineEvent::Completed { key, .. } => {
-                        *a.completed.entry(key.to_string()).or_default() += 1;
-                    }
+                    EngineEvent::Enqueued { key, .. } => a.enqueue(key),
+                    EngineEvent::Completed { key, .. } => a.complete(key, now),
                     _ => {}
                 }
             }
@@ -353,4 +416,63 @@ pub fn watch_depth(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checker is not vacuous: a duplicate completion is caught at the
+    /// second one, with its instant; a ticket absent from the store is
+    /// caught, one completed is not asked about.
+    #[test]
+    fn audit_catches_duplicates_and_lost_tickets() {
+        let mut a = Audit::default();
+        a.enqueue("g/p/a/0");
+        a.enqueue("g/p/b/0");
+        a.enqueue("g/p/c/0");
+        a.complete("g/p/a/0", 10);
+        assert!(a.violations.is_empty());
+        a.complete("g/p/a/0", 25);
+        assert_eq!(
+            a.violations,
+            vec![Violation {
+                at_ms: 25,
+                what: "ticket g/p/a/0 completed a second time".into()
+            }]
+        );
+        // A third completion is the same broken fact: not counted again.
+        a.complete("g/p/a/0", 30);
+        assert_eq!(a.violations.len(), 1);
+
+        let mut asked = Vec::new();
+        let checked = a.check_present(40, |k| {
+            asked.push(k.to_string());
+            k != "g/p/c/0"
+        });
+        assert_eq!(checked, 2);
+        assert_eq!(asked, ["g/p/b/0", "g/p/c/0"]);
+        assert_eq!(a.present_checked, 1);
+        assert_eq!(a.violations.len(), 2);
+        assert_eq!(a.violations[1].at_ms, 40);
+        assert!(
+            a.violations[1].what.contains("g/p/c/0"),
+            "{:?}",
+            a.violations
+        );
+
+        // Everything present: nothing new.
+        a.check_present(50, |_| true);
+        assert_eq!(a.violations.len(), 2);
+    }
+
+    #[test]
+    fn violations_are_bounded() {
+        let mut a = Audit::default();
+        for i in 0..(VIOLATIONS_MAX + 10) {
+            a.enqueue(&format!("k{i}"));
+        }
+        a.check_present(1, |_| false);
+        assert_eq!(a.violations.len(), VIOLATIONS_MAX);
+    }
 }

@@ -28,6 +28,9 @@ use crate::{Engine, EngineBuilder, RunSummary};
 
 /// How long the engine gets to stop at the span's end (virtual time).
 const SHUTDOWN_MS: u64 = 5_000;
+/// In the invariant mode (`audit`), how often (virtual time) the store is
+/// checked to hold every acknowledged ticket; it is after every fault too.
+pub const AUDIT_EVERY_MS: u64 = 10 * 60_000;
 
 /// A simulation that could not run.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +41,10 @@ pub enum SimError {
     /// The engine failed.
     #[error("engine: {0}")]
     Engine(String),
+    /// An invariant broke (the invariant mode): where in virtual time, and
+    /// what.
+    #[error("{0}")]
+    Invariant(String),
 }
 
 /// What a simulation observed.
@@ -224,6 +231,7 @@ pub async fn simulate_probed(
                 .map(|(at, f)| (*at, Step::Fault(f.clone()))),
         )
         .chain(probes)
+        .chain(audits(&scenario, audit))
         .collect();
     timeline.sort_by_key(|(at, s)| (*at, s.order()));
     let mut refused = Vec::new();
@@ -241,6 +249,7 @@ pub async fn simulate_probed(
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let when = weir_core::duration::human_ms(at - scenario.from_ms);
+        let step_order = step.order();
         match step {
             Step::Probe => {
                 if let Some(p) = probe.as_mut() {
@@ -298,6 +307,15 @@ pub async fn simulate_probed(
                     refused.push(format!("+{when} {fault:?}: {e}"));
                 }
             }
+            Step::Audit => {}
+        }
+        if audit && matches!(step_order, ORDER_FAULT | ORDER_AUDIT) {
+            if step_order == ORDER_FAULT {
+                // The next quiet instant: the fault's effects have landed.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            audit_store(&engine, &tally, &clock).await;
+            broken(&tally, scenario.from_ms)?;
         }
     }
     sleep_until(&clock, scenario.until_ms).await;
@@ -334,6 +352,7 @@ pub async fn simulate_probed(
     for w in depths {
         w.abort();
     }
+    broken(&tally, scenario.from_ms)?;
     let mut tally = tally.lock().unwrap_or_else(|p| p.into_inner()).clone();
     // Attempts under way at the span's end hold their slots to its end.
     tally.close(scenario.until_ms);
@@ -356,17 +375,92 @@ enum Step {
     Input(String, Input),
     Fault(Fault),
     Probe,
+    /// The invariant mode's check of the store.
+    Audit,
 }
+
+const ORDER_INPUT: u8 = 0;
+const ORDER_FAULT: u8 = 1;
+const ORDER_PROBE: u8 = 2;
+const ORDER_AUDIT: u8 = 3;
 
 impl Step {
     /// Its place among the steps of one instant.
     fn order(&self) -> u8 {
         match self {
-            Step::Input(..) => 0,
-            Step::Fault(_) => 1,
-            Step::Probe => 2,
+            Step::Input(..) => ORDER_INPUT,
+            Step::Fault(_) => ORDER_FAULT,
+            Step::Probe => ORDER_PROBE,
+            Step::Audit => ORDER_AUDIT,
         }
     }
+}
+
+/// The invariant mode's checks, every [`AUDIT_EVERY_MS`] of the span (none
+/// when not `audit`).
+fn audits(scenario: &Scenario, audit: bool) -> impl Iterator<Item = (u64, Step)> {
+    let (from, until) = (scenario.from_ms, scenario.until_ms);
+    (1..)
+        .map_while(move |k: u64| k.checked_mul(AUDIT_EVERY_MS)?.checked_add(from))
+        .take_while(move |at| audit && *at < until)
+        .map(|at| (at, Step::Audit))
+}
+
+/// Checks at this (quiet) instant that every acknowledged ticket not yet
+/// seen completing is live in the queue — whose state, after a fault, is
+/// what it rebuilt from the store — or has its done record in the store.
+/// A queue that cannot answer now (restarting after a crash) is asked at
+/// the next check.
+async fn audit_store(engine: &Engine, tally: &Arc<Mutex<Tally>>, clock: &Clock) {
+    let open: Vec<String> = {
+        let t = tally.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(a) = t.audit.as_ref() else { return };
+        a.enqueued
+            .iter()
+            .filter(|k| !a.completed.contains_key(*k))
+            .cloned()
+            .collect()
+    };
+    let mut present = std::collections::BTreeSet::new();
+    for key in &open {
+        match engine.ticket(key).await {
+            Ok(Some(_)) => {
+                present.insert(key.clone());
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "the queue cannot answer now; checked later");
+                return;
+            }
+        }
+    }
+    let now = clock.now_ms();
+    let mut t = tally.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(a) = t.audit.as_mut() {
+        // A ticket enqueued while the queue was asked is asked next time.
+        let asked: std::collections::BTreeSet<&str> = open.iter().map(String::as_str).collect();
+        a.check_present(now, |k| present.contains(k) || !asked.contains(k));
+    }
+}
+
+/// The first invariant broken so far, as the error naming its instant.
+fn broken(tally: &Arc<Mutex<Tally>>, from_ms: u64) -> Result<(), SimError> {
+    let t = tally.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(v) = t.audit.as_ref().and_then(|a| a.violations.first()) else {
+        return Ok(());
+    };
+    let rfc = chrono::DateTime::from_timestamp_millis(v.at_ms as i64)
+        .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default();
+    Err(SimError::Invariant(format!(
+        "invariant broken at +{} ({rfc}): {}{}",
+        weir_core::duration::human_ms(v.at_ms.saturating_sub(from_ms)),
+        v.what,
+        match t.audit.as_ref().map_or(0, |a| a.violations.len()) {
+            0 | 1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        }
+    )))
 }
 
 /// What every incarnation of the engine is built from.
