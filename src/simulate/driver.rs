@@ -452,9 +452,13 @@ fn broken(tally: &Arc<Mutex<Tally>>, from_ms: u64) -> Result<(), SimError> {
     let rfc = chrono::DateTime::from_timestamp_millis(v.at_ms as i64)
         .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
         .unwrap_or_default();
+    let after_ms = v.at_ms.saturating_sub(from_ms);
     Err(SimError::Invariant(format!(
-        "invariant broken at +{} ({rfc}): {}{}",
-        weir_core::duration::human_ms(v.at_ms.saturating_sub(from_ms)),
+        "invariant broken at +{}h{:02}m{:02}.{:03}s ({rfc}): {}{}",
+        after_ms / 3_600_000,
+        after_ms / 60_000 % 60,
+        after_ms / 1_000 % 60,
+        after_ms % 1_000,
         v.what,
         match t.audit.as_ref().map_or(0, |a| a.violations.len()) {
             0 | 1 => String::new(),
@@ -619,4 +623,37 @@ async fn apply(engine: &Engine, dir: &Path, graph: &str, input: &Input) -> Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A violation the audit recorded stops the span with an error naming
+    /// its virtual instant (after the span's start, and in UTC) and what
+    /// broke; none, no error.
+    #[test]
+    fn a_violation_is_named_with_its_instant() {
+        let from_ms = 1_793_577_600_000; // 2026-11-02T00:00:00Z
+        let setup = Setup {
+            buckets: Buckets::for_span(from_ms, from_ms + 86_400_000),
+            until_ms: from_ms + 86_400_000,
+            zones: BTreeMap::new(),
+            pools: BTreeMap::new(),
+        };
+        let tally = Arc::new(Mutex::new(Tally::new(setup, true)));
+        assert!(broken(&tally, from_ms).is_ok());
+        {
+            let mut t = tally.lock().unwrap();
+            let a = t.audit.as_mut().unwrap();
+            a.enqueue("g/p/n/0");
+            a.complete("g/p/n/0", from_ms + 3_600_000);
+            a.complete("g/p/n/0", from_ms + 3_600_000 + 250);
+        }
+        let e = broken(&tally, from_ms).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invariant broken at +1h00m00.250s (2026-11-02T01:00:00.250Z): ticket g/p/n/0 completed a second time"
+        );
+    }
 }
