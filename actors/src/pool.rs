@@ -209,6 +209,11 @@ impl Actor for PoolActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             PoolMsg::Run(grant) => state.run(&myself, grant).await,
+            PoolMsg::RunMany(grants) => {
+                for grant in grants {
+                    state.run(&myself, grant).await;
+                }
+            }
             PoolMsg::Ended {
                 id,
                 attempt,

@@ -150,6 +150,11 @@ impl Actor for ProxyActor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             PoolMsg::Run(grant) => state.run(grant).await,
+            PoolMsg::RunMany(grants) => {
+                for grant in grants {
+                    state.run(grant).await;
+                }
+            }
             PoolMsg::Cancel(id) => state.send_worker(ToWorker::Cancel {
                 pool: state.pool.to_string(),
                 id,

@@ -14,6 +14,10 @@ use crate::store::BlobRef;
 pub enum PoolMsg {
     /// Run this ticket.
     Run(Grant),
+    /// Run these tickets, in order: the grants of one durable batch for
+    /// this pool, in one message (a burst's thousands of hand-outs reach
+    /// the pool as one, ahead of the reports of those already running).
+    RunMany(Vec<Grant>),
     /// An attempt ended (from the attempt's task).
     Ended {
         /// The ticket.

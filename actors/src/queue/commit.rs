@@ -14,6 +14,7 @@ use weir_core::queue::TicketId;
 
 use crate::msg::pool::PoolMsg;
 use crate::msg::queue::QueueMsg;
+use crate::msg::work::Grant;
 use crate::notify;
 use crate::store::StoreCold;
 
@@ -167,6 +168,10 @@ impl QueueActorState {
 
     pub(super) fn run_effects(&mut self, effects: Vec<Effect>) {
         let mut acks: HashMap<Arc<str>, Vec<(TicketId, u32)>> = HashMap::new();
+        // The batch's grants, per pool actor in their order, sent as one
+        // message each: before any cancel (which may name one of them), and
+        // at the end.
+        let mut grants: Vec<(ActorRef<PoolMsg>, Vec<Grant>)> = Vec::new();
         for effect in effects {
             match effect {
                 Effect::Enqueued(reply, answers) => {
@@ -207,12 +212,17 @@ impl QueueActorState {
                     }
                 }
                 Effect::Dispatch(worker, grant) => {
-                    if worker.cast(PoolMsg::Run(grant)).is_ok() {
-                        self.awaiting_reports += 1;
+                    match grants
+                        .iter_mut()
+                        .find(|(w, _)| w.get_id() == worker.get_id())
+                    {
+                        Some((_, list)) => list.push(grant),
+                        None => grants.push((worker, vec![grant])),
                     }
                 }
                 Effect::Ack(worker, ids) => acks.entry(worker).or_default().extend(ids),
                 Effect::CancelRunning(worker, id) => {
+                    self.send_grants(&mut grants);
                     if let Some(w) = self.workers.get(&worker) {
                         let _ = w.actor.cast(PoolMsg::Cancel(id));
                     }
@@ -228,9 +238,25 @@ impl QueueActorState {
                 }
             }
         }
+        self.send_grants(&mut grants);
         for (worker, ids) in acks {
             if let Some(w) = self.workers.get(&worker) {
                 let _ = w.actor.cast(PoolMsg::Acked(ids));
+            }
+        }
+    }
+
+    /// Sends each pool actor its grants, one message per pool.
+    fn send_grants(&mut self, grants: &mut Vec<(ActorRef<PoolMsg>, Vec<Grant>)>) {
+        for (worker, mut list) in grants.drain(..) {
+            let n = list.len();
+            let msg = if n == 1 {
+                PoolMsg::Run(list.pop().expect("one grant"))
+            } else {
+                PoolMsg::RunMany(list)
+            };
+            if worker.cast(msg).is_ok() {
+                self.awaiting_reports += n;
             }
         }
     }
