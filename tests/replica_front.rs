@@ -488,7 +488,9 @@ fn slowloris(addr: &str, n: usize, limit: Duration) -> Option<Duration> {
 
 /// #43 item 11: twenty connections that send half a head are closed by a
 /// front within the header-read timeout (10 s), the leader's and a
-/// follower's alike, and the front still serves.
+/// follower's alike, and the front still serves. The same for their Raft
+/// listeners, which anyone who reaches the port can open (the cookie is
+/// read from the head): the group still has its leader after.
 #[test]
 fn a_half_sent_head_does_not_hold_a_front_s_connection() {
     let dir = tempfile::tempdir().unwrap();
@@ -496,24 +498,38 @@ fn a_half_sent_head_does_not_hold_a_front_s_connection() {
     let g = Group::start(&dir.path().join("g"), &defs, 3, &[]);
     let leader = g.wait_leader(Duration::from_secs(20));
     let f = follower(&g, leader);
-    let got: Vec<(u64, Option<Duration>)> = std::thread::scope(|sc| {
+    let got: Vec<(String, u64, Option<Duration>)> = std::thread::scope(|sc| {
         let hs: Vec<_> = [f, leader]
             .into_iter()
-            .map(|id| {
-                let addr = g.members[&id].api.clone();
-                sc.spawn(move || (id, slowloris(&addr, 20, Duration::from_secs(20))))
+            .flat_map(|id| {
+                let m = &g.members[&id];
+                [("api", m.api.clone()), ("raft", m.raft.clone())]
+                    .map(|(what, addr)| (what, id, addr))
+            })
+            .map(|(what, id, addr)| {
+                sc.spawn(move || {
+                    let longest = slowloris(&addr, 20, Duration::from_secs(20));
+                    (what.to_string(), id, longest)
+                })
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for (id, longest) in got {
+    for (what, id, longest) in got {
         let longest = longest.unwrap_or_else(|| {
-            panic!("member {id}: a half-sent head held its connection for 20 s")
+            panic!("member {id}'s {what} listener: a half-sent head held its connection for 20 s")
         });
         assert!(
             longest < Duration::from_secs(15),
-            "member {id}: closed after {longest:?}"
+            "member {id}'s {what} listener: closed after {longest:?}"
         );
+    }
+    assert_eq!(
+        g.wait_leader(Duration::from_secs(20)),
+        leader,
+        "the group kept its leader"
+    );
+    for id in [f, leader] {
         let r = send(
             &g.members[&id].api,
             "GET",

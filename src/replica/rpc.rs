@@ -109,9 +109,7 @@ pub(super) fn spawn(
         return tokio::spawn(async move {
             match crate::serve::listen::TlsListener::new(listener, acceptor) {
                 Ok(listener) => {
-                    if let Err(e) = axum::serve(listener, app).await {
-                        tracing::error!(error = %e, "replica: the Raft listener failed");
-                    }
+                    crate::serve::connections::serve(listener, app, std::future::pending()).await
                 }
                 Err(e) => tracing::error!(error = %e, "replica: the Raft listener failed"),
             }
@@ -123,11 +121,16 @@ pub(super) fn spawn(
             tracing::debug!(error = %e, "replica: cannot set TCP_NODELAY");
         }
     });
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "replica: the Raft listener failed");
-        }
-    })
+    // Served as the API is (`serve::connections`): a request head must
+    // arrive whole within its header-read timeout and limits, so a
+    // stranger's half-sent head holds no connection (a member's own
+    // connections carry a heartbeat every few tens of ms, never idle that
+    // long). It runs until its task is aborted.
+    tokio::spawn(crate::serve::connections::serve(
+        listener,
+        app,
+        std::future::pending(),
+    ))
 }
 
 /// Admits a request on its head alone: the cookie, then a declared length
