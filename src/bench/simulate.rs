@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use super::drain::{peak_rss_bytes, rss_bytes, tempfile_dir};
 use super::report::{result_line, BenchError};
+use super::store::dir_bytes;
 
 /// Graphs of the full size.
 pub const GRAPHS_FULL: usize = 100;
@@ -158,21 +159,6 @@ fn cpu_s() -> f64 {
     }
     let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     s(u.ru_utime) + s(u.ru_stime)
-}
-
-/// Bytes of the files under `dir` (0 when unreadable).
-fn dir_bytes(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
 }
 
 /// Runs the scenario.
