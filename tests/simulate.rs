@@ -7,10 +7,8 @@
 
 mod simulate_support;
 
-use std::sync::Arc;
-
 use simulate_support::*;
-use weir::simulate::{driver, report, resolve};
+use weir::simulate::report;
 
 const SPAN6H: &str = "from = \"2026-11-02T00:00:00Z\"\nuntil = \"2026-11-02T06:00:00Z\"\n";
 
@@ -417,20 +415,8 @@ fn a_lost_leader_fails_over() {
                 "{SPAN6H}[[durations]]\nfixed = \"10m\"\n[[failures]]\nkind = \"leader_lost\"\nat = \"+2h5m\"\n{range}"
             ),
         );
-        let defs = weir::definition::load(&case.defs()).unwrap();
-        let sc = Arc::new(resolve::load(&case.scenario(), &defs).unwrap());
-        let store = tempfile::tempdir().unwrap();
-        let rt = weir::simulate::cli::runtime().unwrap();
-        let obs = rt
-            .block_on(driver::simulate_with(
-                &defs,
-                sc.clone(),
-                1,
-                store.path(),
-                true,
-            ))
+        let (sc, obs) = simulate_audited(&case.defs(), &case.scenario(), 1)
             .unwrap_or_else(|e| panic!("#{i}: {e}"));
-        drop(rt);
         let audit = obs.tally.audit.clone().unwrap();
         // The run prepared for the firing at the span's end waits for it.
         let waiting = format!("hourly/{}/", "2026-11-02T05");

@@ -31,11 +31,10 @@
 mod simulate_support;
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use simulate_support::*;
-use weir::simulate::{driver, report, resolve};
+use weir::simulate::report;
 
 const SEEDS_SHORT: u64 = 6;
 const SEEDS_SOAK: u64 = 200;
@@ -129,20 +128,7 @@ fn check(seed: u64) -> Result<String, String> {
     let text = scenario(seed);
     let path = dir.path().join("scenario.toml");
     std::fs::write(&path, &text).unwrap();
-    let defs = weir::definition::load(&defs_dir).unwrap();
-    let sc = Arc::new(resolve::load(&path, &defs).map_err(|e| e.to_string())?);
-    let store = tempfile::tempdir().unwrap();
-    let rt = weir::simulate::cli::runtime().unwrap();
-    let obs = rt
-        .block_on(driver::simulate_with(
-            &defs,
-            sc.clone(),
-            seed,
-            store.path(),
-            true,
-        ))
-        .map_err(|e| format!("simulate: {e}"))?;
-    drop(rt);
+    let (sc, obs) = simulate_audited(&defs_dir, &path, seed)?;
     let audit = obs.tally.audit.clone().expect("audited");
     // Runs prepared ahead for the firing at the span's end wait for it.
     let waiting: std::collections::BTreeSet<String> = obs

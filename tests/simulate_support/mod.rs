@@ -128,3 +128,36 @@ pub fn stderr(o: &Output) -> String {
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// Simulates `scenario` over the definitions in `defs` with `seed` in
+/// process, every ticket's enqueue and completions kept (the invariant
+/// mode's audit), on a store in a temporary folder: the resolved scenario
+/// and what was observed.
+pub fn simulate_audited(
+    defs: &Path,
+    scenario: &Path,
+    seed: u64,
+) -> Result<
+    (
+        std::sync::Arc<weir::simulate::scenario::Scenario>,
+        weir::simulate::driver::Observed,
+    ),
+    String,
+> {
+    let defs = weir::definition::load(defs).map_err(|e| e.to_string())?;
+    let sc = std::sync::Arc::new(
+        weir::simulate::resolve::load(scenario, &defs).map_err(|e| e.to_string())?,
+    );
+    let store = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let rt = weir::simulate::cli::runtime().map_err(|e| e.to_string())?;
+    let obs = rt
+        .block_on(weir::simulate::driver::simulate_with(
+            &defs,
+            sc.clone(),
+            seed,
+            store.path(),
+            true,
+        ))
+        .map_err(|e| format!("simulate: {e}"))?;
+    Ok((sc, obs))
+}
