@@ -2,7 +2,7 @@
 //! written before them, and checked, so a damaged one is refused by name.
 
 use weir_actors::store::{
-    Commit, Durability, SnapshotMeta, Store, StoreCold, StoreError, StoreSettings,
+    kv, Commit, Durability, SnapshotMeta, Store, StoreCold, StoreError, StoreSettings,
 };
 use weir_core::codec;
 use weir_core::cold::ColdTickets;
@@ -54,7 +54,7 @@ fn filled(dir: &std::path::Path, n: usize) -> QueueState {
 
 /// Opens the store in `dir`, lets `edit` change its snapshot tree behind
 /// the store's back (a damaged or older store), and flushes it.
-fn edit_snapshot(dir: &std::path::Path, edit: impl FnOnce(&sled::Tree)) {
+fn edit_snapshot(dir: &std::path::Path, edit: impl FnOnce(&kv::Tree)) {
     let (store, _) = Store::open(dir, settings(1_024)).unwrap();
     let tree = store.raw_tree("snapshot").unwrap();
     edit(&tree);
@@ -62,7 +62,7 @@ fn edit_snapshot(dir: &std::path::Path, edit: impl FnOnce(&sled::Tree)) {
 }
 
 /// Rewrites the snapshot's meta through `edit`.
-fn edit_meta(tree: &sled::Tree, edit: impl FnOnce(&mut SnapshotMeta)) {
+fn edit_meta(tree: &kv::Tree, edit: impl FnOnce(&mut SnapshotMeta)) {
     let mut meta: SnapshotMeta = codec::decode(&tree.get(b"meta").unwrap().unwrap()).unwrap();
     edit(&mut meta);
     tree.insert(b"meta", codec::encode(&meta).unwrap()).unwrap();
@@ -70,8 +70,8 @@ fn edit_meta(tree: &sled::Tree, edit: impl FnOnce(&mut SnapshotMeta)) {
 
 /// Removes the snapshot tree's entries whose keys start with one of
 /// `prefixes`.
-fn remove_entries(tree: &sled::Tree, prefixes: &[u8]) {
-    let mut batch = sled::Batch::default();
+fn remove_entries(tree: &kv::Tree, prefixes: &[u8]) {
+    let mut batch = kv::Batch::default();
     for key in tree.iter().keys() {
         let key = key.unwrap();
         if prefixes.contains(&key[0]) {
@@ -127,7 +127,7 @@ fn a_store_of_the_per_ticket_index_layout_is_indexed_again() {
     edit_snapshot(dir.path(), |tree| {
         remove_entries(tree, b"lw");
         // Layout 1's entries, as it wrote them.
-        let mut batch = sled::Batch::default();
+        let mut batch = kv::Batch::default();
         for t in q.tickets() {
             let mut k = Vec::new();
             match t.place {
@@ -259,7 +259,7 @@ fn a_store_of_the_per_key_index_layout_is_indexed_again() {
     let q = filled(dir.path(), 2_000);
     edit_snapshot(dir.path(), |tree| {
         remove_entries(tree, b"K");
-        let mut batch = sled::Batch::default();
+        let mut batch = kv::Batch::default();
         for t in q.tickets() {
             let mut k = vec![b'k'];
             k.extend_from_slice(t.job.key.as_bytes());

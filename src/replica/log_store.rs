@@ -178,7 +178,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .ensure_room()
             .map_err(|e| io(StorageIOError::write_logs, e))?;
         let started = std::time::Instant::now();
-        let mut batch = sled::Batch::default();
+        let mut batch = weir_actors::store::kv::Batch::default();
         let mut count = 0usize;
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(|e| io(StorageIOError::write_logs, e))?;
@@ -210,7 +210,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
         let tree = self.store.raft_log_tree();
-        let mut batch = sled::Batch::default();
+        let mut batch = weir_actors::store::kv::Batch::default();
         for k in tree.range(log_id.index.to_be_bytes()..).keys() {
             batch.remove(k.map_err(|e| io(StorageIOError::write_logs, e))?);
         }
@@ -227,7 +227,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.put_meta(PURGED, &log_id)
             .map_err(|e| io(StorageIOError::write_logs, e))?;
         let tree = self.store.raft_log_tree();
-        let mut batch = sled::Batch::default();
+        let mut batch = weir_actors::store::kv::Batch::default();
         for k in tree.range(..=log_id.index.to_be_bytes()).keys() {
             batch.remove(k.map_err(|e| io(StorageIOError::write_logs, e))?);
         }

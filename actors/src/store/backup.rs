@@ -506,8 +506,8 @@ fn build(
     let (store, _) = Store::open(dir, settings)?;
     let mut r = Reader::open(input, name)?;
     let (mut header, mut entries, mut blobs) = (None, 0u64, 0u64);
-    let mut batches: Vec<(TreeId, sled::Batch, usize)> = Vec::new();
-    let flush = |store: &Store, batches: &mut Vec<(TreeId, sled::Batch, usize)>| {
+    let mut batches: Vec<(TreeId, super::kv::Batch, usize)> = Vec::new();
+    let flush = |store: &Store, batches: &mut Vec<(TreeId, super::kv::Batch, usize)>| {
         for (tree, batch, _) in batches.drain(..) {
             store
                 .tree_of(tree)
@@ -531,7 +531,7 @@ fn build(
                 let slot = match batches.iter().position(|(t, _, _)| *t == tree) {
                     Some(i) => i,
                     None => {
-                        batches.push((tree, sled::Batch::default(), 0));
+                        batches.push((tree, super::kv::Batch::default(), 0));
                         batches.len() - 1
                     }
                 };

@@ -298,7 +298,7 @@ impl Store {
         let flush = |batch: &mut super::WriteBatch| {
             let full = std::mem::replace(batch, super::WriteBatch::local(TreeId::Snapshot));
             self.write_sled("snapshot index build", || {
-                inner.snapshot.apply_batch(full.into_sled())
+                inner.snapshot.apply_batch(full.into_local())
             })
         };
         let mut batch = super::WriteBatch::local(TreeId::Snapshot);

@@ -15,6 +15,7 @@ use super::blobs::Blobs;
 use super::disk;
 use super::faults::FaultPoint;
 use super::keys::KeyRuns;
+use super::kv;
 use super::lock::DirLock;
 use super::{StoreError, StoreSettings};
 
@@ -55,19 +56,20 @@ pub struct Store {
 pub(super) struct Inner {
     pub(super) dir: PathBuf,
     pub(super) settings: StoreSettings,
-    pub(super) db: sled::Db,
-    pub(super) journal: sled::Tree,
-    pub(super) snapshot: sled::Tree,
-    pub(super) records: sled::Tree,
-    pub(super) expiry: sled::Tree,
+    pub(super) db: kv::Db,
+    pub(super) journal: kv::Tree,
+    pub(super) snapshot: kv::Tree,
+    pub(super) records: kv::Tree,
+    pub(super) expiry: kv::Tree,
     /// The replicated state machine's values and the Raft log (clustered
     /// mode; empty trees otherwise).
-    pub(super) replica: sled::Tree,
-    pub(super) raft_log: sled::Tree,
+    pub(super) replica: kv::Tree,
+    pub(super) raft_log: kv::Tree,
     /// Where writes go in clustered mode (see the `replicated` module).
     pub(super) replicator: std::sync::OnceLock<Arc<super::pipeline::Pipeline>>,
-    /// The file sled writes its log to, kept open to fsync it.
-    pub(super) db_file: File,
+    /// The file sled writes its log to, kept open to fsync it (none for a
+    /// store in memory).
+    pub(super) db_file: Option<File>,
     /// Set after a failed write; cleared only by reopening.
     pub(super) failed: AtomicBool,
     /// The first failure that set `failed`, as its message.
@@ -379,9 +381,9 @@ impl Store {
         }
     }
 
-    /// The sled database, for tests that corrupt it on purpose.
+    /// A tree of the store, for tests that corrupt it on purpose.
     #[doc(hidden)]
-    pub fn raw_tree(&self, name: &str) -> Option<sled::Tree> {
+    pub fn raw_tree(&self, name: &str) -> Option<kv::Tree> {
         match name {
             JOURNAL => Some(self.inner.journal.clone()),
             SNAPSHOT => Some(self.inner.snapshot.clone()),

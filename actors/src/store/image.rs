@@ -8,7 +8,6 @@ use std::io;
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
-use sled::Transactional;
 use weir_core::codec;
 
 use super::blobs::BlobRef;
@@ -108,44 +107,44 @@ impl Store {
             .into_iter()
             .filter(|k| !LOG_KEYS.contains(&String::from_utf8_lossy(k).as_ref()))
             .collect();
-        let result = (
+        let trees = (
             &inner.journal,
             &inner.snapshot,
             &inner.records,
             &inner.expiry,
             &inner.replica,
-        )
-            .transaction(|(j, s, r, x, m)| {
-                for (tree, keys) in &stale {
-                    let t = match tree {
-                        TreeId::Journal => j,
-                        TreeId::Snapshot => s,
-                        TreeId::Records => r,
-                        TreeId::Expiry => x,
-                    };
-                    for k in keys {
-                        t.remove(k.clone())?;
-                    }
+        );
+        let result = super::kv::transaction5(trees, |(j, s, r, x, m)| {
+            for (tree, keys) in &stale {
+                let t = match tree {
+                    TreeId::Journal => j,
+                    TreeId::Snapshot => s,
+                    TreeId::Records => r,
+                    TreeId::Expiry => x,
+                };
+                for k in keys {
+                    t.remove(k.clone())?;
                 }
-                for k in &stale_meta {
-                    m.remove(k.clone())?;
+            }
+            for k in &stale_meta {
+                m.remove(k.clone())?;
+            }
+            for (tree, entries) in &image.trees {
+                let t = match tree {
+                    TreeId::Journal => j,
+                    TreeId::Snapshot => s,
+                    TreeId::Records => r,
+                    TreeId::Expiry => x,
+                };
+                for (k, v) in entries {
+                    t.insert(k.as_slice(), v.as_slice())?;
                 }
-                for (tree, entries) in &image.trees {
-                    let t = match tree {
-                        TreeId::Journal => j,
-                        TreeId::Snapshot => s,
-                        TreeId::Records => r,
-                        TreeId::Expiry => x,
-                    };
-                    for (k, v) in entries {
-                        t.insert(k.as_slice(), v.as_slice())?;
-                    }
-                }
-                for (k, v) in &image.meta {
-                    m.insert(k.as_bytes(), v.as_slice())?;
-                }
-                Ok::<(), ConflictableTransactionError<()>>(())
-            });
+            }
+            for (k, v) in &image.meta {
+                m.insert(k.as_bytes(), v.as_slice())?;
+            }
+            Ok::<(), ConflictableTransactionError<()>>(())
+        });
         match result {
             Ok(()) => self.sync_inner(),
             Err(TransactionError::Abort(())) => unreachable!("an install never aborts"),
@@ -157,7 +156,7 @@ impl Store {
         }
     }
 
-    pub(super) fn tree_of(&self, tree: TreeId) -> &sled::Tree {
+    pub(super) fn tree_of(&self, tree: TreeId) -> &super::kv::Tree {
         match tree {
             TreeId::Journal => &self.inner.journal,
             TreeId::Snapshot => &self.inner.snapshot,

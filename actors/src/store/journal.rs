@@ -10,12 +10,12 @@ use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
-use sled::Transactional;
 use weir_core::codec;
 use weir_core::queue::Op;
 
 use serde_bytes::ByteBuf;
 
+use super::kv;
 use super::records::Expiring;
 use super::{Store, StoreError, TreeId, Write, WriteSet};
 
@@ -185,7 +185,7 @@ impl Store {
                 })?;
             }
         } else {
-            self.write_commit(commit, batch.into_sled(), entries, seq, &buf)?;
+            self.write_commit(commit, batch.into_local(), entries, seq, &buf)?;
         }
         self.sync()?;
         inner.last_seq.store(seq, Ordering::Release);
@@ -207,7 +207,7 @@ impl Store {
     fn write_commit(
         &self,
         commit: &Commit,
-        batch: sled::Batch,
+        batch: kv::Batch,
         entries: u64,
         seq: u64,
         last: &[u8],
@@ -227,31 +227,33 @@ impl Store {
                 self.write_sled("journal commit", || inner.journal.apply_batch(batch))?;
             }
         } else {
-            let mut records = sled::Batch::default();
+            let mut records = kv::Batch::default();
             for (key, value) in &commit.puts {
                 records.insert(key.as_bytes(), value.as_slice());
             }
             for key in &commit.deletes {
                 records.remove(key.as_bytes());
             }
-            let mut expiry = sled::Batch::default();
+            let mut expiry = kv::Batch::default();
             for e in &commit.expiring {
                 expiry.insert(e.index_key(), &[] as &[u8]);
             }
             self.write_sled("journal commit with records", || {
-                (&inner.journal, &inner.records, &inner.expiry)
-                    .transaction(|(j, r, x)| {
+                kv::transaction3(
+                    (&inner.journal, &inner.records, &inner.expiry),
+                    |(j, r, x)| {
                         j.apply_batch(&batch)?;
                         r.apply_batch(&records)?;
                         x.apply_batch(&expiry)?;
                         Ok::<(), ConflictableTransactionError<()>>(())
-                    })
-                    .map_err(|e| match e {
-                        TransactionError::Storage(e) => e,
-                        TransactionError::Abort(()) => {
-                            unreachable!("the commit transaction never aborts")
-                        }
-                    })
+                    },
+                )
+                .map_err(|e| match e {
+                    TransactionError::Storage(e) => e,
+                    TransactionError::Abort(()) => {
+                        unreachable!("the commit transaction never aborts")
+                    }
+                })
             })?;
         }
         Ok(())

@@ -15,7 +15,7 @@ use super::handle::{Inner, Store, SyncState, EXPIRY, JOURNAL, RECORDS, SNAPSHOT}
 use super::keys::KeyRuns;
 use super::panics;
 use super::replay::Recovered;
-use super::{damage, lock, replay, Durability, StoreError, StoreSettings, RAFT_LOG, REPLICA};
+use super::{damage, kv, lock, replay, Durability, StoreError, StoreSettings, RAFT_LOG, REPLICA};
 
 impl Store {
     /// Opens (creating) the store in `dir` and replays its queue state.
@@ -57,49 +57,29 @@ impl Store {
             dir: dir.clone(),
             source,
         };
-        // sled's own lock on its `db` file outlives a dropped `Db` for a
-        // moment: its background threads keep the file open until their
-        // last write ends (sled issues 1234, 1289), so a reopen in the same
-        // process can find it busy. Holding weir's lock means no other weir
-        // has the directory, so a busy sled lock is a store of this process
-        // shutting down: wait for it, up to SLED_LOCK_WAIT_MS.
-        let waited = std::time::Instant::now();
-        let db = loop {
-            let opened = sled::Config::new()
-                .path(dir.join("sled"))
-                .cache_capacity(settings.cache_bytes)
-                // weir flushes at every commit; sled's background flush adds
-                // nothing in the durable modes, but keeps `none` from losing
-                // more than half a second, and reclaims dead segments.
-                .flush_every_ms(Some(settings.background_flush_ms.max(1)))
-                .open();
-            match opened {
-                Ok(db) => break db,
-                Err(sled::Error::Io(ref io))
-                    if io.to_string().contains("could not acquire lock") =>
-                {
-                    if waited.elapsed().as_millis() >= u128::from(SLED_LOCK_WAIT_MS) {
-                        return Err(StoreError::InUse(dir.clone()));
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(5));
-                }
-                Err(other) => return Err(sled_err(other)),
+        // A store in memory (a simulation's) has no files to open or check.
+        let (db, db_file) = match &settings.memory {
+            Some(memory) => (kv::Db::Memory(memory.clone()), None),
+            None => {
+                let db = open_sled(&dir, &settings)?;
+                // Before anything writes: the mark's content describes the
+                // store as it closed, not as it is once the replay or an
+                // engine writes.
+                damage::check_content(&dir, &db)?;
+                let db_path = dir.join("sled").join("db");
+                let db_file = File::open(&db_path).map_err(|source| StoreError::Dir {
+                    dir: db_path.clone(),
+                    source,
+                })?;
+                (kv::Db::Sled(db), Some(db_file))
             }
         };
-        // Before anything writes: the mark's content describes the store
-        // as it closed, not as it is once the replay or an engine writes.
-        damage::check_content(&dir, &db)?;
         let journal = db.open_tree(JOURNAL).map_err(sled_err)?;
         let snapshot = db.open_tree(SNAPSHOT).map_err(sled_err)?;
         let records = db.open_tree(RECORDS).map_err(sled_err)?;
         let expiry = db.open_tree(EXPIRY).map_err(sled_err)?;
         let replica = db.open_tree(REPLICA).map_err(sled_err)?;
         let raft_log = db.open_tree(RAFT_LOG).map_err(sled_err)?;
-        let db_path = dir.join("sled").join("db");
-        let db_file = File::open(&db_path).map_err(|source| StoreError::Dir {
-            dir: db_path.clone(),
-            source,
-        })?;
         let blobs = Blobs::new(&dir);
         let store = Store {
             inner: Arc::new(Inner {
@@ -139,6 +119,41 @@ impl Store {
     /// queue actor restarted inside a running engine.
     pub fn recover(&self) -> Result<Recovered, StoreError> {
         replay::recover(self)
+    }
+}
+
+/// Opens sled's files in `dir`. sled's own lock on its `db` file outlives
+/// a dropped `Db` for a moment: its background threads keep the file open
+/// until their last write ends (sled issues 1234, 1289), so a reopen in the
+/// same process can find it busy. Holding weir's lock means no other weir
+/// has the directory, so a busy sled lock is a store of this process
+/// shutting down: wait for it, up to SLED_LOCK_WAIT_MS.
+fn open_sled(dir: &Path, settings: &StoreSettings) -> Result<sled::Db, StoreError> {
+    let waited = std::time::Instant::now();
+    loop {
+        let opened = sled::Config::new()
+            .path(dir.join("sled"))
+            .cache_capacity(settings.cache_bytes)
+            // weir flushes at every commit; sled's background flush adds
+            // nothing in the durable modes, but keeps `none` from losing
+            // more than half a second, and reclaims dead segments.
+            .flush_every_ms(Some(settings.background_flush_ms.max(1)))
+            .open();
+        match opened {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(ref io)) if io.to_string().contains("could not acquire lock") => {
+                if waited.elapsed().as_millis() >= u128::from(SLED_LOCK_WAIT_MS) {
+                    return Err(StoreError::InUse(dir.to_path_buf()));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(source) => {
+                return Err(StoreError::Sled {
+                    dir: dir.to_path_buf(),
+                    source,
+                })
+            }
+        }
     }
 }
 
@@ -192,9 +207,11 @@ impl Drop for Inner {
         {
             None
         } else {
-            match self.db.flush().and_then(|_| Content::of(&self.db)) {
-                Ok(content) => Some(content),
-                Err(e) => {
+            let sled = self.db.as_sled();
+            match sled.map(|db| db.flush().and_then(|_| Content::of(db))) {
+                None => None,
+                Some(Ok(content)) => Some(content),
+                Some(Err(e)) => {
                     tracing::warn!(dir = %self.dir.display(), error = %e, "cannot read the store's content for its mark");
                     None
                 }

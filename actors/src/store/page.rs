@@ -24,7 +24,7 @@ impl Store {
             Some(l) if l.as_bytes() > prefix.as_bytes() => l.as_bytes().to_vec(),
             _ => prefix.as_bytes().to_vec(),
         };
-        let prefix_end = prefix_successor(prefix.as_bytes());
+        let prefix_end = super::kv::prefix_end(prefix.as_bytes());
         let end: Option<Vec<u8>> = match (upper, prefix_end) {
             (Some(u), Some(p)) => Some(std::cmp::min(u.as_bytes().to_vec(), p)),
             (Some(u), None) => Some(u.as_bytes().to_vec()),
@@ -61,16 +61,4 @@ impl Store {
         }
         Ok((out, false))
     }
-}
-
-/// The smallest byte string greater than every string starting with `p`.
-fn prefix_successor(p: &[u8]) -> Option<Vec<u8>> {
-    let mut v = p.to_vec();
-    while let Some(last) = v.pop() {
-        if last < u8::MAX {
-            v.push(last + 1);
-            return Some(v);
-        }
-    }
-    None
 }

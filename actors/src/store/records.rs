@@ -11,11 +11,11 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
-use sled::Transactional;
 use weir_core::codec;
 
 use serde_bytes::ByteBuf;
 
+use super::kv;
 use super::{printable, Guard, Store, StoreError, TreeId, Write, WriteBatch, WriteSet, RECORDS};
 
 /// An expiry index entry: delete record `key` at `at_ms`.
@@ -211,7 +211,7 @@ impl Store {
         }
         let inner = &self.inner;
         let written = self.write_sled("record compare-and-put", || {
-            let result = (&inner.records, &inner.expiry).transaction(|(r, x)| {
+            let result = kv::transaction2((&inner.records, &inner.expiry), |(r, x)| {
                 let current = r.get(key.as_bytes())?;
                 if current.as_deref() != expected {
                     return Err(ConflictableTransactionError::Abort(()));
@@ -344,18 +344,17 @@ impl Store {
             self.remove_unreferenced_blobs(&blobs)?;
             return Ok(keys);
         }
-        let (records, index) = (records.into_sled(), index.into_sled());
+        let (records, index) = (records.into_local(), index.into_local());
         self.write_sled("expiry of records", || {
-            (&inner.records, &inner.expiry)
-                .transaction(|(r, x)| {
-                    r.apply_batch(&records)?;
-                    x.apply_batch(&index)?;
-                    Ok::<(), ConflictableTransactionError<()>>(())
-                })
-                .map_err(|e| match e {
-                    TransactionError::Storage(e) => e,
-                    TransactionError::Abort(()) => unreachable!("expiry never aborts"),
-                })
+            kv::transaction2((&inner.records, &inner.expiry), |(r, x)| {
+                r.apply_batch(&records)?;
+                x.apply_batch(&index)?;
+                Ok::<(), ConflictableTransactionError<()>>(())
+            })
+            .map_err(|e| match e {
+                TransactionError::Storage(e) => e,
+                TransactionError::Abort(()) => unreachable!("expiry never aborts"),
+            })
         })?;
         self.sync()?;
         self.remove_unreferenced_blobs(&blobs)?;

@@ -16,12 +16,11 @@
 //!
 //! Single-node mode has no replicator: every write path takes its sled
 //! branch, which is the code it had before, and [`WriteBatch`] is a plain
-//! `sled::Batch` there.
+//! `kv::Batch` there.
 
 use std::sync::Arc;
 
 use sled::transaction::{ConflictableTransactionError, TransactionError};
-use sled::Transactional;
 
 use super::blobs::BlobRef;
 use super::pipeline::Pipeline;
@@ -56,7 +55,7 @@ impl Store {
     pub(crate) fn batch(&self, tree: TreeId) -> WriteBatch {
         WriteBatch {
             tree,
-            sled: sled::Batch::default(),
+            local: super::kv::Batch::default(),
             recorded: self.is_replicated().then(Vec::new),
         }
     }
@@ -83,8 +82,8 @@ impl Store {
         }
         for batch in batches {
             let tree = self.tree_of(batch.tree).clone();
-            let sled = batch.into_sled();
-            self.write_sled(what, || tree.apply_batch(sled))?;
+            let local = batch.into_local();
+            self.write_sled(what, || tree.apply_batch(local))?;
         }
         Ok(())
     }
@@ -187,46 +186,46 @@ impl Store {
         }
         // Blobs hold the gate themselves; the trees' transaction here.
         let _gate = self.write_gate();
-        let result = (
+        let trees = (
             &inner.journal,
             &inner.snapshot,
             &inner.records,
             &inner.expiry,
             &inner.replica,
-        )
-            .transaction(|(j, s, r, x, m)| {
-                let mut held_all = Vec::with_capacity(sets.len());
-                for set in sets {
-                    // A transaction reads its own writes: a guard sees the
-                    // sets before it in the entry.
-                    let held = match &set.guard {
-                        None => true,
-                        Some(g) => {
-                            r.get(g.key.as_bytes())?.as_deref()
-                                == g.expected.as_ref().map(|v| v.as_slice())
-                        }
-                    };
-                    if held {
-                        for w in &set.writes {
-                            let tree = match w.tree {
-                                TreeId::Journal => j,
-                                TreeId::Snapshot => s,
-                                TreeId::Records => r,
-                                TreeId::Expiry => x,
-                            };
-                            match &w.value {
-                                Some(v) => tree.insert(w.key.as_slice(), v.as_slice())?,
-                                None => tree.remove(w.key.as_slice())?,
-                            };
-                        }
+        );
+        let result = super::kv::transaction5(trees, |(j, s, r, x, m)| {
+            let mut held_all = Vec::with_capacity(sets.len());
+            for set in sets {
+                // A transaction reads its own writes: a guard sees the
+                // sets before it in the entry.
+                let held = match &set.guard {
+                    None => true,
+                    Some(g) => {
+                        r.get(g.key.as_bytes())?.as_deref()
+                            == g.expected.as_ref().map(|v| v.as_slice())
                     }
-                    held_all.push(held);
+                };
+                if held {
+                    for w in &set.writes {
+                        let tree = match w.tree {
+                            TreeId::Journal => j,
+                            TreeId::Snapshot => s,
+                            TreeId::Records => r,
+                            TreeId::Expiry => x,
+                        };
+                        match &w.value {
+                            Some(v) => tree.insert(w.key.as_slice(), v.as_slice())?,
+                            None => tree.remove(w.key.as_slice())?,
+                        };
+                    }
                 }
-                for (k, v) in meta {
-                    m.insert(k.as_bytes(), v.as_slice())?;
-                }
-                Ok::<Vec<bool>, ConflictableTransactionError<()>>(held_all)
-            });
+                held_all.push(held);
+            }
+            for (k, v) in meta {
+                m.insert(k.as_bytes(), v.as_slice())?;
+            }
+            Ok::<Vec<bool>, ConflictableTransactionError<()>>(held_all)
+        });
         match result {
             Ok(held) => Ok(held),
             Err(TransactionError::Abort(())) => unreachable!("apply never aborts"),
@@ -239,12 +238,12 @@ impl Store {
     }
 
     /// The state machine's tree (applied log id, membership, vote).
-    pub fn replica_tree(&self) -> &sled::Tree {
+    pub fn replica_tree(&self) -> &super::kv::Tree {
         &self.inner.replica
     }
 
     /// The Raft log's tree.
-    pub fn raft_log_tree(&self) -> &sled::Tree {
+    pub fn raft_log_tree(&self) -> &super::kv::Tree {
         &self.inner.raft_log
     }
 

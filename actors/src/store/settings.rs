@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::disk::FreeSpaceProbe;
 use super::faults::{FaultInjector, ENV_FAULT_INJECT};
+use super::kv::MemoryStore;
 
 /// How durable a returned commit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -97,6 +98,11 @@ pub struct StoreSettings {
     #[doc(hidden)]
     #[serde(skip)]
     pub faults: Option<FaultInjector>,
+    /// Trees held in memory to write instead of sled's files (see the
+    /// `kv` module): a simulation's engine, which reopens them after a
+    /// simulated crash. `None` (sled) by default. Not serialized.
+    #[serde(skip)]
+    pub memory: Option<MemoryStore>,
 }
 
 /// Environment variables that override the disk settings, for `weir run`
@@ -183,6 +189,7 @@ impl Default for StoreSettings {
             reserve_file_bytes: 16 << 20,
             free_space: FreeSpaceProbe::default(),
             faults: None,
+            memory: None,
         }
     }
 }

@@ -46,7 +46,7 @@ impl Store {
                 // to blob files without syncing them. fsync both.
                 let mut sync = inner.sync.lock().unwrap_or_else(|p| p.into_inner());
                 self.inject(FaultPoint::Fsync)
-                    .and_then(|()| inner.db_file.sync_data())
+                    .and_then(|()| inner.db_file.as_ref().map_or(Ok(()), File::sync_data))
                     .map_err(|source| StoreError::Fsync {
                         dir: inner.dir.clone(),
                         file: inner.dir.join("sled").join("db"),

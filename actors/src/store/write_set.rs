@@ -5,6 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
+use super::kv;
+
 /// A tree a replicated write names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TreeId {
@@ -99,21 +101,21 @@ impl Submitted for Proposed {
     }
 }
 
-/// A batch of changes to one tree: a `sled::Batch` in single-node mode, a
+/// A batch of changes to one tree: a `kv::Batch` in single-node mode, a
 /// list of [`Write`]s to replicate in clustered mode.
 pub(crate) struct WriteBatch {
     pub(super) tree: TreeId,
-    pub(super) sled: sled::Batch,
+    pub(super) local: kv::Batch,
     pub(super) recorded: Option<Vec<Write>>,
 }
 
 impl WriteBatch {
-    /// A sled batch whatever the mode: for what a node writes of its own
+    /// A local batch whatever the mode: for what a node writes of its own
     /// (a migration at open).
     pub(crate) fn local(tree: TreeId) -> WriteBatch {
         WriteBatch {
             tree,
-            sled: sled::Batch::default(),
+            local: kv::Batch::default(),
             recorded: None,
         }
     }
@@ -121,7 +123,7 @@ impl WriteBatch {
     /// Inserts `key` = `value`.
     pub(crate) fn insert(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
         match &mut self.recorded {
-            None => self.sled.insert(key.as_ref(), value.as_ref()),
+            None => self.local.insert(key.as_ref(), value.as_ref()),
             Some(r) => r.push(Write {
                 tree: self.tree,
                 key: ByteBuf::from(key.as_ref()),
@@ -133,7 +135,7 @@ impl WriteBatch {
     /// Removes `key`.
     pub(crate) fn remove(&mut self, key: impl AsRef<[u8]>) {
         match &mut self.recorded {
-            None => self.sled.remove(key.as_ref()),
+            None => self.local.remove(key.as_ref()),
             Some(r) => r.push(Write {
                 tree: self.tree,
                 key: ByteBuf::from(key.as_ref()),
@@ -142,13 +144,13 @@ impl WriteBatch {
         }
     }
 
-    /// The sled batch (single-node mode).
-    pub(crate) fn into_sled(self) -> sled::Batch {
+    /// The batch to apply (single-node mode).
+    pub(crate) fn into_local(self) -> kv::Batch {
         debug_assert!(
             self.recorded.is_none(),
             "a recorded batch goes to the replicator"
         );
-        self.sled
+        self.local
     }
 
     /// The recorded writes (clustered mode).
