@@ -14,8 +14,9 @@
 //! (engine events), `events_per_s`, `rss_bytes` (peak), `rss_half_bytes`
 //! (peak when half the span had passed: the goal is memory flat across the
 //! span, so `rss_bytes` close to it), `store_half_bytes` and `store_bytes`
-//! (the throw-away store's files at half the span and at its last
-//! fourteenth), `runs`, `graphs`, `keys`.
+//! (the throw-away store at half the span and at its last fourteenth: the
+//! keys and values its trees hold in memory, and its folder's files),
+//! `runs`, `graphs`, `keys`.
 //!
 //! Memory is sampled every fourteenth of the span and printed as a series.
 
@@ -177,7 +178,10 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
     let mut samples: Vec<(u64, u64, u64, u64)> = Vec::new();
     let mut sample = |at: u64, engine: &crate::Engine| {
         let store = engine.store();
-        if std::env::var_os("WEIR_BENCH_STORE_DEBUG").is_some() {
+        if let Some(debug) = std::env::var_os("WEIR_BENCH_STORE_DEBUG") {
+            // Records are grouped by as many levels of their keys as the
+            // variable says (1 unless a number).
+            let levels = debug.to_string_lossy().parse::<usize>().unwrap_or(1).max(1);
             let mut line = format!("store at {at}:");
             for t in ["journal", "snapshot", "records", "expiry"] {
                 if let Some(tree) = store.raw_tree(t) {
@@ -185,7 +189,7 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
                     for kv in tree.iter().flatten() {
                         let k = String::from_utf8_lossy(&kv.0);
                         let p = if t == "records" {
-                            k.split('/').next().unwrap_or("").to_string()
+                            k.split('/').take(levels).collect::<Vec<_>>().join("/")
                         } else {
                             t.to_string()
                         };
@@ -200,7 +204,18 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
             }
             println!("{line}");
         }
-        samples.push((at, rss_bytes(), peak_rss_bytes(), dir_bytes(store.dir())));
+        // The trees held in memory (their keys and values), and the
+        // folder's files (sled's, when the trees are there).
+        let trees = match store.settings().memory {
+            Some(ref m) => m.bytes(),
+            None => 0,
+        };
+        samples.push((
+            at,
+            rss_bytes(),
+            peak_rss_bytes(),
+            trees + dir_bytes(store.dir()),
+        ));
     };
     let probe = crate::simulate::driver::Probe {
         every_ms: span_ms / SAMPLES,

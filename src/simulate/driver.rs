@@ -168,8 +168,10 @@ pub async fn simulate_probed(
     });
     let mut pools = defs.pools.clone();
     pools.entry("default".into()).or_insert(4);
+    let trees = super::scratch::ScratchTrees::from_env().map_err(SimError::Input)?;
     let make = Make {
         dir: dir.to_path_buf(),
+        trees,
         clock: clock.clone(),
         pools,
         targets: defs.targets.clone(),
@@ -470,6 +472,8 @@ fn broken(tally: &Arc<Mutex<Tally>>, from_ms: u64) -> Result<(), SimError> {
 /// What every incarnation of the engine is built from.
 struct Make {
     dir: std::path::PathBuf,
+    /// The store's trees: every incarnation of the engine reopens them.
+    trees: super::scratch::ScratchTrees,
     clock: Clock,
     pools: BTreeMap<String, u32>,
     targets: BTreeMap<String, weir_core::breaker::BreakerSettings>,
@@ -479,7 +483,7 @@ struct Make {
 impl Make {
     fn builder(&self) -> EngineBuilder {
         let mut builder = Engine::builder(self.dir.join("data"))
-            .store_settings(super::scratch::store_settings(&self.dir))
+            .store_settings(super::scratch::store_settings(&self.dir, &self.trees))
             .clock(self.clock.clone())
             .hold_triggers()
             .logs_dir(self.dir.join("logs"));

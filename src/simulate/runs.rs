@@ -60,7 +60,8 @@ pub struct RunTally {
     rows: BTreeMap<(u64, String), RunRow>,
     /// Each counted run whose record the store still holds: what it
     /// counted as, so that settling again replaces it.
-    counted: BTreeMap<String, Counted>,
+    /// (Looked up only, never walked: a hash map.)
+    counted: std::collections::HashMap<String, Counted>,
     /// `counted` by when each record expires.
     expiring: std::collections::BTreeSet<(u64, String)>,
 }

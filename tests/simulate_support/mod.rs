@@ -84,12 +84,23 @@ pub fn json(defs: &Path, scenario: &Path, seed: u64) -> String {
 
 /// Runs `weir simulate DEFS --scenario SCENARIO ARGS…`.
 pub fn weir_simulate(defs: &Path, scenario: &Path, args: &[&str]) -> Output {
+    weir_simulate_env(defs, scenario, args, &[])
+}
+
+/// [`weir_simulate`] with environment variables `env` set.
+pub fn weir_simulate_env(
+    defs: &Path,
+    scenario: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_weir"))
         .arg("simulate")
         .arg(defs)
         .arg("--scenario")
         .arg(scenario)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
