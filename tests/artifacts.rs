@@ -128,7 +128,11 @@ async fn files_pass_from_node_to_node_and_go_with_their_runs() {
     let pass = collect::pass(engine.store(), &grace0, now).await.unwrap();
     assert_eq!(pass.deleted, 0, "{pass:?}");
 
-    // A second partition's run stays while the first expires.
+    // A second partition's run stays while the first expires: started half
+    // a retention later, so that it outlives the first by that much (run at
+    // once, it settled a fraction of a second after the first, and on a
+    // loaded machine the wait below could see both expire).
+    tokio::time::sleep(Duration::from_secs(RETENTION_S / 2)).await;
     let q = "2026-11-02".parse::<Partition>().unwrap();
     engine.start_runs("fan", vec![q.clone()]).await.unwrap();
     assert_eq!(settled(&engine, "fan", &q).await, RunState::Complete);
@@ -158,6 +162,10 @@ async fn files_pass_from_node_to_node_and_go_with_their_runs() {
     let now = engine.now_ms() + 1;
     let pass = collect::pass(engine.store(), &grace0, now).await.unwrap();
     assert!(pass.deleted > 0, "{pass:?}");
+    assert!(
+        engine.graph_run("fan", &q).unwrap().is_some(),
+        "the second run expired before the pass: the wait took half a retention"
+    );
     let left = folder_hashes(&store_dir);
     for h in &kept {
         assert!(
