@@ -338,6 +338,49 @@ pub struct SilentLink {
     cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The engine's port, when the cut is made with iptables.
     dropped_port: Option<u16>,
+    /// Connections the proxy took.
+    attempts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A member address that is no engine: it takes every connection, then
+/// closes it at once ([`Decoy::closing`]) or holds it saying nothing
+/// ([`Decoy::silent`]): a proxy in front of a stopped engine, a port
+/// another program holds.
+pub struct Decoy {
+    pub addr: String,
+    attempts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Decoy {
+    pub fn closing() -> Decoy {
+        Decoy::start(false)
+    }
+
+    pub fn silent() -> Decoy {
+        Decoy::start(true)
+    }
+
+    fn start(hold: bool) -> Decoy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let attempts = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let a = attempts.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for client in listener.incoming().flatten() {
+                a.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if hold {
+                    held.push(client);
+                }
+            }
+        });
+        Decoy { addr, attempts }
+    }
+
+    /// Connections it took.
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 /// The iptables rules of a cut of `port` on the loopback, both ways.
@@ -387,6 +430,7 @@ impl SilentLink {
                 addr: to.to_string(),
                 cut: Default::default(),
                 dropped_port: Some(port),
+                attempts: Default::default(),
             };
         }
         eprintln!("silent link: a forwarding proxy (not root, or no iptables)");
@@ -405,12 +449,22 @@ impl SilentLink {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let cut = Arc::new(AtomicBool::new(false));
+        let attempts = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let to = to.to_string();
         let c = cut.clone();
+        let a = attempts.clone();
         std::thread::spawn(move || {
+            let mut held = Vec::new();
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
+                a.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let Ok(upstream) = std::net::TcpStream::connect(&to) else {
+                    // Nothing behind: cut, the link says nothing and keeps
+                    // the connection (as a network dropping packets);
+                    // else it closes it, as a refused connect would.
+                    if c.load(std::sync::atomic::Ordering::SeqCst) {
+                        held.push(client);
+                    }
                     continue;
                 };
                 for (from, into) in [
@@ -427,7 +481,13 @@ impl SilentLink {
             addr,
             cut,
             dropped_port: None,
+            attempts,
         }
+    }
+
+    /// Connections the proxy took (0 with iptables, where none are).
+    pub fn attempts(&self) -> u64 {
+        self.attempts.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Goes silent.

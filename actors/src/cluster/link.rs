@@ -451,8 +451,22 @@ impl LinkState {
                         ));
                     }
                 }
+                self.skip_unready_member();
                 self.down("the session closed");
             }
+        }
+    }
+
+    /// A session that ended before it was ready (closed, or never ready
+    /// in time) makes the next connect start with the next member: a
+    /// member that takes the connection and then closes it or says
+    /// nothing (a proxy in front of a stopped engine, a port another
+    /// program holds) would otherwise be tried first for ever, as the
+    /// connect to it succeeds. One member: nothing to skip to.
+    fn skip_unready_member(&mut self) {
+        if self.connector.members() > 1 && matches!(self.conn, Conn::Up { ready: false, .. }) {
+            tracing::info!(worker = %self.args_worker_id, engine = %self.connector.address(), "the session ended before it was ready; the next connect starts with the next member");
+            self.connector.next_address();
         }
     }
 
@@ -547,6 +561,7 @@ impl LinkState {
                     // engine, a stalled handshake) is dropped and retried.
                     if now.saturating_sub(*since_ms) > lease.max(2 * JOIN_RETRY_MS) {
                         self.connector.close_sessions();
+                        self.skip_unready_member();
                         self.down("the session did not get ready");
                     }
                     return;
