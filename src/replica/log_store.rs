@@ -69,13 +69,11 @@ impl LogStore {
         Ok(())
     }
 
-    /// Makes the log durable (sled's flush, then fsync), off the runtime's
-    /// workers.
+    /// Makes the log durable (sled's flush, then fsync), blocking the
+    /// core's task in place (see `in_place`).
     async fn sync(&self) -> Result<(), String> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.sync_replica().map_err(|e| e.to_string()))
-            .await
-            .map_err(|e| e.to_string())?
+        super::in_place::run(move || store.sync_replica().map_err(|e| e.to_string())).await?
     }
 
     fn last_log_id(&self) -> Result<Option<LogId<u64>>, String> {
@@ -178,17 +176,29 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .ensure_room()
             .map_err(|e| io(StorageIOError::write_logs, e))?;
         let started = std::time::Instant::now();
-        let mut batch = weir_actors::store::kv::Batch::default();
-        let mut count = 0usize;
+        let mut encoded = Vec::new();
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(|e| io(StorageIOError::write_logs, e))?;
-            batch.insert(&entry.log_id.index.to_be_bytes(), bytes);
-            count += 1;
+            encoded.push((entry.log_id.index.to_be_bytes(), bytes));
         }
-        self.store
-            .raft_log_tree()
-            .apply_batch(batch)
-            .map_err(|e| io(StorageIOError::write_logs, e))?;
+        let count = encoded.len();
+        let tree = self.store.raft_log_tree();
+        if count == 1 {
+            let (key, bytes) = encoded.swap_remove(0);
+            // One entry (a chain's every commit): a plain insert. sled's
+            // batch takes its process-wide write lock, waiting out every
+            // read and write of the engine in flight, and rolls its log
+            // buffer; one key needs neither to be atomic.
+            tree.insert(key, bytes)
+                .map_err(|e| io(StorageIOError::write_logs, e))?;
+        } else {
+            let mut batch = weir_actors::store::kv::Batch::default();
+            for (key, bytes) in encoded {
+                batch.insert(&key, bytes);
+            }
+            tree.apply_batch(batch)
+                .map_err(|e| io(StorageIOError::write_logs, e))?;
+        }
         let written = started.elapsed();
         let synced = self.sync().await;
         // The commit path's stages, for profiles: this append, a

@@ -71,7 +71,7 @@ impl RaftStateMachine<TypeConfig> for Machine {
         let _gate = self.gate.lock().await;
         let gated = started.elapsed();
         let store = self.store.clone();
-        let (applied, hop) = tokio::task::spawn_blocking(move || {
+        let (applied, hop) = super::in_place::run(move || {
             let hop = started.elapsed();
             let mut out = Vec::with_capacity(entries.len());
             for entry in entries {

@@ -8,6 +8,7 @@
 mod front;
 mod front_audit;
 mod guard;
+mod in_place;
 mod log_store;
 mod machine;
 mod members;
