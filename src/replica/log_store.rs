@@ -70,10 +70,12 @@ impl LogStore {
     }
 
     /// Makes the log durable (sled's flush, then fsync), blocking the
-    /// core's task in place (see `in_place`).
+    /// core's task in place: it is on the commit path.
     async fn sync(&self) -> Result<(), String> {
         let store = self.store.clone();
-        super::in_place::run(move || store.sync_replica().map_err(|e| e.to_string())).await?
+        weir_actors::blocking::in_place(move || store.sync_replica().map_err(|e| e.to_string()))
+            .await
+            .map_err(|e| e.to_string())?
     }
 
     fn last_log_id(&self) -> Result<Option<LogId<u64>>, String> {

@@ -71,7 +71,8 @@ impl RaftStateMachine<TypeConfig> for Machine {
         let _gate = self.gate.lock().await;
         let gated = started.elapsed();
         let store = self.store.clone();
-        let (applied, hop) = super::in_place::run(move || {
+        // In place: the leader's apply is on the commit path.
+        let (applied, hop) = weir_actors::blocking::in_place(move || {
             let hop = started.elapsed();
             let mut out = Vec::with_capacity(entries.len());
             for entry in entries {

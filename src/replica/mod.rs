@@ -8,7 +8,6 @@
 mod front;
 mod front_audit;
 mod guard;
-mod in_place;
 mod log_store;
 mod machine;
 mod members;

@@ -127,9 +127,7 @@ impl Store {
         // A writer on a runtime worker (an API handler, an actor) must not
         // hold the worker while it waits: the Raft node runs on the same
         // runtime.
-        let on_worker = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let waited = if on_worker {
+        let waited = if crate::blocking::can_block_in_place() {
             tokio::task::block_in_place(|| pipeline.wait_all())
         } else {
             pipeline.wait_all()
@@ -193,7 +191,8 @@ impl Store {
             &inner.expiry,
             &inner.replica,
         );
-        let result = super::kv::transaction5(trees, |(j, s, r, x, m)| {
+        let result = super::kv::transaction5(trees, |tx| {
+            let (r, m) = (&tx.2, &tx.4);
             let mut held_all = Vec::with_capacity(sets.len());
             for set in sets {
                 // A transaction reads its own writes: a guard sees the
@@ -207,12 +206,7 @@ impl Store {
                 };
                 if held {
                     for w in &set.writes {
-                        let tree = match w.tree {
-                            TreeId::Journal => j,
-                            TreeId::Snapshot => s,
-                            TreeId::Records => r,
-                            TreeId::Expiry => x,
-                        };
+                        let tree = w.tree.in_tx(tx);
                         match &w.value {
                             Some(v) => tree.insert(w.key.as_slice(), v.as_slice())?,
                             None => tree.remove(w.key.as_slice())?,
