@@ -114,14 +114,10 @@ impl Store {
             &inner.expiry,
             &inner.replica,
         );
-        let result = super::kv::transaction5(trees, |(j, s, r, x, m)| {
+        let result = super::kv::transaction5(trees, |tx| {
+            let m = &tx.4;
             for (tree, keys) in &stale {
-                let t = match tree {
-                    TreeId::Journal => j,
-                    TreeId::Snapshot => s,
-                    TreeId::Records => r,
-                    TreeId::Expiry => x,
-                };
+                let t = tree.in_tx(tx);
                 for k in keys {
                     t.remove(k.clone())?;
                 }
@@ -130,12 +126,7 @@ impl Store {
                 m.remove(k.clone())?;
             }
             for (tree, entries) in &image.trees {
-                let t = match tree {
-                    TreeId::Journal => j,
-                    TreeId::Snapshot => s,
-                    TreeId::Records => r,
-                    TreeId::Expiry => x,
-                };
+                let t = tree.in_tx(tx);
                 for (k, v) in entries {
                     t.insert(k.as_slice(), v.as_slice())?;
                 }

@@ -20,6 +20,19 @@ pub enum TreeId {
     Expiry,
 }
 
+impl TreeId {
+    /// This tree in a transaction over the store's five trees, opened in
+    /// the order journal, snapshot, records, expiry (then the replica's).
+    pub(super) fn in_tx<'a>(self, tx: &kv::Tx5<'a>) -> kv::TxTree<'a> {
+        match self {
+            TreeId::Journal => tx.0,
+            TreeId::Snapshot => tx.1,
+            TreeId::Records => tx.2,
+            TreeId::Expiry => tx.3,
+        }
+    }
+}
+
 /// One change of one tree: a put, or a removal (`value: None`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Write {
