@@ -11,16 +11,22 @@ use std::time::{Duration, Instant};
 use cluster_support::{free_port, Decoy, SilentLink};
 use serve_support::write_def;
 
-#[test]
-fn a_silent_first_member_does_not_keep_a_worker_from_the_second() {
-    let tmp = tempfile::tempdir().unwrap();
-    let defs = tmp.path().join("defs");
+/// An engine with a cluster node in `dir`, its one graph a one-node
+/// `true`, workers' leases 5 s.
+fn one_node_cluster(dir: &std::path::Path) -> cluster_support::Cluster {
+    let defs = dir.join("defs");
     write_def(
         &defs,
         "one",
         "name = \"one\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n",
     );
-    let c = cluster_support::start(tmp.path(), &defs, free_port(), 5_000, &[]);
+    cluster_support::start(dir, &defs, free_port(), 5_000, &[])
+}
+
+#[test]
+fn a_silent_first_member_does_not_keep_a_worker_from_the_second() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = one_node_cluster(tmp.path());
     // Nothing listens on the silent address, and its packets are dropped:
     // a connect there hangs until its deadline (with a proxy standing in,
     // it is accepted and closed instead).
@@ -71,13 +77,7 @@ fn a_silent_first_member_does_not_keep_a_worker_from_the_second() {
 #[test]
 fn a_first_member_that_is_no_engine_does_not_keep_a_worker_from_the_second() {
     let tmp = tempfile::tempdir().unwrap();
-    let defs = tmp.path().join("defs");
-    write_def(
-        &defs,
-        "one",
-        "name = \"one\"\n[[nodes]]\nname = \"a\"\ncommand = [\"true\"]\n",
-    );
-    let c = cluster_support::start(tmp.path(), &defs, free_port(), 5_000, &[]);
+    let c = one_node_cluster(tmp.path());
     for (name, decoy) in [("closing", Decoy::closing()), ("silent", Decoy::silent())] {
         let join = format!("{},{}", decoy.addr, c.join);
         let started = Instant::now();
