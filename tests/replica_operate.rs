@@ -95,6 +95,18 @@ fn send_streaming(addr: &str, head: &str, body_bytes: u64, chunked: bool) -> Sen
 /// POSTs `body` (MessagePack) to `path` of a Raft listener with the
 /// cookie: the status and the answer's body.
 fn post_raft(addr: &str, cookie: &str, path: &str, body: &[u8]) -> (u16, String) {
+    post_raft_paced(addr, cookie, path, body, Duration::ZERO)
+}
+
+/// [`post_raft`], the body sent `pause` after the head: a slow client, whose
+/// body may arrive after the member has already answered.
+fn post_raft_paced(
+    addr: &str,
+    cookie: &str,
+    path: &str,
+    body: &[u8],
+    pause: Duration,
+) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let head = format!(
@@ -102,7 +114,9 @@ fn post_raft(addr: &str, cookie: &str, path: &str, body: &[u8]) -> (u16, String)
         body.len()
     );
     s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
+    std::thread::sleep(pause);
+    s.write_all(body)
+        .expect("the body's write (a member that answered early must not reset the connection)");
     let mut raw = Vec::new();
     let _ = s.read_to_end(&mut raw);
     let text = String::from_utf8_lossy(&raw).into_owned();
@@ -476,6 +490,18 @@ fn members_named_by_host_talk_mutual_tls_and_refuse_other_certificates() {
     assert!(wrong_trust.is_err(), "{wrong_trust:?}");
     // Plain HTTP, cookie and all, gets no Raft answer.
     let (status, body) = post_raft(&raft, &cookie, "/raft/vote", b"\x80");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("HTTPS"), "{body}");
+    // Also when the body comes after the refusal: the member reads the
+    // rest of the request before it closes, so the client's write and its
+    // read of the answer are not cut by a reset.
+    let (status, body) = post_raft_paced(
+        &raft,
+        &cookie,
+        "/raft/vote",
+        b"\x80",
+        Duration::from_millis(300),
+    );
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("HTTPS"), "{body}");
     // The group still leads and takes work after the strangers.

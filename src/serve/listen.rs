@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
@@ -22,6 +22,11 @@ use tokio_rustls::TlsAcceptor;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections handshaken but not yet taken by the server, at most.
 pub const ACCEPTED_QUEUE_MAX: usize = 128;
+/// After refusing a plain request, the rest of it is read and dropped, at
+/// most this many bytes...
+pub const PLAIN_DRAIN_BYTES_MAX: usize = 64 * 1024;
+/// ...for at most this long, so that the close is a FIN and not a reset.
+pub const PLAIN_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The address a request came from.
 #[derive(Debug, Clone, Copy)]
@@ -130,6 +135,22 @@ async fn refuse_plain(mut stream: TcpStream, peer: SocketAddr) {
     let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
         let _ = stream.write_all(answer.as_bytes()).await;
         let _ = stream.shutdown().await;
+    })
+    .await;
+    // Closing a socket with unread bytes in it sends a reset, which can
+    // overtake the answer (the client reads ECONNRESET, not the 400) or
+    // break the client's own write of its body. So read what the client
+    // still sends, up to its end or a bound, before closing: a lingering
+    // close, as web servers do.
+    let _ = tokio::time::timeout(PLAIN_DRAIN_TIMEOUT, async {
+        let mut sink = [0u8; 4096];
+        let mut drained = 0usize;
+        while drained < PLAIN_DRAIN_BYTES_MAX {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
     })
     .await;
 }
