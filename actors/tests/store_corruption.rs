@@ -322,3 +322,120 @@ fn an_open_store_drops_the_content_from_its_mark_until_it_closes() {
     let (store, _) = Store::open(&dir, settings()).unwrap();
     assert!(store.get_raw("r/extra").unwrap().is_some());
 }
+
+/// Replaces the content line of a mark-like file (`store.mark`,
+/// `store.files`) with `content`.
+fn set_content(path: &Path, content: &str) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("content ") {
+                format!("content {content}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+}
+
+/// A clean close digests sled's files beside the mark (`store.files`), and
+/// the next open reads the trees back only when the files are not the
+/// bytes that close left. Shown with a mark whose content no longer fits
+/// the store: taken as it is while the files are the closed ones (the
+/// content was not read again), refused as soon as they are not, or when
+/// the digest is missing or was not written with that mark.
+#[test]
+fn the_open_reads_the_trees_back_only_when_the_files_changed_since_the_clean_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pristine = tmp.path().join("pristine");
+    let acked = build(&pristine);
+    let mark = std::fs::read_to_string(pristine.join("store.mark")).unwrap();
+    let files = std::fs::read_to_string(pristine.join("store.files")).unwrap();
+    assert_eq!(
+        files.lines().take(2).collect::<Vec<_>>(),
+        mark.lines().collect::<Vec<_>>(),
+        "the digest names the mark it was written with: {files:?} {mark:?}"
+    );
+    assert!(
+        files.lines().nth(2).unwrap().starts_with("files "),
+        "{files:?}"
+    );
+
+    // The control: the files as closed, the mark whole.
+    let dir = tmp.path().join("as-closed");
+    copy_dir(&pristine, &dir);
+    {
+        let (store, recovered) = Store::open(&dir, settings()).unwrap();
+        intact(&store, &recovered, &acked).unwrap();
+        assert!(
+            !dir.join("store.files").exists(),
+            "an open removes the digest before anything writes"
+        );
+    }
+    assert!(
+        dir.join("store.files").exists(),
+        "the close writes it again"
+    );
+
+    let wrong = "1 2 0000abcd";
+    let case = |name: &str, change: &dyn Fn(&Path)| -> Result<(), StoreError> {
+        let dir = tmp.path().join(name);
+        copy_dir(&pristine, &dir);
+        set_content(&dir.join("store.mark"), wrong);
+        set_content(&dir.join("store.files"), wrong);
+        change(&dir);
+        Store::open(&dir, settings()).map(|_| ())
+    };
+    // Unchanged files: the content is not read, so the wrong one passes.
+    case("unchanged", &|_| {}).expect("files as closed: the mark is taken as it is");
+    // Anything else reads it, and the wrong content is found.
+    let refused = |r: Result<(), StoreError>, what: &str| match r {
+        Err(StoreError::Damaged { what: why, .. }) => {
+            assert!(why.contains("store.mark"), "{what}: {why}")
+        }
+        other => panic!("{what}: the content was not checked: {other:?}"),
+    };
+    refused(
+        case("byte", &|d| {
+            let db = d.join("sled").join("db");
+            let mut bytes = std::fs::read(&db).unwrap();
+            // A byte sled does not read (the end of a segment's padding
+            // or a dead page) still changes the files.
+            let last = bytes.len() - 1;
+            bytes[last] ^= 0x01;
+            std::fs::write(&db, bytes).unwrap();
+        }),
+        "a flipped byte",
+    );
+    refused(
+        case("no-digest", &|d| {
+            std::fs::remove_file(d.join("store.files")).unwrap()
+        }),
+        "no digest",
+    );
+    refused(
+        case("other-close", &|d| {
+            let p = d.join("store.files");
+            let text = std::fs::read_to_string(&p).unwrap();
+            let seq: u64 = text.lines().next().unwrap()[9..].parse().unwrap();
+            std::fs::write(
+                &p,
+                text.replacen(
+                    &format!("last_seq {seq}"),
+                    &format!("last_seq {}", seq - 1),
+                    1,
+                ),
+            )
+            .unwrap();
+        }),
+        "a digest of another close",
+    );
+    refused(
+        case("garbage", &|d| {
+            std::fs::write(d.join("store.files"), "files?").unwrap()
+        }),
+        "a digest that does not read",
+    );
+}

@@ -3,6 +3,10 @@
 //! a fresh process (this binary again, so the RSS is the recovery's alone)
 //! opens it and the figure is the time from the start of `open` to the
 //! first task body starting, and the process's RSS at that moment.
+//!
+//! To profile the open alone: `WEIR_BENCH_RECOVERY_FILL=DIR` only fills
+//! `DIR` and closes it; `WEIR_BENCH_RECOVERY_DIR=DIR` (on a copy: an open
+//! changes the store) only recovers it and prints the figures.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +21,8 @@ use crate::Engine;
 
 /// Set in the child process: the store to recover.
 const CHILD_ENV: &str = "WEIR_BENCH_RECOVERY_DIR";
+/// Set to fill a store there and stop.
+const FILL_ENV: &str = "WEIR_BENCH_RECOVERY_FILL";
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Failed(e.to_string())
@@ -93,6 +99,9 @@ pub fn run_pending(pending: usize) -> Result<(), BenchError> {
         .map_err(failed)?;
     if let Ok(dir) = std::env::var(CHILD_ENV) {
         return rt.block_on(recover(std::path::Path::new(&dir)));
+    }
+    if let Ok(dir) = std::env::var(FILL_ENV) {
+        return rt.block_on(fill(std::path::Path::new(&dir), pending));
     }
     let dir = tempfile_dir()?;
     let store = dir.join("recovery");

@@ -72,20 +72,26 @@ impl Content {
 
     /// Parses the form [`fmt::Display`] writes: `ENTRIES BYTES CRC_HEX`.
     pub(crate) fn parse(text: &str) -> Option<Content> {
-        let mut words = text.split_whitespace();
-        let entries = words.next()?.parse().ok()?;
-        let bytes = words.next()?.parse().ok()?;
-        let crc = words.next()?;
-        if crc.len() != 8 || words.next().is_some() {
-            return None;
-        }
-        let crc = u32::from_str_radix(crc, 16).ok()?;
+        let (entries, bytes, crc) = parse_count_bytes_crc(text)?;
         Some(Content {
             entries,
             bytes,
             crc,
         })
     }
+}
+
+/// `COUNT BYTES CRC_HEX` (the CRC in 8 hex digits), the form of the mark's
+/// content and of the files' digest.
+pub(crate) fn parse_count_bytes_crc(text: &str) -> Option<(u64, u64, u32)> {
+    let mut words = text.split_whitespace();
+    let count = words.next()?.parse().ok()?;
+    let bytes = words.next()?.parse().ok()?;
+    let crc = words.next()?;
+    if crc.len() != 8 || words.next().is_some() {
+        return None;
+    }
+    Some((count, bytes, u32::from_str_radix(crc, 16).ok()?))
 }
 
 impl fmt::Display for Content {

@@ -21,14 +21,13 @@
 use std::any::Any;
 use std::path::Path;
 
+use super::closed_files;
 use super::content::Content;
 use super::panics;
 use super::replay::Recovered;
-use super::{Durability, Store, StoreError};
+use super::{Store, StoreError};
 
-/// The mark file: the last journal sequence of a durable store when it
-/// last closed.
-pub(crate) const MARK_FILE: &str = "store.mark";
+pub(crate) use super::close_mark::MARK_FILE;
 
 /// sled's files in the data directory, with their sizes, for messages.
 fn sled_files(dir: &Path) -> String {
@@ -182,13 +181,20 @@ pub(crate) fn read_mark(dir: &Path) -> Result<Option<Mark>, StoreError> {
 /// its last clean close (see the `content` module), then writes the mark
 /// back without them: the store is about to change. Runs right after
 /// sled's open, before anything writes.
-pub(crate) fn check_content(dir: &Path, db: &sled::Db) -> Result<(), StoreError> {
+///
+/// `unchanged`: [`files_unchanged`] found sled's files the bytes the close
+/// left, so the content it recorded is what sled recovers: not read again.
+pub(crate) fn check_content(dir: &Path, db: &sled::Db, unchanged: bool) -> Result<(), StoreError> {
     let Some(mark) = read_mark(dir)? else {
-        return Ok(());
+        return forget_files(dir);
     };
     let Some(marked) = mark.content else {
-        return Ok(());
+        return forget_files(dir);
     };
+    if unchanged {
+        tracing::debug!(dir = %dir.display(), entries = marked.entries, "store files unchanged since their clean close: content not read again");
+        return drop_content(dir);
+    }
     let got = Content::of(db).map_err(|source| StoreError::Sled {
         dir: dir.to_path_buf(),
         source,
@@ -214,6 +220,7 @@ pub(crate) fn check_content(dir: &Path, db: &sled::Db) -> Result<(), StoreError>
 /// mark cut or whole, and a whole one is only checked against a store
 /// nothing wrote to yet.
 fn drop_content(dir: &Path) -> Result<(), StoreError> {
+    forget_files(dir)?;
     let path = dir.join(MARK_FILE);
     let cut = (|| {
         let text = std::fs::read_to_string(&path)?;
@@ -223,6 +230,43 @@ fn drop_content(dir: &Path) -> Result<(), StoreError> {
         f.sync_all()
     })();
     cut.map_err(|source| StoreError::Dir { dir: path, source })
+}
+
+/// Removes the files digest (see the `closed_files` module) before
+/// anything writes: it vouches only for the files as the close left them.
+fn forget_files(dir: &Path) -> Result<(), StoreError> {
+    closed_files::remove(dir).map_err(|source| StoreError::Dir {
+        dir: dir.join(closed_files::FILES_FILE),
+        source,
+    })
+}
+
+/// Whether sled's files are, byte for byte, those a clean close digested
+/// beside the mark it wrote (see the `closed_files` module). Runs before
+/// sled opens them: sled's open writes.
+pub(crate) fn files_unchanged(dir: &Path) -> bool {
+    let (Ok(Some(mark)), Some(closed)) = (read_mark(dir), closed_files::Closed::read(dir)) else {
+        return false;
+    };
+    // Written by the same close as the mark, or not to be trusted.
+    if mark.last_seq != closed.last_seq || mark.content != Some(closed.content) {
+        return false;
+    }
+    let began = std::time::Instant::now();
+    match closed_files::Digest::of(&dir.join("sled")) {
+        Ok(now) if now == closed.digest => {
+            tracing::debug!(dir = %dir.display(), bytes = now.bytes, digest_ms = began.elapsed().as_secs_f64() * 1e3, "store files as their clean close left them");
+            true
+        }
+        Ok(now) => {
+            tracing::info!(dir = %dir.display(), closed = %closed.digest, now = %now, "store files changed since their clean close: the open checks their content");
+            false
+        }
+        Err(e) => {
+            tracing::info!(dir = %dir.display(), error = %e, "store files do not read as bytes: the open checks their content");
+            false
+        }
+    }
 }
 
 /// Refuses a store that recovered less of its journal than it held when
@@ -245,36 +289,4 @@ pub(crate) fn check_mark(store: &Store, recovered: &Recovered) -> Result<(), Sto
         });
     }
     Ok(())
-}
-
-/// Writes the mark of a store: its last journal sequence, which is durable
-/// in the `fsync` and `flush` modes (a commit returns after its flush),
-/// and at a clean close its content. Written to a temporary file, synced
-/// and renamed, so a crash leaves the old mark or the new one.
-pub(crate) fn write_mark(
-    store_dir: &Path,
-    durability: Durability,
-    last_seq: u64,
-    content: Option<Content>,
-) {
-    if durability == Durability::None {
-        return;
-    }
-    let path = store_dir.join(MARK_FILE);
-    let tmp = store_dir.join(format!("{MARK_FILE}.tmp"));
-    let written = (|| {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        writeln!(f, "last_seq {last_seq}")?;
-        if let Some(content) = content {
-            writeln!(f, "content {content}")?;
-        }
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(store_dir)?.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        tracing::warn!(dir = %store_dir.display(), error = %e, "cannot write the store's mark");
-    }
 }

@@ -102,6 +102,9 @@ pub(super) struct Inner {
     pub(super) sync: Mutex<SyncState>,
     /// weir's own blobs (`DATA/blobs`), with their pins.
     pub(super) blobs: Blobs,
+    /// Writes the mark at a clean close. After sled's handles above (fields
+    /// drop in order), so sled is closed by then; before the lock below.
+    pub(super) closing: super::close_mark::Closing,
     /// Held for the life of the store: the directory lock.
     pub(super) _lock: DirLock,
 }

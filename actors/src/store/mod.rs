@@ -39,6 +39,8 @@
 pub mod backup;
 mod blob_files;
 mod blobs;
+mod close_mark;
+mod closed_files;
 mod cold;
 mod content;
 mod damage;

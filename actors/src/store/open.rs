@@ -15,7 +15,9 @@ use super::handle::{Inner, Store, SyncState, EXPIRY, JOURNAL, RECORDS, SNAPSHOT}
 use super::keys::KeyRuns;
 use super::panics;
 use super::replay::Recovered;
-use super::{damage, kv, lock, replay, Durability, StoreError, StoreSettings, RAFT_LOG, REPLICA};
+use super::{
+    close_mark, damage, kv, lock, replay, Durability, StoreError, StoreSettings, RAFT_LOG, REPLICA,
+};
 
 impl Store {
     /// Opens (creating) the store in `dir` and replays its queue state.
@@ -61,11 +63,13 @@ impl Store {
         let (db, db_file) = match &settings.memory {
             Some(memory) => (kv::Db::Memory(memory.clone()), None),
             None => {
+                // Before sled opens them: its open writes.
+                let unchanged = damage::files_unchanged(&dir);
                 let db = open_sled(&dir, &settings)?;
                 // Before anything writes: the mark's content describes the
                 // store as it closed, not as it is once the replay or an
                 // engine writes.
-                damage::check_content(&dir, &db)?;
+                damage::check_content(&dir, &db, unchanged)?;
                 let db_path = dir.join("sled").join("db");
                 let db_file = File::open(&db_path).map_err(|source| StoreError::Dir {
                     dir: db_path.clone(),
@@ -108,6 +112,7 @@ impl Store {
                 backup_gate: std::sync::RwLock::new(()),
                 sync: Mutex::new(SyncState::default()),
                 blobs,
+                closing: close_mark::Closing::default(),
                 _lock: lock,
             }),
         };
@@ -217,11 +222,12 @@ impl Drop for Inner {
                 }
             }
         };
-        damage::write_mark(
-            &self.dir,
-            self.settings.durability,
-            self.last_seq.load(Ordering::Acquire),
+        let mark = close_mark::PendingMark {
+            dir: self.dir.clone(),
+            durability: self.settings.durability,
+            last_seq: self.last_seq.load(Ordering::Acquire),
             content,
-        );
+        };
+        *self.closing.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(mark);
     }
 }
