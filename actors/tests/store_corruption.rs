@@ -439,3 +439,45 @@ fn the_open_reads_the_trees_back_only_when_the_files_changed_since_the_clean_clo
         "a digest that does not read",
     );
 }
+
+/// `weir status` and `weir inspect` open the store too: their open cuts the
+/// mark like any other, so their close must leave it whole again, or every
+/// later open would skip the content check. Shown by losing a record after
+/// an inspection: the engine's open still refuses the store.
+#[test]
+fn an_inspection_leaves_the_mark_whole_and_the_check_in_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let acked = build(&dir);
+    let closed = std::fs::read_to_string(dir.join("store.mark")).unwrap();
+    {
+        let (store, recovered) = weir_actors::store::open_for_inspection(&dir).unwrap();
+        intact(&store, &recovered, &acked).unwrap();
+    }
+    let mark = std::fs::read_to_string(dir.join("store.mark")).unwrap();
+    assert_eq!(
+        mark, closed,
+        "the inspection wrote nothing: the same content"
+    );
+    assert!(dir.join("store.files").exists(), "and the files' digest");
+    // A second inspection takes the fast path and leaves it whole again.
+    drop(weir_actors::store::open_for_inspection(&dir).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("store.mark")).unwrap(),
+        closed
+    );
+    {
+        let db = sled::open(dir.join("sled")).unwrap();
+        let records = db.open_tree("records").unwrap();
+        let lost = acked.records.keys().nth(300).unwrap();
+        assert!(records.remove(lost.as_bytes()).unwrap().is_some());
+        db.flush().unwrap();
+    }
+    match Store::open(&dir, settings()) {
+        Err(StoreError::Damaged { what, .. }) => {
+            assert!(what.contains("part of its log was skipped"), "{what}")
+        }
+        Ok(_) => panic!("an open after an inspection took a store that lost a record"),
+        Err(e) => panic!("{e:?}"),
+    }
+}

@@ -171,7 +171,11 @@ const SLED_LOCK_WAIT_MS: u64 = 15_000;
 /// with [`StoreError::InUse`] while an engine has the directory open.
 pub fn open_for_inspection(dir: impl AsRef<Path>) -> Result<(Store, Recovered), StoreError> {
     let settings = StoreSettings {
-        durability: Durability::None,
+        // Nothing is committed, so no commit waits on a flush; but the close
+        // is a clean one and leaves the mark whole again (the content, the
+        // files' digest) after the open cut it. Under `none` it left the
+        // sequence only, and every later open skipped the content check.
+        durability: Durability::Flush,
         // Reading takes no room: the reserve file is the engine's to make.
         reserve_file_bytes: 0,
         ..StoreSettings::default()
