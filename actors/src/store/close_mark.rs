@@ -52,10 +52,12 @@ impl Drop for Closing {
 /// next open then checks the content in full).
 fn write_digest(dir: &Path, last_seq: u64, content: Content) {
     let sled = dir.join("sled");
+    let waited = std::time::Instant::now();
     if !closed_files::wait_sled_released(&sled.join("db"), closed_files::SLED_RELEASE_WAIT) {
-        tracing::info!(dir = %dir.display(), "sled still holds its files: no digest of them, the next open checks the content in full");
+        tracing::warn!(dir = %dir.display(), "sled still holds its files: no digest of them, the next open checks the content in full");
         return;
     }
+    tracing::debug!(dir = %dir.display(), waited_ms = waited.elapsed().as_secs_f64() * 1e3, "sled released its files");
     let written = closed_files::Digest::of(&sled).and_then(|digest| {
         closed_files::Closed {
             last_seq,

@@ -35,9 +35,11 @@ use super::content::Content;
 pub(crate) const FILES_FILE: &str = "store.files";
 
 /// A closing store waits at most this long for sled to release its files
-/// (its last threads to finish) before digesting them; past it, no digest
-/// is written and the next open runs the full check.
-pub(crate) const SLED_RELEASE_WAIT: Duration = Duration::from_secs(2);
+/// (its last threads to finish, a few ms) before digesting them; past it,
+/// no digest is written and the next open runs the full check. Generous:
+/// on a loaded machine a digest lost to a short wait costs the next open
+/// the full read.
+pub(crate) const SLED_RELEASE_WAIT: Duration = Duration::from_secs(5);
 
 /// Bytes read per `read` while digesting.
 const READ_BUFFER_BYTES: usize = 1 << 20;
