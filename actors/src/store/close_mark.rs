@@ -40,16 +40,18 @@ impl Drop for Closing {
             tracing::warn!(dir = %dir.display(), error = %e, "cannot remove the store's old files digest");
             return write_mark(dir, mark.durability, mark.last_seq, None);
         }
+        // The mark first: a kill while the digest is taken then leaves a
+        // whole mark, and the next open reads every tree back.
+        write_mark(dir, mark.durability, mark.last_seq, mark.content);
         if let Some(content) = mark.content {
             write_digest(dir, mark.last_seq, content);
         }
-        write_mark(dir, mark.durability, mark.last_seq, mark.content);
     }
 }
 
 /// Digests sled's files once sled has released them and writes the digest
-/// beside the mark about to be written; on any failure, writes none (the
-/// next open then checks the content in full).
+/// beside the mark just written; on any failure, writes none (the next
+/// open then checks the content in full).
 fn write_digest(dir: &Path, last_seq: u64, content: Content) {
     let sled = dir.join("sled");
     let waited = std::time::Instant::now();
@@ -95,6 +97,7 @@ pub(crate) fn write_mark(
             writeln!(f, "content {content}")?;
         }
         f.sync_all()?;
+        closed_files::owned_like_dir(&tmp, store_dir)?;
         std::fs::rename(&tmp, &path)?;
         std::fs::File::open(store_dir)?.sync_all()
     })();
