@@ -255,6 +255,15 @@ fn damaged_files_are_refused_by_name_and_never_panic() {
     assert!(refused > 0, "some damage is refused");
 }
 
+/// Removes record `key` behind the store's back, through sled itself, as
+/// a log segment skipped as damaged would lose it.
+fn lose_record(dir: &Path, key: &str) {
+    let db = sled::open(dir.join("sled")).unwrap();
+    let records = db.open_tree("records").unwrap();
+    assert!(records.remove(key.as_bytes()).unwrap().is_some());
+    db.flush().unwrap();
+}
+
 /// sled skips a damaged message in the stable part of its log and goes on
 /// (the rest of that segment is taken as freed), so a flipped byte can
 /// drop records silently while the journal's tail is whole. Simulated
@@ -270,13 +279,7 @@ fn a_store_that_lost_records_since_its_clean_close_is_refused() {
         mark.contains("\ncontent "),
         "a clean close records the content: {mark:?}"
     );
-    {
-        let db = sled::open(dir.join("sled")).unwrap();
-        let records = db.open_tree("records").unwrap();
-        let lost = acked.records.keys().nth(700).unwrap();
-        assert!(records.remove(lost.as_bytes()).unwrap().is_some());
-        db.flush().unwrap();
-    }
+    lose_record(&dir, acked.records.keys().nth(700).unwrap());
     for attempt in ["first", "second"] {
         let e = match Store::open(&dir, settings()) {
             Ok(_) => panic!("{attempt} open took a store that lost a record"),
@@ -474,13 +477,7 @@ fn an_inspection_leaves_the_mark_whole_and_the_check_in_place() {
         std::fs::read_to_string(dir.join("store.mark")).unwrap(),
         closed
     );
-    {
-        let db = sled::open(dir.join("sled")).unwrap();
-        let records = db.open_tree("records").unwrap();
-        let lost = acked.records.keys().nth(300).unwrap();
-        assert!(records.remove(lost.as_bytes()).unwrap().is_some());
-        db.flush().unwrap();
-    }
+    lose_record(&dir, acked.records.keys().nth(300).unwrap());
     match Store::open(&dir, settings()) {
         Err(StoreError::Damaged { what, .. }) => {
             assert!(what.contains("part of its log was skipped"), "{what}")

@@ -68,9 +68,10 @@ fn write_digest(dir: &Path, last_seq: u64, content: Content) {
         }
         .write(dir)
     });
+    // A failed write renamed nothing, and the close removed the old digest
+    // first: no digest is left.
     if let Err(e) = written {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot write the digest of the store's files");
-        let _ = closed_files::remove(dir);
     }
 }
 
@@ -87,22 +88,13 @@ pub(crate) fn write_mark(
     if durability == Durability::None {
         return;
     }
-    let path = store_dir.join(MARK_FILE);
-    let tmp = store_dir.join(format!("{MARK_FILE}.tmp"));
-    let written = (|| {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        writeln!(f, "last_seq {last_seq}")?;
-        if let Some(content) = content {
-            writeln!(f, "content {content}")?;
-        }
-        f.sync_all()?;
-        closed_files::owned_like_dir(&tmp, store_dir)?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(store_dir)?.sync_all()
-    })();
+    let mut text = format!("last_seq {last_seq}\n");
+    if let Some(content) = content {
+        text.push_str(&format!("content {content}\n"));
+    }
+    let written = closed_files::write_replacing(store_dir, MARK_FILE, &text)
+        .and_then(|()| std::fs::File::open(store_dir)?.sync_all());
     if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
         tracing::warn!(dir = %store_dir.display(), error = %e, "cannot write the store's mark");
     }
 }

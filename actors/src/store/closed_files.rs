@@ -15,15 +15,17 @@
 //! - any other (a byte flipped, a file cut or added, sled wrote after the
 //!   digest, no digest at all): the full content check runs as before.
 //!
+//! `store.files` names the mark's sequence and content it was written
+//! with, and an open removes it before anything writes, so it never
+//! vouches for files that changed since.
+//!
 //! Damage after the close is what it catches, as the content check did. A
 //! damaged or stale `store.files` only costs the full check. What it gives
 //! up: damage before the close (a segment rotted on disk while the store
 //! ran, the page cache no longer holding the good copy) is digested as it
 //! is, where the content check compared it with what sled held in memory.
 //! Catching that too means reading the files back at the close, sled
-//! reopened, and comparing (about the cost the open saves). It names the mark's sequence
-//! and content it was written with, and an open removes it before anything
-//! writes, so it never vouches for files that changed since.
+//! reopened, and comparing (about the cost the open saves).
 //!
 //! A separate file, not a line of the mark: an older weir refuses a mark
 //! with a line it does not know, and would then refuse a store a newer one
@@ -219,28 +221,38 @@ impl Closed {
     /// Writes it to a temporary file, synced and renamed, so a crash
     /// leaves the whole file or none.
     pub(crate) fn write(&self, dir: &Path) -> std::io::Result<()> {
-        use std::io::Write;
-        let tmp = dir.join(format!("{FILES_FILE}.tmp"));
-        let written = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
-            writeln!(f, "last_seq {}", self.last_seq)?;
-            writeln!(f, "content {}", self.content)?;
-            writeln!(f, "files {}", self.digest)?;
-            f.sync_all()?;
-            owned_like_dir(&tmp, dir)?;
-            std::fs::rename(&tmp, dir.join(FILES_FILE))
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
+        let text = format!(
+            "last_seq {}\ncontent {}\nfiles {}\n",
+            self.last_seq, self.content, self.digest
+        );
+        write_replacing(dir, FILES_FILE, &text)
     }
+}
+
+/// Replaces `dir/name` with `text` through `name.tmp`, synced, given the
+/// directory's owner and renamed, so a crash leaves the old file or the
+/// new one whole (the rename itself is durable once `dir` is synced). The
+/// mark and the files' digest are both written so.
+pub(crate) fn write_replacing(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join(format!("{name}.tmp"));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        owned_like_dir(&tmp, dir)?;
+        std::fs::rename(&tmp, dir.join(name))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Gives `file` the owner of `dir` when this process runs as root: an
 /// inspection run with sudo must not leave the engine's user a mark or
 /// digest it cannot rewrite.
-pub(crate) fn owned_like_dir(file: &Path, dir: &Path) -> std::io::Result<()> {
+fn owned_like_dir(file: &Path, dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions and touches no memory.
     if unsafe { libc::geteuid() } != 0 {
