@@ -59,6 +59,16 @@ struct State {
     epoch: u64,
     /// Entries submitted, oldest first, for the completer.
     in_flight: VecDeque<InFlight>,
+    /// Whether the completer holds one more, taken from `in_flight` and
+    /// waited for: in flight too, so the bound counts it.
+    completing: bool,
+}
+
+impl State {
+    /// Entries submitted and not yet committed.
+    fn in_flight_count(&self) -> usize {
+        self.in_flight.len() + usize::from(self.completing)
+    }
 }
 
 /// An entry submitted: its sets' sequences `first..=upto`, the epoch it
@@ -114,7 +124,8 @@ impl Pipeline {
         loop {
             let (sets, first, upto, epoch) = {
                 let mut st = self.lock();
-                while !st.stopped && (st.pending.is_empty() || st.in_flight.len() >= IN_FLIGHT_MAX)
+                while !st.stopped
+                    && (st.pending.is_empty() || st.in_flight_count() >= IN_FLIGHT_MAX)
                 {
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
                 }
@@ -158,6 +169,7 @@ impl Pipeline {
                         return;
                     }
                     if let Some(next) = st.in_flight.pop_front() {
+                        st.completing = true;
                         break next;
                     }
                     st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -165,6 +177,7 @@ impl Pipeline {
             };
             let result = next.submitted.and_then(|s| unwound(|| s.wait()));
             let mut st = self.lock();
+            st.completing = false;
             if st.epoch != next.epoch {
                 // Reset while it flushed: what it carried is the old
                 // engine's, and the store was reread since.
@@ -386,6 +399,32 @@ mod tests {
         assert!(fake.in_flight_most.load(Ordering::SeqCst) <= IN_FLIGHT_MAX);
         let sets: usize = fake.log.lock().unwrap().iter().sum();
         assert_eq!(sets, 53, "every set proposed once");
+        p.stop();
+    }
+
+    #[test]
+    fn the_entry_the_completer_waits_for_counts_against_the_bound() {
+        let fake = Arc::new(Fake::default());
+        let p = Pipeline::start(Arc::new(Shared(fake.clone())));
+        // One set per entry, nothing committed: the completer holds the
+        // first and waits, the rest queue behind it.
+        for n in 1..=IN_FLIGHT_MAX {
+            append(&p).unwrap();
+            until("submitted", || fake.log.lock().unwrap().len() == n);
+        }
+        append(&p).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            fake.log.lock().unwrap().len(),
+            IN_FLIGHT_MAX,
+            "no entry past the bound before one commits"
+        );
+        release(&fake, 1);
+        until("the next submitted once one committed", || {
+            fake.log.lock().unwrap().len() == IN_FLIGHT_MAX + 1
+        });
+        release(&fake, usize::MAX);
+        p.wait_all().unwrap();
         p.stop();
     }
 
