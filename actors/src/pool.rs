@@ -294,6 +294,7 @@ impl PoolState {
                         worker_id,
                         pool: self.pool.clone(),
                         slots,
+                        ahead: true,
                     },
                     PoolUp::Revoke { slots } => QueueMsg::Revoke { worker_id, slots },
                     PoolUp::Report(r) => QueueMsg::Report(r),
@@ -452,6 +453,7 @@ impl PoolState {
             attempt,
             job,
             task_attempt,
+            not_before_ms,
             ..
         } = grant;
         if self.units.reserve(1) == 0 {
@@ -472,7 +474,8 @@ impl PoolState {
             }
         }
         let cancel = CancellationToken::new();
-        let started_ms = self.clock.now_ms();
+        // A grant handed out ahead starts at its instant.
+        let started_ms = self.clock.now_ms().max(not_before_ms.unwrap_or(0));
         self.running.insert(
             id,
             Running {
@@ -509,6 +512,7 @@ impl PoolState {
         };
         let output_bytes_max = self.output_bytes_max;
         let graph_node = job.notify.is_some();
+        let clock = self.clock.clone();
         tokio::spawn(async move {
             let mut ctx = ctx;
             let resolved = match &store {
@@ -536,6 +540,29 @@ impl PoolState {
                     return;
                 }
             };
+            // Handed out ahead: the slot is held and the upstream outputs
+            // read; the task waits for its instant (a cancel in between
+            // ends the grant unstarted).
+            let wait_ms = started_ms.saturating_sub(clock.now_ms());
+            if wait_ms > 0 {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(wait_ms)) => {}
+                    () = cancel.cancelled() => {
+                        let _ = me.cast(PoolMsg::Ended {
+                            id,
+                            attempt,
+                            outcome: AttemptOutcome::Retryable,
+                            output: Vec::new(),
+                            output_blob: None,
+                            artifacts: Vec::new(),
+                            error: Some("cancelled before its instant".to_string()),
+                            retry_after_ms: None,
+                            started_ms,
+                        });
+                        return;
+                    }
+                }
+            }
             let mut retry_after_ms = None;
             let (outcome, output, error) = match task {
                 None => (

@@ -85,6 +85,7 @@ async fn a_grant_with_no_free_slot_is_a_bounce_not_a_breaker_deferral() {
         job: Job::new("k", "t", "p"),
         lease_until_ms: u64::MAX,
         task_attempt: 1,
+        not_before_ms: None,
     }))
     .unwrap();
     let up = until(&said, "the ticket back", |u| {

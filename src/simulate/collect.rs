@@ -341,6 +341,11 @@ pub fn watch_events(
                     _ => {}
                 }
             }
+            // The span is half-open: an attempt that starts at its end
+            // (a grant handed out ahead of that instant) is not in it.
+            if matches!(e, EngineEvent::Started { .. }) && now >= t.setup.until_ms {
+                continue;
+            }
             match &e {
                 EngineEvent::Started { key, .. } => t.started(key, now),
                 EngineEvent::Poked { key, .. }

@@ -240,6 +240,8 @@ impl ProxyState {
             worker_id: self.queue_worker_id.clone(),
             pool: self.pool.clone(),
             slots,
+            // The worker process runs a grant as it comes.
+            ahead: false,
         });
     }
 

@@ -250,6 +250,11 @@ pub enum QueueMsg {
         pool: Arc<str>,
         /// Credit granted.
         slots: u32,
+        /// Whether it waits for a grant's `not_before_ms` before it starts
+        /// the task (a pool in the engine's process; a worker process's
+        /// proxy does not), so that tickets may be handed to it ahead of
+        /// their instant.
+        ahead: bool,
     },
     /// A worker takes back credit (it shrank).
     Revoke {

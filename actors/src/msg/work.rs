@@ -32,6 +32,10 @@ pub struct Grant {
     /// 0 from an engine that does not send it: `attempt` stands in.
     #[serde(default)]
     pub task_attempt: u32,
+    /// Handed out ahead of its instant: the task starts no earlier (by the
+    /// engine's clock). Only a pool in the engine's process is handed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_ms: Option<u64>,
 }
 
 /// Why a pool gave a ticket back without running it. Neither spends an

@@ -236,6 +236,7 @@ impl QueueActorState {
                 Effect::Event(e) => {
                     let _ = self.events.send(e);
                 }
+                Effect::StartedAt(id, attempt, at_ms, e) => self.start_at(id, attempt, at_ms, e),
             }
         }
         self.send_grants(&mut grants);
@@ -291,9 +292,23 @@ impl QueueActorState {
                     continue;
                 }
                 if let Some(due) = self.q.next_due_ms(pool) {
-                    wake = Some(wake.map_or(due, |w| w.min(due)));
+                    // A pool of this process with a slot free is handed
+                    // the ticket ahead.
+                    let ahead = list
+                        .iter()
+                        .any(|w| self.workers.get(w).is_some_and(|w| w.credit > 0 && w.ahead))
+                        && self.may_go_ahead(pool, due);
+                    let at = if ahead {
+                        due.saturating_sub(self.settings.hand_out_ahead_ms)
+                    } else {
+                        due
+                    };
+                    wake = Some(wake.map_or(at, |w| w.min(at)));
                 }
             }
+        }
+        if let Some(at) = self.next_start_ms() {
+            wake = Some(wake.map_or(at, |w| w.min(at)));
         }
         match wake {
             None => {

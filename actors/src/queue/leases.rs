@@ -32,8 +32,14 @@ impl QueueActorState {
         tracing::warn!(worker = %worker_id, lost = lost.len(), "grants lost with a queue incarnation; tickets pending again");
         let now = self.clock.now_ms();
         for id in lost {
-            let _ = self.step(Op::Defer { id, due_ms: now });
+            // Not before the instant a grant handed out ahead waited for.
+            let due_ms = match self.q.ticket(id).map(|t| &t.place) {
+                Some(Place::Running { due_ms, .. }) => now.max(*due_ms),
+                _ => now,
+            };
+            let _ = self.step(Op::Defer { id, due_ms });
             self.started.remove(&id);
+            self.starts_ahead_drop(id);
         }
     }
 

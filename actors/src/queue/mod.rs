@@ -22,6 +22,7 @@
 //! contrast, every running ticket is an orphan and is requeued as a failed
 //! attempt.
 
+mod ahead;
 mod commit;
 mod dispatch;
 mod done;
@@ -145,6 +146,7 @@ impl Actor for QueueActor {
             workers: HashMap::new(),
             by_pool: BTreeMap::new(),
             started: HashMap::new(),
+            starts_ahead: BTreeMap::new(),
             open: Batch::default(),
             in_flight: None,
             in_flight_completing: Vec::new(),
@@ -275,7 +277,8 @@ impl Actor for QueueActor {
                 worker_id,
                 pool,
                 slots,
-            } => state.credit(worker, worker_id, pool, slots),
+                ahead,
+            } => state.credit(worker, worker_id, pool, slots, ahead),
             QueueMsg::Revoke { worker_id, slots } => {
                 if let Some(w) = state.workers.get_mut(&worker_id) {
                     w.credit = w.credit.saturating_sub(u64::from(slots));

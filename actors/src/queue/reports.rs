@@ -33,6 +33,10 @@ impl QueueActorState {
             }
         }
         let now = self.clock.now_ms();
+        // A grant handed out ahead started at its instant, before this
+        // report: its Started event goes out first, whichever timer fired
+        // first.
+        self.send_due_starts(now);
         self.open
             .effects
             .push(Effect::Ack(r.worker_id.clone(), vec![(r.id, r.attempt)]));
@@ -203,7 +207,17 @@ impl QueueActorState {
                     seen: error,
                 }));
             }
-            other => unreachable!("an attempt ends in Complete, Requeue or Poke, not {other:?}"),
+            Op::Defer { due_ms, .. } => {
+                // Handed out ahead of its instant, ended before it: the
+                // task never ran.
+                let _ = self.step(op);
+                self.started.remove(&id);
+                self.starts_ahead_drop(id);
+                tracing::info!(key = %job.key, id, due_ms, seen = %error, "ticket handed out ahead ended before its instant; pending again, no attempt spent");
+            }
+            other => {
+                unreachable!("an attempt ends in Complete, Requeue, Poke or Defer, not {other:?}")
+            }
         }
     }
 

@@ -37,6 +37,18 @@ pub struct QueueSettings {
     /// durable flush: one commit per edge instead of two. 0 = the
     /// scheduler hears of a completion only once it is durable.
     pub successors_wait_us: u64,
+    /// A ticket due within this long (ms) is handed out ahead of its
+    /// instant to a pool of the engine's process that has a slot free
+    /// with nothing due now: its hand-out is durable and its grant at the
+    /// pool before the instant, so at the instant only the task's start
+    /// remains (a burst due at one instant starts within ms, not after
+    /// its hand-outs' commit). Only a ticket's first hand-out without a
+    /// target goes ahead. The slot is held from the hand-out; a cancel in
+    /// between stops the waiting grant; one that ends before its instant
+    /// never ran (pending again, no attempt spent), while one lost with
+    /// its process and found after its instant counts as an attempt, as
+    /// any hand-out does. 0 = at the instant.
+    pub hand_out_ahead_ms: u64,
 }
 
 impl Default for QueueSettings {
@@ -52,6 +64,7 @@ impl Default for QueueSettings {
             warm_ahead_ms: 1_000,
             warm_tickets_max: 16_384,
             successors_wait_us: 1_000,
+            hand_out_ahead_ms: 250,
         }
     }
 }

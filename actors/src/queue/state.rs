@@ -50,6 +50,10 @@ pub(super) enum Effect {
     /// The answers of a `Successors` enqueue, to its scheduler.
     Presubmitted(Arc<str>, Arc<str>, Vec<Result<Enqueued, String>>),
     Event(EngineEvent),
+    /// The Started event of a grant handed out ahead of its instant
+    /// (ticket, hand-out, instant): sent at the instant, if the grant is
+    /// still the ticket's running one.
+    StartedAt(TicketId, u32, u64, EngineEvent),
     /// A ticket query about a key whose completion is not durable yet,
     /// answered once it is (the ticket is gone from memory and its done
     /// record not yet in the store: answered now, the key would look
@@ -73,6 +77,9 @@ pub(super) struct Worker {
     pub(super) actor: ActorRef<PoolMsg>,
     pub(super) pool: Arc<str>,
     pub(super) credit: u64,
+    /// Whether it waits for a grant's `not_before_ms` (a pool in the
+    /// engine's process): only such a worker is handed tickets ahead.
+    pub(super) ahead: bool,
 }
 
 /// What the incarnations of the queue share: the supervisor keeps it and
@@ -154,8 +161,12 @@ pub struct QueueActorState {
     pub(super) workers: HashMap<Arc<str>, Worker>,
     /// Workers with credit, by pool, in round-robin order.
     pub(super) by_pool: BTreeMap<Arc<str>, Vec<Arc<str>>>,
-    /// When the running attempt started, by ticket.
+    /// When the running attempt started, by ticket (a grant handed out
+    /// ahead: its instant).
     pub(super) started: HashMap<TicketId, u64>,
+    /// Started events of grants handed out ahead, by (instant, ticket),
+    /// with the hand-out they name: sent at the instant.
+    pub(super) starts_ahead: BTreeMap<(u64, TicketId), (u32, EngineEvent)>,
     pub(super) open: Batch,
     pub(super) in_flight: Option<Vec<Effect>>,
     /// Keys of the batch in flight to clear from `completing` once durable.

@@ -343,8 +343,21 @@ impl QueueState {
         min_wait_ms: u64,
     ) -> Option<(Op, Plan)> {
         let ticket = self.tickets.get(&id)?;
-        if ticket.attempt != attempt || !matches!(ticket.place, Place::Running { .. }) {
+        let Place::Running { due_ms, .. } = ticket.place else {
             return None;
+        };
+        if ticket.attempt != attempt {
+            return None;
+        }
+        // Handed out ahead of its instant and ended before it: the task
+        // never ran (its pool waits for the instant), whatever the report
+        // says (cancelled while waiting, a lost worker, a crash). Pending
+        // again at its instant; a deferral, not an attempt.
+        if due_ms > now_ms {
+            return Some((
+                Op::Defer { id, due_ms },
+                Plan::Wait(due_ms.saturating_sub(now_ms)),
+            ));
         }
         if let (AttemptOutcome::NotMet, Some(sensor)) = (outcome, &ticket.job.sensor) {
             return Some(
@@ -466,6 +479,7 @@ impl QueueState {
             worker: worker.clone(),
             lease_until_ms,
             started: false,
+            due_ms,
         };
         self.leases.insert((lease_until_ms, id));
         Applied::Selected(id)
@@ -840,6 +854,52 @@ mod tests {
                 id: 0,
                 due_ms: 1_010
             }
+        );
+    }
+
+    /// A hand-out ahead of its instant (selected as at its instant) that
+    /// ends before it never ran: pending again at the instant, a deferral
+    /// and no failure, whether a report, a lost worker or a crash ended
+    /// it. At or after the instant it counts as any attempt does.
+    #[test]
+    fn a_hand_out_ahead_that_ends_before_its_instant_spends_no_attempt() {
+        let mut q = QueueState::new();
+        let mut once = job("once", "p", 100);
+        once.policy = RetryPolicy::once();
+        let _ = q.step(&Op::Enqueue(once));
+        let _ = q.step(&Op::Enqueue(job("b", "p", 100)));
+        assert_eq!(q.step(&select("p", 100)), Applied::Selected(0));
+        assert_eq!(q.step(&select("p", 100)), Applied::Selected(1));
+        // A cancelled wait reported at 40: back to pending at 100.
+        assert_eq!(
+            q.after_attempt(0, 1, AttemptOutcome::Retryable, 40, 0),
+            Some((Op::Defer { id: 0, due_ms: 100 }, Plan::Wait(60)))
+        );
+        // A crash found at 60 (reopen before the instant): the same.
+        let ops: Vec<Op> = q.orphans(60, || 0).into_iter().map(|(op, _)| op).collect();
+        assert_eq!(
+            ops,
+            vec![
+                Op::Defer { id: 0, due_ms: 100 },
+                Op::Defer { id: 1, due_ms: 100 }
+            ]
+        );
+        for op in &ops {
+            assert_eq!(q.step(op), Applied::Requeued(op.ticket_id().unwrap()));
+        }
+        let t = q.ticket(0).unwrap();
+        assert_eq!((t.tries.failures, t.tries.deferrals), (0, 1));
+        assert_eq!(t.place, Place::Pending { due_ms: 100 });
+        // Selected again; found by a crash at its instant, it may have run:
+        // the one attempt is spent.
+        assert_eq!(q.step(&select("p", 100)), Applied::Selected(0));
+        let ops: Vec<Op> = q.orphans(100, || 0).into_iter().map(|(op, _)| op).collect();
+        assert_eq!(
+            ops,
+            vec![Op::Complete {
+                id: 0,
+                terminal: Terminal::Failed
+            }]
         );
     }
 

@@ -119,7 +119,19 @@ pub enum Place {
         /// [`QueueState::orphans`]): the hand-out was durable first.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         started: bool,
+        /// The instant the ticket was due when it was selected. A grant
+        /// handed out ahead of it (a pool in the engine's process, with a
+        /// slot free, within the queue's `hand_out_ahead_ms`) starts its
+        /// task no earlier, so an attempt that ends before this instant
+        /// never ran: it goes back to pending at the instant, no attempt
+        /// spent. 0 in tickets selected before weir recorded it.
+        #[serde(default, skip_serializing_if = "is_zero_u64")]
+        due_ms: u64,
     },
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// A live ticket.
