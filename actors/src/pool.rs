@@ -144,6 +144,18 @@ pub struct PoolState {
     pinned: HashMap<(TicketId, u32), BlobRef>,
 }
 
+/// A pool actor that panics skips `post_stop`: its state is dropped all
+/// the same, and its attempts stop with it (the queue requeues them), above
+/// all a grant still waiting for its instant, which the queue gives back
+/// as never started.
+impl Drop for PoolState {
+    fn drop(&mut self) {
+        for r in self.running.values() {
+            r.cancel.cancel();
+        }
+    }
+}
+
 impl Actor for PoolActor {
     type Msg = PoolMsg;
     type State = PoolState;

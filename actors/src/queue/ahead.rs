@@ -7,6 +7,7 @@
 use weir_core::queue::{Place, TicketId};
 
 use crate::events::EngineEvent;
+use crate::msg::pool::PoolMsg;
 
 use super::state::QueueActorState;
 
@@ -37,6 +38,36 @@ impl QueueActorState {
             if current {
                 let _ = self.events.send(event);
             }
+        }
+    }
+
+    /// A pause (or a stop, which pauses first) calls back the grants still
+    /// waiting for their instant: nothing starts while paused, and a
+    /// stopping engine leaves no grant to start after it (a leader that
+    /// steps down would otherwise start one its successor also runs). Each
+    /// ends unstarted and comes back as a deferral to its instant.
+    pub(super) fn call_back_ahead(&mut self) {
+        let now = self.clock.now_ms();
+        let waiting: Vec<(TicketId, std::sync::Arc<str>)> = self
+            .q
+            .tickets()
+            .filter_map(|t| match &t.place {
+                Place::Running { worker, due_ms, .. } if *due_ms > now => {
+                    Some((t.id, worker.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (id, worker) in &waiting {
+            if let Some(w) = self.workers.get(worker) {
+                let _ = w.actor.cast(PoolMsg::Cancel(*id));
+            }
+        }
+        if !waiting.is_empty() {
+            tracing::info!(
+                grants = waiting.len(),
+                "grants waiting for their instant called back"
+            );
         }
     }
 

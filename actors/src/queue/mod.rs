@@ -300,6 +300,9 @@ impl Actor for QueueActor {
             }
             QueueMsg::Pause(paused) => {
                 state.paused = paused;
+                if paused {
+                    state.call_back_ahead();
+                }
                 tracing::info!(paused, "queue dispatch paused");
             }
             QueueMsg::Tick => {

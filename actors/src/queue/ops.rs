@@ -143,7 +143,9 @@ impl QueueActorState {
                     output: Vec::new(),
                     output_blob: None,
                     first_due_ms: tries.first_due_ms,
-                    started_ms: self.started.remove(&id),
+                    // A grant cancelled while it waited for its instant
+                    // never started.
+                    started_ms: self.started.remove(&id).filter(|s| *s <= now),
                     finished_ms: now,
                     pokes: tries.pokes,
                     members: None,

@@ -234,18 +234,24 @@ impl QueueActorState {
             .effects
             .push(Effect::Ack(worker_id.clone(), vec![(id, attempt)]));
         let Some(t) = self.q.ticket(id) else { return };
-        if t.attempt != attempt || !matches!(t.place, Place::Running { .. }) {
+        let Place::Running { due_ms, .. } = t.place else {
+            return;
+        };
+        if t.attempt != attempt {
             return;
         }
         let key = t.job.key.clone();
         // The attempt never ran: no failure is counted, so the retry policy
         // spends nothing. The attempt number stays (the next grant gets a
-        // new one), so a late report of this grant is told from it.
+        // new one), so a late report of this grant is told from it. Not
+        // before the instant a grant handed out ahead waited for (a pool
+        // with no slot gives it back due now).
         let _ = self.step(Op::Defer {
             id,
-            due_ms: until_ms,
+            due_ms: until_ms.max(due_ms),
         });
         self.started.remove(&id);
+        self.starts_ahead_drop(id);
         match cause {
             DeferCause::Breaker => {
                 tracing::info!(key = %key, id, until_ms, "ticket deferred by its breaker")
