@@ -57,40 +57,61 @@ fn job_due(key: &str, due_ms: u64) -> Job {
     j
 }
 
-/// Waits until `key`'s ticket is running (handed out), 10 s at most.
-async fn running(engine: &Engine, key: &str) -> Option<u64> {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// An engine on `dir` with the tests' settings, its clock and the starts
+/// its task records.
+async fn open(dir: &std::path::Path) -> (Engine, Clock, Starts) {
+    let clock = Clock::system();
+    let starts: Starts = Arc::default();
+    let engine = builder(dir, &clock, &starts).open().await.unwrap();
+    (engine, clock, starts)
+}
+
+/// Polls `key`'s ticket until `pick` takes it, `limit_s` at most.
+async fn until<T>(
+    engine: &Engine,
+    key: &str,
+    what: &str,
+    limit_s: u64,
+    pick: impl Fn(Option<TicketView>) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + Duration::from_secs(limit_s);
     while Instant::now() < deadline {
-        if let Some(TicketView::Live {
-            running: true,
-            started_ms,
-            ..
-        }) = engine.ticket(key).await.unwrap()
-        {
-            return started_ms;
+        if let Some(found) = pick(engine.ticket(key).await.unwrap()) {
+            return found;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    panic!("{key}: not handed out within 10 s");
+    panic!(
+        "{key}: {what} within {limit_s} s: {:?}",
+        engine.ticket(key).await
+    );
+}
+
+/// Waits until `key`'s ticket is running (handed out); its start.
+async fn running(engine: &Engine, key: &str) -> Option<u64> {
+    until(engine, key, "not handed out", 10, |t| match t {
+        Some(TicketView::Live {
+            running: true,
+            started_ms,
+            ..
+        }) => Some(started_ms),
+        _ => None,
+    })
+    .await
 }
 
 async fn done(engine: &Engine, key: &str) -> weir::DoneRecord {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Some(TicketView::Done(r)) = engine.ticket(key).await.unwrap() {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{key}: not done within 30 s");
+    until(engine, key, "not done", 30, |t| match t {
+        Some(TicketView::Done(r)) => Some(r),
+        _ => None,
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticket_due_soon_is_handed_out_ahead_and_starts_at_its_instant() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Clock::system();
-    let starts: Starts = Arc::default();
-    let engine = builder(dir.path(), &clock, &starts).open().await.unwrap();
+    let (engine, clock, starts) = open(dir.path()).await;
     let mut events = engine.subscribe();
     let due = clock.now_ms() + DUE_IN_MS;
     engine.enqueue(job_due("soon", due)).await.unwrap();
@@ -141,9 +162,7 @@ async fn a_ticket_due_soon_is_handed_out_ahead_and_starts_at_its_instant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_before_the_instant_stops_the_grant_unstarted() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Clock::system();
-    let starts: Starts = Arc::default();
-    let engine = builder(dir.path(), &clock, &starts).open().await.unwrap();
+    let (engine, clock, starts) = open(dir.path()).await;
     let due = clock.now_ms() + DUE_IN_MS;
     engine.enqueue(job_due("gone", due)).await.unwrap();
     engine.enqueue(job_due("kept", due)).await.unwrap();
@@ -177,30 +196,23 @@ async fn a_cancel_before_the_instant_stops_the_grant_unstarted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_calls_back_the_grants_waiting_for_their_instant() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Clock::system();
-    let starts: Starts = Arc::default();
-    let engine = builder(dir.path(), &clock, &starts).open().await.unwrap();
+    let (engine, clock, starts) = open(dir.path()).await;
     let due = clock.now_ms() + DUE_IN_MS;
     engine.enqueue(job_due("paused", due)).await.unwrap();
     running(&engine, "paused").await;
     engine.pause(true).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match engine.ticket("paused").await.unwrap() {
-            Some(TicketView::Live {
-                running: false,
-                deferrals,
-                at_ms,
-                ..
-            }) => {
-                assert_eq!(deferrals, 1);
-                assert_eq!(at_ms, due, "pending again at its instant");
-                break;
-            }
-            other => assert!(Instant::now() < deadline, "not called back: {other:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let (deferrals, at_ms) = until(&engine, "paused", "not called back", 10, |t| match t {
+        Some(TicketView::Live {
+            running: false,
+            deferrals,
+            at_ms,
+            ..
+        }) => Some((deferrals, at_ms)),
+        _ => None,
+    })
+    .await;
+    assert_eq!(deferrals, 1);
+    assert_eq!(at_ms, due, "pending again at its instant");
     assert!(clock.now_ms() < due, "called back before the instant");
     engine.pause(false).unwrap();
     let record = done(&engine, "paused").await;
@@ -218,12 +230,7 @@ async fn ahead_child() {
     let Some(dir) = std::env::var_os(DIR_VAR) else {
         return;
     };
-    let clock = Clock::system();
-    let starts: Starts = Arc::default();
-    let engine = builder(std::path::Path::new(&dir), &clock, &starts)
-        .open()
-        .await
-        .unwrap();
+    let (engine, clock, _starts) = open(std::path::Path::new(&dir)).await;
     let due = clock.now_ms() + 8_000;
     engine.enqueue(job_due("once", due)).await.unwrap();
     println!("due {due}");

@@ -23,8 +23,10 @@ impl QueueActorState {
     }
 
     /// Sends the Started events whose instant has come, of grants that are
-    /// still their ticket's running hand-out (one cancelled, or ended
-    /// before its instant, never started).
+    /// still their ticket's running hand-out: one cancelled, or ended
+    /// before its instant, never started, and its event is dropped here
+    /// (kept at most until its instant, so the map holds no more than the
+    /// grants within the horizon).
     pub(super) fn send_due_starts(&mut self, now_ms: u64) {
         while let Some(entry) = self.starts_ahead.first_entry() {
             if entry.key().0 > now_ms {
@@ -69,12 +71,6 @@ impl QueueActorState {
                 "grants waiting for their instant called back"
             );
         }
-    }
-
-    /// Forgets the Started event kept for `id` (its grant ended before its
-    /// instant).
-    pub(super) fn starts_ahead_drop(&mut self, id: TicketId) {
-        self.starts_ahead.retain(|(_, t), _| *t != id);
     }
 
     /// Whether the ticket `pool` would hand out at `due_ms` may go ahead of

@@ -32,14 +32,10 @@ impl QueueActorState {
         tracing::warn!(worker = %worker_id, lost = lost.len(), "grants lost with a queue incarnation; tickets pending again");
         let now = self.clock.now_ms();
         for id in lost {
-            // Not before the instant a grant handed out ahead waited for.
-            let due_ms = match self.q.ticket(id).map(|t| &t.place) {
-                Some(Place::Running { due_ms, .. }) => now.max(*due_ms),
-                _ => now,
-            };
-            let _ = self.step(Op::Defer { id, due_ms });
+            // weir-core keeps a grant handed out ahead pending until its
+            // instant.
+            let _ = self.step(Op::Defer { id, due_ms: now });
             self.started.remove(&id);
-            self.starts_ahead_drop(id);
         }
     }
 

@@ -212,7 +212,6 @@ impl QueueActorState {
                 // task never ran.
                 let _ = self.step(op);
                 self.started.remove(&id);
-                self.starts_ahead_drop(id);
                 tracing::info!(key = %job.key, id, due_ms, seen = %error, "ticket handed out ahead ended before its instant; pending again, no attempt spent");
             }
             other => {
@@ -234,24 +233,20 @@ impl QueueActorState {
             .effects
             .push(Effect::Ack(worker_id.clone(), vec![(id, attempt)]));
         let Some(t) = self.q.ticket(id) else { return };
-        let Place::Running { due_ms, .. } = t.place else {
-            return;
-        };
-        if t.attempt != attempt {
+        if t.attempt != attempt || !matches!(t.place, Place::Running { .. }) {
             return;
         }
         let key = t.job.key.clone();
         // The attempt never ran: no failure is counted, so the retry policy
         // spends nothing. The attempt number stays (the next grant gets a
-        // new one), so a late report of this grant is told from it. Not
-        // before the instant a grant handed out ahead waited for (a pool
-        // with no slot gives it back due now).
+        // new one), so a late report of this grant is told from it.
+        // weir-core keeps a grant handed out ahead pending until its
+        // instant (a pool with no slot gives it back due now).
         let _ = self.step(Op::Defer {
             id,
-            due_ms: until_ms.max(due_ms),
+            due_ms: until_ms,
         });
         self.started.remove(&id);
-        self.starts_ahead_drop(id);
         match cause {
             DeferCause::Breaker => {
                 tracing::info!(key = %key, id, until_ms, "ticket deferred by its breaker")

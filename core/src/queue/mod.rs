@@ -501,8 +501,18 @@ impl QueueState {
             return Applied::Ignored(ignored);
         }
         let ticket = self.tickets.get_mut(&id).expect("running ticket is live");
-        if let Place::Running { lease_until_ms, .. } = ticket.place {
+        // Never pending before the instant it was handed out for: a grant
+        // handed out ahead that comes back (no slot at its pool, lost with
+        // a queue incarnation) waits for it again.
+        let mut due_ms = due_ms;
+        if let Place::Running {
+            lease_until_ms,
+            due_ms: handed_for,
+            ..
+        } = ticket.place
+        {
             self.leases.remove(&(lease_until_ms, id));
+            due_ms = due_ms.max(handed_for);
         }
         match why {
             Back::Failed => ticket.tries.failures = ticket.tries.failures.saturating_add(1),
@@ -884,9 +894,13 @@ mod tests {
                 Op::Defer { id: 1, due_ms: 100 }
             ]
         );
-        for op in &ops {
-            assert_eq!(q.step(op), Applied::Requeued(op.ticket_id().unwrap()));
-        }
+        // Given back due now (a pool with no slot): pending at its instant
+        // all the same.
+        assert_eq!(
+            q.step(&Op::Defer { id: 0, due_ms: 60 }),
+            Applied::Requeued(0)
+        );
+        assert_eq!(q.step(&ops[1]), Applied::Requeued(1));
         let t = q.ticket(0).unwrap();
         assert_eq!((t.tries.failures, t.tries.deferrals), (0, 1));
         assert_eq!(t.place, Place::Pending { due_ms: 100 });
