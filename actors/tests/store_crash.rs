@@ -14,6 +14,8 @@
 //! the keys acknowledged (`E key` for an enqueue, `D key` for a terminal
 //! op). Kills land anywhere: in a commit, in a snapshot or between a
 //! snapshot and the removal of the journal entries it covers, in recovery.
+//! Rounds alternate the journal's value size, so commits are written both
+//! as one value carrying their records and as a transaction of several.
 //!
 //! 50 kills in a normal run (a few seconds each: the child is killed within
 //! 300 ms of being ready); `WEIR_SOAK=1` makes it 500. `WEIR_CRASH_SEED`
@@ -38,12 +40,18 @@ const CHILD_DIR_ENV: &str = "WEIR_CRASH_CHILD_DIR";
 const CHILD_KEY0_ENV: &str = "WEIR_CRASH_CHILD_KEY0";
 
 fn settings() -> StoreSettings {
+    settings_for(0)
+}
+
+/// The child's settings in round `round`: in even rounds small values, so
+/// a commit of a few ops spans several of them (a transaction); in odd
+/// ones most commits fit one value, which carries their records.
+fn settings_for(round: u64) -> StoreSettings {
     StoreSettings {
         durability: Durability::Fsync,
         // Often, so kills land in and around snapshots.
         snapshot_ops: 400,
-        // Small values, so a commit of a few ops spans several of them.
-        entry_ops_max: 4,
+        entry_ops_max: if round % 2 == 0 { 4 } else { 32 },
         cache_bytes: 16 << 20,
         // Small windows, so most of the queue stays in the store and kills
         // land while windows are read.
@@ -67,7 +75,8 @@ fn crash_child() {
     };
     let mut next_key: u64 = std::env::var(CHILD_KEY0_ENV).unwrap().parse().unwrap();
     let mut rng = StdRng::seed_from_u64(next_key);
-    let (store, recovered) = Store::open(&dir, settings()).expect("child opens the store");
+    let (store, recovered) =
+        Store::open(&dir, settings_for(next_key / 10_000_000)).expect("child opens the store");
     let mut state = recovered.state;
     // The tickets the replayed tail changed go into the next snapshot.
     let mut dirty = store.changed_since_snapshot();

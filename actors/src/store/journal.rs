@@ -1,10 +1,13 @@
 //! The journal: queue ops appended under sequence keys, with group commit.
 //!
 //! A [`Commit`] is every op of one batch plus the records they carry (a
-//! Complete's node record, a done key). It is written in one atomic sled
-//! batch (a transaction when it touches more than the journal tree), then
-//! made durable once, as the durability mode says: many ops, one flush.
-//! Nothing is acknowledged before [`Store::commit`] returns.
+//! Complete's node record, a done key). A commit that fits one journal
+//! value is written as that value, carrying its records, and the records
+//! after it (`carried`: atomic through the value, with no sled
+//! transaction); a larger one in one atomic sled batch (a transaction when
+//! it touches more than the journal tree). Either is then made durable
+//! once, as the durability mode says: many ops, one flush. Nothing is
+//! acknowledged before [`Store::commit`] returns.
 
 use std::sync::atomic::Ordering;
 
@@ -15,6 +18,7 @@ use weir_core::queue::Op;
 
 use serde_bytes::ByteBuf;
 
+use super::carried::{self, CarriedRecords, CarriedRef, CARRIED_BYTES_MAX};
 use super::kv;
 use super::records::Expiring;
 use super::{Store, StoreError, TreeId, Write, WriteSet};
@@ -24,6 +28,11 @@ use super::{Store, StoreError, TreeId, Write, WriteSet};
 pub struct JournalEntry {
     /// The ops, in the order they were applied.
     pub ops: Vec<Op>,
+    /// The records of its commit, when the commit fit in this one value
+    /// (see `carried`): absent in values written before, and in those of
+    /// commits written as a transaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<CarriedRecords>,
 }
 
 /// What one commit writes.
@@ -143,13 +152,26 @@ impl Store {
         if !commit.is_empty() {
             self.check_space()?;
         }
-        // Encode before touching sled: an encoding error writes nothing.
-        let mut batch = self.batch(TreeId::Journal);
         let mut seq = self.last_seq();
-        let mut entries = 0u64;
-        let mut bytes = 0u64;
         let chunk = inner.settings.entry_ops_max.max(1);
         let mut buf = Vec::with_capacity(2 * VALUE_BYTES_TARGET);
+        if self.carries(commit, chunk) {
+            // One value holds the ops and the records: one plain insert
+            // each, no transaction (see `carried`).
+            carried::encode_carried(&commit.ops, commit, &mut buf).map_err(|source| {
+                StoreError::Encode {
+                    what: "journal entry carrying its records".into(),
+                    source,
+                }
+            })?;
+            seq += 1;
+            self.write_carried(commit, seq, &buf)?;
+            return self.committed(commit, seq, 1, buf.len() as u64);
+        }
+        // Encode before touching sled: an encoding error writes nothing.
+        let mut batch = self.batch(TreeId::Journal);
+        let mut entries = 0u64;
+        let mut bytes = 0u64;
         let mut start = 0;
         while start < commit.ops.len() {
             // A value takes ops until it holds `entry_ops_max` of them or
@@ -163,7 +185,7 @@ impl Store {
             let ops = &commit.ops[start..end];
             start = end;
             buf.clear();
-            codec::encode_into(&EntryRef { ops }, &mut buf).map_err(|source| {
+            codec::encode_into(&EntryRef { ops, records: None }, &mut buf).map_err(|source| {
                 StoreError::Encode {
                     what: "journal entry".into(),
                     source,
@@ -187,6 +209,34 @@ impl Store {
         } else {
             self.write_commit(commit, batch.into_local(), entries, seq, &buf)?;
         }
+        self.committed(commit, seq, entries, bytes)
+    }
+
+    /// Whether `commit` goes into one journal value carrying its records:
+    /// single-node, with ops and records, small enough for one value.
+    fn carries(&self, commit: &Commit, entry_ops_max: usize) -> bool {
+        let has_records =
+            !(commit.puts.is_empty() && commit.deletes.is_empty() && commit.expiring.is_empty());
+        if self.is_replicated()
+            || !has_records
+            || commit.ops.is_empty()
+            || commit.ops.len() > entry_ops_max
+        {
+            return false;
+        }
+        let ops: usize = commit.ops.iter().map(op_bytes_estimate).sum();
+        ops + carried::records_bytes_estimate(commit) <= CARRIED_BYTES_MAX
+    }
+
+    /// Makes a written commit durable and counts it.
+    fn committed(
+        &self,
+        commit: &Commit,
+        seq: u64,
+        entries: u64,
+        bytes: u64,
+    ) -> Result<CommitInfo, StoreError> {
+        let inner = &self.inner;
         self.sync()?;
         inner.last_seq.store(seq, Ordering::Release);
         inner
@@ -288,6 +338,8 @@ fn records_writes(commit: &Commit, writes: &mut Vec<Write>) {
 
 /// A borrowed [`JournalEntry`], encoded the same way.
 #[derive(Serialize)]
-struct EntryRef<'a> {
-    ops: &'a [Op],
+pub(super) struct EntryRef<'a> {
+    pub(super) ops: &'a [Op],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) records: Option<CarriedRef<'a>>,
 }

@@ -3,13 +3,15 @@
 //!
 //! Trees:
 //! - `journal`: queue ops under big-endian `u64` sequence keys, each value
-//!   a [`JournalEntry`] (the ops of one commit, or a chunk of them) in
-//!   weir-core's envelope. Appended by [`Store::commit`] (group commit: many
-//!   ops, one durable flush).
+//!   a [`JournalEntry`] (the ops of one commit, or a chunk of them, and
+//!   the records of a commit that fits one value) in weir-core's envelope.
+//!   Appended by [`Store::commit`] (group commit: many ops, one durable
+//!   flush).
 //! - `snapshot`: the queue's tickets by id plus a `meta` record naming the
 //!   last journal sequence it covers. Written incrementally: a snapshot
 //!   writes only the tickets changed since the one before, so its cost
-//!   follows the load, not the queue's size.
+//!   follows the load, not the queue's size. Also `r`: the last journal
+//!   value whose carried records are all written (see `carried`).
 //! - `records`: everything else that is durable (definitions, graph runs,
 //!   node records, done keys, key schedules, breaker states), by string key.
 //! - `expiry`: `(expire_at_ms, record key)` index of records to delete.
@@ -39,6 +41,7 @@
 pub mod backup;
 mod blob_files;
 mod blobs;
+mod carried;
 mod close_mark;
 mod closed_files;
 mod cold;
@@ -69,6 +72,7 @@ mod sync;
 mod write_set;
 
 pub use blobs::{BlobRef, BLOBS_DIR, BLOB_INLINE_BYTES_MAX};
+pub use carried::{CarriedPut, CarriedRecords};
 pub use cold::StoreCold;
 pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use error::StoreError;

@@ -17,6 +17,7 @@ use weir_core::codec::{self, CodecError};
 use weir_core::cold::ColdError;
 use weir_core::queue::{QueueState, TicketId};
 
+use super::carried::CarriedRecords;
 use super::cold::StoreCold;
 use super::journal::JournalEntry;
 use super::layout::{CHUNK_PREFIX, LAYOUT_INDEXED, META_KEY, OLD_TICKET_PREFIX};
@@ -68,6 +69,8 @@ struct Replayed {
     entries: u64,
     ops: u64,
     bytes: u64,
+    /// The records the journal's last value carries, if it carries any.
+    last_carried: Option<CarriedRecords>,
 }
 
 pub(crate) fn recover(store: &Store) -> Result<Recovered, StoreError> {
@@ -96,8 +99,14 @@ pub(crate) fn recover(store: &Store) -> Result<Recovered, StoreError> {
         entries,
         ops,
         bytes,
+        last_carried,
     } = replayed?;
     records?;
+    // A crash may have cut the last commit short after its journal value:
+    // its records are written again from the value (see `carried`).
+    if let Some(carried) = &last_carried {
+        store.reapply_last(last, carried)?;
+    }
 
     *inner.tail_changed.lock().unwrap_or_else(|p| p.into_inner()) = changed;
     inner.last_seq.store(last, Ordering::Release);
@@ -201,6 +210,7 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
     let mut entries = 0u64;
     let mut ops = 0u64;
     let mut bytes = 0u64;
+    let mut last_carried = None;
     let start = meta.seq.saturating_add(1).to_be_bytes();
     for item in inner.journal.range(start.as_slice()..) {
         let (k, v) = item.map_err(|e| store.sled_err(e))?;
@@ -236,6 +246,7 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
         bytes += v.len() as u64;
         entries += 1;
         last = seq;
+        last_carried = entry.records;
     }
     // `restore` checked the snapshot's tickets, and `step` keeps every
     // invariant by construction; the full check is another pass over every
@@ -253,6 +264,7 @@ fn replay(store: &Store) -> Result<Replayed, StoreError> {
         entries,
         ops,
         bytes,
+        last_carried,
     })
 }
 
