@@ -51,7 +51,7 @@ fn settings_for(round: u64) -> StoreSettings {
         durability: Durability::Fsync,
         // Often, so kills land in and around snapshots.
         snapshot_ops: 400,
-        entry_ops_max: if round % 2 == 0 { 4 } else { 32 },
+        entry_ops_max: if round.is_multiple_of(2) { 4 } else { 32 },
         cache_bytes: 16 << 20,
         // Small windows, so most of the queue stays in the store and kills
         // land while windows are read.
