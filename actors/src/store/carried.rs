@@ -25,7 +25,6 @@
 //! record (by another commit, or outside the journal) is never undone.
 
 use serde::{Deserialize, Serialize};
-use weir_core::codec;
 
 use super::kv;
 use super::records::Expiring;
@@ -81,26 +80,36 @@ pub(super) struct CarriedRef<'a> {
     expiring: &'a [Expiring],
 }
 
-impl<'a> CarriedRef<'a> {
-    pub(super) fn of(commit: &'a super::Commit) -> CarriedRef<'a> {
+/// A commit's records, borrowed: what it puts, deletes and indexes to
+/// expire.
+#[derive(Clone, Copy)]
+pub(super) struct RecordsOf<'a> {
+    pub(super) puts: &'a [(String, Vec<u8>)],
+    pub(super) deletes: &'a [String],
+    pub(super) expiring: &'a [Expiring],
+}
+
+impl<'a> RecordsOf<'a> {
+    /// The value's part that carries them.
+    pub(super) fn carried(self) -> CarriedRef<'a> {
         CarriedRef {
-            puts: commit
+            puts: self
                 .puts
                 .iter()
                 .map(|(key, value)| CarriedPutRef { key, value })
                 .collect(),
-            deletes: &commit.deletes,
-            expiring: &commit.expiring,
+            deletes: self.deletes,
+            expiring: self.expiring,
         }
     }
-}
 
-/// The estimated encoded size of a commit's records.
-pub(super) fn records_bytes_estimate(commit: &super::Commit) -> usize {
-    let puts: usize = commit.puts.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
-    let deletes: usize = commit.deletes.iter().map(|k| k.len() + 4).sum();
-    let expiring: usize = commit.expiring.iter().map(|e| e.key.len() + 16).sum();
-    puts + deletes + expiring + 32
+    /// Their estimated encoded size.
+    pub(super) fn bytes_estimate(self) -> usize {
+        let puts: usize = self.puts.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+        let deletes: usize = self.deletes.iter().map(|k| k.len() + 4).sum();
+        let expiring: usize = self.expiring.iter().map(|e| e.key.len() + 16).sum();
+        puts + deletes + expiring + 32
+    }
 }
 
 impl Store {
@@ -109,7 +118,7 @@ impl Store {
     /// doc). The caller flushes.
     pub(super) fn write_carried(
         &self,
-        commit: &super::Commit,
+        records: RecordsOf<'_>,
         seq: u64,
         value: &[u8],
     ) -> Result<(), StoreError> {
@@ -126,16 +135,16 @@ impl Store {
                 &inner.expiry,
                 &inner.snapshot,
                 seq,
-                commit.puts.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
-                &commit.deletes,
-                &commit.expiring,
+                records.puts.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
+                records.deletes,
+                records.expiring,
             )
         })
     }
 
     /// The sequence of the last value whose records are all written, 0
     /// when no value ever carried any.
-    fn records_applied(&self) -> Result<u64, StoreError> {
+    pub(super) fn records_applied(&self) -> Result<u64, StoreError> {
         let Some(v) = self
             .inner
             .snapshot
@@ -220,156 +229,4 @@ fn write_records<'a>(
     }
     snapshot.insert(RECORDS_APPLIED_KEY, &seq.to_be_bytes()[..])?;
     Ok(())
-}
-
-/// The envelope of a journal value that carries `commit`'s records.
-pub(super) fn encode_carried(
-    ops: &[weir_core::queue::Op],
-    commit: &super::Commit,
-    buf: &mut Vec<u8>,
-) -> Result<(), codec::CodecError> {
-    codec::encode_into(
-        &super::journal::EntryRef {
-            ops,
-            records: Some(CarriedRef::of(commit)),
-        },
-        buf,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use weir_core::queue::{Job, Op};
-
-    use super::*;
-    use crate::store::{Commit, Durability, JournalEntry, StoreSettings};
-
-    fn settings() -> StoreSettings {
-        StoreSettings {
-            durability: Durability::Fsync,
-            entry_ops_max: 4,
-            ..StoreSettings::default()
-        }
-    }
-
-    fn expiring(key: &str) -> Expiring {
-        Expiring {
-            at_ms: 5_000,
-            key: format!("done/{key}"),
-        }
-    }
-
-    /// A commit of `ops` enqueues, with a done record and its expiry.
-    fn commit_of(key: &str, ops: usize) -> Commit {
-        Commit {
-            ops: (0..ops)
-                .map(|i| Op::Enqueue(Job::new(format!("{key}{i}"), "noop", "p")))
-                .collect(),
-            puts: vec![(format!("done/{key}"), codec::encode(&7u64).unwrap())],
-            deletes: vec![],
-            expiring: vec![expiring(key)],
-        }
-    }
-
-    fn journal_value(store: &Store, seq: u64) -> JournalEntry {
-        let v = store.inner.journal.get(seq.to_be_bytes()).unwrap().unwrap();
-        codec::decode(&v).unwrap()
-    }
-
-    fn has_expiry(store: &Store, key: &str) -> bool {
-        let k = expiring(key).index_key();
-        store.inner.expiry.get(k).unwrap().is_some()
-    }
-
-    #[test]
-    fn a_commit_cut_after_its_journal_value_gets_its_records_at_open() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("data");
-        let seq = {
-            let (store, _) = Store::open(&dir, settings()).unwrap();
-            store.commit(&commit_of("a", 1)).unwrap();
-            let seq = store.commit(&commit_of("b", 2)).unwrap().last_seq;
-            assert_eq!(store.records_applied().unwrap(), seq);
-            // The cut: the last value reached the disk, its records and
-            // the marker did not.
-            store.inner.records.remove(b"done/b").unwrap();
-            store
-                .inner
-                .expiry
-                .remove(expiring("b").index_key())
-                .unwrap();
-            store
-                .inner
-                .snapshot
-                .insert(RECORDS_APPLIED_KEY, &(seq - 1).to_be_bytes()[..])
-                .unwrap();
-            store.sync().unwrap();
-            seq
-        };
-        let (store, recovered) = Store::open(&dir, settings()).unwrap();
-        assert_eq!(store.get::<u64>("done/b").unwrap(), Some(7));
-        assert!(has_expiry(&store, "b"));
-        assert_eq!(store.get::<u64>("done/a").unwrap(), Some(7));
-        assert_eq!(store.records_applied().unwrap(), seq);
-        assert!(recovered.state.by_key("b1").is_some());
-        // Written again once: a second open finds the marker at the value.
-        assert!(!store
-            .reapply_last(seq, journal_value(&store, seq).records.as_ref().unwrap())
-            .unwrap());
-    }
-
-    #[test]
-    fn records_of_a_value_whose_marker_landed_are_never_written_again() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("data");
-        {
-            let (store, _) = Store::open(&dir, settings()).unwrap();
-            store.commit(&commit_of("a", 1)).unwrap();
-            // A later write outside the journal removes the record.
-            store.inner.records.remove(b"done/a").unwrap();
-            store.sync().unwrap();
-        }
-        let (store, _) = Store::open(&dir, settings()).unwrap();
-        assert_eq!(store.get::<u64>("done/a").unwrap(), None);
-    }
-
-    #[test]
-    fn only_a_commit_that_fits_one_value_carries_its_records() {
-        let tmp = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(tmp.path().join("data"), settings()).unwrap();
-        let small = store.commit(&commit_of("s", 3)).unwrap();
-        assert_eq!(small.entries, 1);
-        let carried = journal_value(&store, small.last_seq).records.unwrap();
-        assert_eq!(carried.puts[0].key, "done/s");
-        assert_eq!(codec::decode::<u64>(&carried.puts[0].value).unwrap(), 7);
-        assert_eq!(carried.expiring, vec![expiring("s")]);
-        // More ops than a value holds: values of ops only, records written
-        // in the same transaction, the marker left where it was.
-        let large = store.commit(&commit_of("l", 9)).unwrap();
-        assert_eq!(large.entries, 3);
-        for seq in small.last_seq + 1..=large.last_seq {
-            assert_eq!(journal_value(&store, seq).records, None);
-        }
-        assert_eq!(store.get::<u64>("done/l").unwrap(), Some(7));
-        assert_eq!(store.records_applied().unwrap(), small.last_seq);
-        // A commit with no records is a plain value too.
-        let plain = Commit {
-            ops: vec![Op::Enqueue(Job::new("p0", "noop", "p"))],
-            ..Commit::default()
-        };
-        let plain = store.commit(&plain).unwrap();
-        assert_eq!(journal_value(&store, plain.last_seq).records, None);
-    }
-
-    #[test]
-    fn a_value_written_before_records_were_carried_still_reads() {
-        #[derive(Serialize)]
-        struct Old {
-            ops: Vec<Op>,
-        }
-        let ops = vec![Op::Enqueue(Job::new("k", "noop", "p"))];
-        let old = codec::encode(&Old { ops: ops.clone() }).unwrap();
-        let entry: JournalEntry = codec::decode(&old).unwrap();
-        assert_eq!(entry, JournalEntry { ops, records: None });
-    }
 }

@@ -18,7 +18,7 @@ use weir_core::queue::Op;
 
 use serde_bytes::ByteBuf;
 
-use super::carried::{self, CarriedRecords, CarriedRef, CARRIED_BYTES_MAX};
+use super::carried::{CarriedRecords, CarriedRef, RecordsOf, CARRIED_BYTES_MAX};
 use super::kv;
 use super::records::Expiring;
 use super::{Store, StoreError, TreeId, Write, WriteSet};
@@ -158,14 +158,16 @@ impl Store {
         if self.carries(commit, chunk) {
             // One value holds the ops and the records: one plain insert
             // each, no transaction (see `carried`).
-            carried::encode_carried(&commit.ops, commit, &mut buf).map_err(|source| {
-                StoreError::Encode {
-                    what: "journal entry carrying its records".into(),
-                    source,
-                }
+            let entry = EntryRef {
+                ops: &commit.ops,
+                records: Some(records_of(commit).carried()),
+            };
+            codec::encode_into(&entry, &mut buf).map_err(|source| StoreError::Encode {
+                what: "journal entry carrying its records".into(),
+                source,
             })?;
             seq += 1;
-            self.write_carried(commit, seq, &buf)?;
+            self.write_carried(records_of(commit), seq, &buf)?;
             return self.committed(commit, seq, 1, buf.len() as u64);
         }
         // Encode before touching sled: an encoding error writes nothing.
@@ -225,7 +227,7 @@ impl Store {
             return false;
         }
         let ops: usize = commit.ops.iter().map(op_bytes_estimate).sum();
-        ops + carried::records_bytes_estimate(commit) <= CARRIED_BYTES_MAX
+        ops + records_of(commit).bytes_estimate() <= CARRIED_BYTES_MAX
     }
 
     /// Makes a written commit durable and counts it.
@@ -336,10 +338,156 @@ fn records_writes(commit: &Commit, writes: &mut Vec<Write>) {
     }
 }
 
+fn records_of(commit: &Commit) -> RecordsOf<'_> {
+    RecordsOf {
+        puts: &commit.puts,
+        deletes: &commit.deletes,
+        expiring: &commit.expiring,
+    }
+}
+
 /// A borrowed [`JournalEntry`], encoded the same way.
 #[derive(Serialize)]
 pub(super) struct EntryRef<'a> {
     pub(super) ops: &'a [Op],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) records: Option<CarriedRef<'a>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_core::queue::{Job, Op};
+
+    use super::*;
+    use crate::store::carried::RECORDS_APPLIED_KEY;
+    use crate::store::{Durability, StoreSettings};
+
+    fn settings() -> StoreSettings {
+        StoreSettings {
+            durability: Durability::Fsync,
+            entry_ops_max: 4,
+            ..StoreSettings::default()
+        }
+    }
+
+    fn expiring(key: &str) -> Expiring {
+        Expiring {
+            at_ms: 5_000,
+            key: format!("done/{key}"),
+        }
+    }
+
+    /// A commit of `ops` enqueues, with a done record and its expiry.
+    fn commit_of(key: &str, ops: usize) -> Commit {
+        Commit {
+            ops: (0..ops)
+                .map(|i| Op::Enqueue(Job::new(format!("{key}{i}"), "noop", "p")))
+                .collect(),
+            puts: vec![(format!("done/{key}"), codec::encode(&7u64).unwrap())],
+            deletes: vec![],
+            expiring: vec![expiring(key)],
+        }
+    }
+
+    fn journal_value(store: &Store, seq: u64) -> JournalEntry {
+        let v = store.inner.journal.get(seq.to_be_bytes()).unwrap().unwrap();
+        codec::decode(&v).unwrap()
+    }
+
+    fn has_expiry(store: &Store, key: &str) -> bool {
+        let k = expiring(key).index_key();
+        store.inner.expiry.get(k).unwrap().is_some()
+    }
+
+    #[test]
+    fn a_commit_cut_after_its_journal_value_gets_its_records_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let seq = {
+            let (store, _) = Store::open(&dir, settings()).unwrap();
+            store.commit(&commit_of("a", 1)).unwrap();
+            let seq = store.commit(&commit_of("b", 2)).unwrap().last_seq;
+            assert_eq!(store.records_applied().unwrap(), seq);
+            // The cut: the last value reached the disk, its records and
+            // the marker did not.
+            store.inner.records.remove(b"done/b").unwrap();
+            store
+                .inner
+                .expiry
+                .remove(expiring("b").index_key())
+                .unwrap();
+            store
+                .inner
+                .snapshot
+                .insert(RECORDS_APPLIED_KEY, &(seq - 1).to_be_bytes()[..])
+                .unwrap();
+            store.sync().unwrap();
+            seq
+        };
+        let (store, recovered) = Store::open(&dir, settings()).unwrap();
+        assert_eq!(store.get::<u64>("done/b").unwrap(), Some(7));
+        assert!(has_expiry(&store, "b"));
+        assert_eq!(store.get::<u64>("done/a").unwrap(), Some(7));
+        assert_eq!(store.records_applied().unwrap(), seq);
+        assert!(recovered.state.by_key("b1").is_some());
+        // Written again once: a second open finds the marker at the value.
+        assert!(!store
+            .reapply_last(seq, journal_value(&store, seq).records.as_ref().unwrap())
+            .unwrap());
+    }
+
+    #[test]
+    fn records_of_a_value_whose_marker_landed_are_never_written_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        {
+            let (store, _) = Store::open(&dir, settings()).unwrap();
+            store.commit(&commit_of("a", 1)).unwrap();
+            // A later write outside the journal removes the record.
+            store.inner.records.remove(b"done/a").unwrap();
+            store.sync().unwrap();
+        }
+        let (store, _) = Store::open(&dir, settings()).unwrap();
+        assert_eq!(store.get::<u64>("done/a").unwrap(), None);
+    }
+
+    #[test]
+    fn only_a_commit_that_fits_one_value_carries_its_records() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(tmp.path().join("data"), settings()).unwrap();
+        let small = store.commit(&commit_of("s", 3)).unwrap();
+        assert_eq!(small.entries, 1);
+        let carried = journal_value(&store, small.last_seq).records.unwrap();
+        assert_eq!(carried.puts[0].key, "done/s");
+        assert_eq!(codec::decode::<u64>(&carried.puts[0].value).unwrap(), 7);
+        assert_eq!(carried.expiring, vec![expiring("s")]);
+        // More ops than a value holds: values of ops only, records written
+        // in the same transaction, the marker left where it was.
+        let large = store.commit(&commit_of("l", 9)).unwrap();
+        assert_eq!(large.entries, 3);
+        for seq in small.last_seq + 1..=large.last_seq {
+            assert_eq!(journal_value(&store, seq).records, None);
+        }
+        assert_eq!(store.get::<u64>("done/l").unwrap(), Some(7));
+        assert_eq!(store.records_applied().unwrap(), small.last_seq);
+        // A commit with no records is a plain value too.
+        let plain = Commit {
+            ops: vec![Op::Enqueue(Job::new("p0", "noop", "p"))],
+            ..Commit::default()
+        };
+        let plain = store.commit(&plain).unwrap();
+        assert_eq!(journal_value(&store, plain.last_seq).records, None);
+    }
+
+    #[test]
+    fn a_value_written_before_records_were_carried_still_reads() {
+        #[derive(Serialize)]
+        struct Old {
+            ops: Vec<Op>,
+        }
+        let ops = vec![Op::Enqueue(Job::new("k", "noop", "p"))];
+        let old = codec::encode(&Old { ops: ops.clone() }).unwrap();
+        let entry: JournalEntry = codec::decode(&old).unwrap();
+        assert_eq!(entry, JournalEntry { ops, records: None });
+    }
 }
