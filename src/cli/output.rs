@@ -30,7 +30,12 @@ pub fn init_logging(format: LogFormat, default_level: &str) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr a closed pipe) is
+        // dropped: tracing-subscriber would report it with eprintln!, which
+        // panics there, and a panic in one of sled's I/O threads between
+        // its write and its mark leaves every later flush waiting forever.
+        .log_internal_errors(false);
     let _ = match format {
         LogFormat::Plain => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
