@@ -51,10 +51,13 @@ pub struct Commit {
 impl Commit {
     /// Whether it writes nothing.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-            && self.puts.is_empty()
-            && self.deletes.is_empty()
-            && self.expiring.is_empty()
+        self.ops.is_empty() && !self.has_records()
+    }
+
+    /// Whether it writes records (puts, deletes or expiry entries) beside
+    /// its ops.
+    pub fn has_records(&self) -> bool {
+        !(self.puts.is_empty() && self.deletes.is_empty() && self.expiring.is_empty())
     }
 }
 
@@ -217,10 +220,8 @@ impl Store {
     /// Whether `commit` goes into one journal value carrying its records:
     /// single-node, with ops and records, small enough for one value.
     fn carries(&self, commit: &Commit, entry_ops_max: usize) -> bool {
-        let has_records =
-            !(commit.puts.is_empty() && commit.deletes.is_empty() && commit.expiring.is_empty());
         if self.is_replicated()
-            || !has_records
+            || !commit.has_records()
             || commit.ops.is_empty()
             || commit.ops.len() > entry_ops_max
         {
@@ -266,9 +267,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let inner = &self.inner;
         let buf = last;
-        let plain =
-            commit.puts.is_empty() && commit.deletes.is_empty() && commit.expiring.is_empty();
-        if plain {
+        if !commit.has_records() {
             if entries == 1 {
                 // One value is atomic on its own; sled's batch would add a
                 // process-wide write lock and a batch marker in its log.
