@@ -24,13 +24,23 @@ pub fn out(line: &str) {
 
 /// Sets up logging to stderr at `default_level` (RUST_LOG overrides).
 pub fn init_logging(format: LogFormat, default_level: &str) {
+    init_logging_to(format, default_level, std::io::stderr);
+}
+
+/// Sets up logging at `default_level` (RUST_LOG overrides) through
+/// `writer`, which writes to stderr: no escape codes when stderr is not a
+/// terminal.
+pub fn init_logging_to<W>(format: LogFormat, default_level: &str, writer: W)
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         // A log line that cannot be written (stderr a closed pipe) is
         // dropped: tracing-subscriber would report it with eprintln!, which
         // panics there, and a panic in one of sled's I/O threads between

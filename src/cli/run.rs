@@ -91,25 +91,9 @@ pub struct RunArgs {
 }
 
 /// Sets up logging to stderr at `default_level` (RUST_LOG overrides),
-/// through the progress line's writer so log lines print above it; no
-/// escape codes when stderr is not a terminal.
+/// through the progress line's writer so log lines print above it.
 fn init_logging(format: LogFormat, default_level: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(progress::Writer)
-        // A log line that cannot be written (stderr a closed pipe) is
-        // dropped: tracing-subscriber would report it with eprintln!, which
-        // panics there, and a panic in one of sled's I/O threads between
-        // its write and its mark leaves every later flush waiting forever.
-        .log_internal_errors(false);
-    let _ = match format {
-        LogFormat::Plain => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
+    super::output::init_logging_to(format, default_level, progress::Writer);
 }
 
 /// Runs the command.
