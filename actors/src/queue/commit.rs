@@ -296,7 +296,7 @@ impl QueueActorState {
                     // the ticket ahead.
                     let ahead = list
                         .iter()
-                        .any(|w| self.workers.get(w).is_some_and(|w| w.credit > 0 && w.ahead))
+                        .any(|w| self.workers.get(w).is_some_and(|w| w.takes(true)))
                         && self.may_go_ahead(pool, due);
                     let at = if ahead {
                         due.saturating_sub(self.settings.hand_out_ahead_ms)

@@ -139,11 +139,7 @@ impl QueueActorState {
         let list = self.by_pool.get_mut(pool)?;
         for i in 0..list.len() {
             let id = &list[i];
-            if self
-                .workers
-                .get(id)
-                .is_some_and(|w| w.credit > 0 && (w.ahead || !ahead))
-            {
+            if self.workers.get(id).is_some_and(|w| w.takes(ahead)) {
                 let id = id.clone();
                 list.rotate_left(i + 1);
                 return Some(id);

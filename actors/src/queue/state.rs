@@ -82,6 +82,14 @@ pub(super) struct Worker {
     pub(super) ahead: bool,
 }
 
+impl Worker {
+    /// Whether it can take a grant now: it has credit, and a grant handed
+    /// out `ahead` of its instant only if it waits for it.
+    pub(super) fn takes(&self, ahead: bool) -> bool {
+        self.credit > 0 && (self.ahead || !ahead)
+    }
+}
+
 /// What the incarnations of the queue share: the supervisor keeps it and
 /// hands it to each.
 #[derive(Default)]
