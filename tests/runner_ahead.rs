@@ -235,6 +235,14 @@ async fn ahead_child() {
     engine.enqueue(job_due("once", due)).await.unwrap();
     println!("due {due}");
     running(&engine, "once").await;
+    // The queue shows the hand-out as it applies it, before its batch is
+    // durable. An enqueue is answered once durable, in that batch or a
+    // later one: after its answer the hand-out survives the kill. (Due in
+    // an hour: it is never handed out here.)
+    engine
+        .enqueue(job_due("mark", clock.now_ms() + 3_600_000))
+        .await
+        .unwrap();
     println!("handed once");
     // Killed here, long before the instant.
     tokio::time::sleep(Duration::from_secs(60)).await;
