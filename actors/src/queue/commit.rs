@@ -249,7 +249,19 @@ impl QueueActorState {
 
     /// Sends each pool actor its grants, one message per pool.
     fn send_grants(&mut self, grants: &mut Vec<(ActorRef<PoolMsg>, Vec<Grant>)>) {
+        let now = self.clock.now_ms();
         for (worker, mut list) in grants.drain(..) {
+            // A grant handed out ahead whose batch lands while paused is
+            // called back as `call_back_ahead` calls back those already at
+            // their pool: its cancel follows it to the same pool, in order.
+            let call_back: Vec<TicketId> = if self.paused {
+                list.iter()
+                    .filter(|g| g.not_before_ms.is_some_and(|at| at > now))
+                    .map(|g| g.id)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let n = list.len();
             let msg = if n == 1 {
                 PoolMsg::Run(list.pop().expect("one grant"))
@@ -258,6 +270,9 @@ impl QueueActorState {
             };
             if worker.cast(msg).is_ok() {
                 self.awaiting_reports += n;
+            }
+            for id in call_back {
+                let _ = worker.cast(PoolMsg::Cancel(id));
             }
         }
     }
