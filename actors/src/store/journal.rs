@@ -165,7 +165,7 @@ impl Store {
                 ops: &commit.ops,
                 records: Some(records_of(commit).carried()),
             };
-            codec::encode_into(&entry, &mut buf).map_err(|source| StoreError::Encode {
+            codec::encode_packed_into(&entry, &mut buf).map_err(|source| StoreError::Encode {
                 what: "journal entry carrying its records".into(),
                 source,
             })?;
@@ -190,12 +190,12 @@ impl Store {
             let ops = &commit.ops[start..end];
             start = end;
             buf.clear();
-            codec::encode_into(&EntryRef { ops, records: None }, &mut buf).map_err(|source| {
-                StoreError::Encode {
+            codec::encode_packed_into(&EntryRef { ops, records: None }, &mut buf).map_err(
+                |source| StoreError::Encode {
                     what: "journal entry".into(),
                     source,
-                }
-            })?;
+                },
+            )?;
             seq += 1;
             entries += 1;
             bytes += buf.len() as u64;
@@ -476,6 +476,59 @@ mod tests {
         };
         let plain = store.commit(&plain).unwrap();
         assert_eq!(journal_value(&store, plain.last_seq).records, None);
+    }
+
+    #[test]
+    fn journal_values_and_ticket_chunks_are_stored_packed_and_plain_ones_still_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let raw_format =
+            |tree: &crate::store::kv::Tree, key: &[u8]| tree.get(key).unwrap().unwrap()[0];
+        {
+            let (store, _) = Store::open(&dir, settings()).unwrap();
+            let c = store.commit(&commit_of("k", 16)).unwrap();
+            for seq in c.last_seq - 3..=c.last_seq {
+                let format = raw_format(&store.inner.journal, &seq.to_be_bytes());
+                assert_eq!(format, codec::FORMAT_LZ4_NAMED);
+                assert_eq!(journal_value(&store, seq).ops.len(), 4);
+            }
+            // A value as weir wrote them before packing: plain.
+            let plain = codec::encode(&JournalEntry {
+                ops: vec![Op::Enqueue(Job::new("old", "noop", "p"))],
+                records: None,
+            })
+            .unwrap();
+            assert_eq!(plain[0], codec::FORMAT_RMP_NAMED);
+            store
+                .inner
+                .journal
+                .insert((c.last_seq + 1).to_be_bytes(), plain)
+                .unwrap();
+            store.sync().unwrap();
+        }
+        let (store, recovered) = Store::open(&dir, settings()).unwrap();
+        assert!(recovered.state.by_key("old").is_some());
+        assert!(recovered.state.by_key("k15").is_some());
+        assert_eq!(recovered.state.len(), 17);
+        // The snapshot's ticket chunks are packed too, and read back.
+        let tickets: Vec<_> = recovered.state.tickets().collect();
+        store
+            .write_snapshot(
+                store.last_seq(),
+                recovered.state.next_id(),
+                tickets.len() as u64,
+                tickets.iter().map(|t| (t.id, Some(*t))),
+            )
+            .unwrap();
+        let chunk = crate::store::layout::chunk_key(0);
+        assert_eq!(
+            raw_format(&store.inner.snapshot, &chunk),
+            codec::FORMAT_LZ4_NAMED
+        );
+        drop(store);
+        let (_, recovered) = Store::open(&dir, settings()).unwrap();
+        assert_eq!(recovered.state.len(), 17);
+        assert!(recovered.state.by_key("k7").is_some());
     }
 
     #[test]

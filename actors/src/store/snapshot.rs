@@ -139,7 +139,7 @@ impl Store {
             let value = TicketChunkRef {
                 tickets: live.into_values().collect(),
             };
-            codec::encode_into(&value, &mut buf).map_err(|source| StoreError::Encode {
+            codec::encode_packed_into(&value, &mut buf).map_err(|source| StoreError::Encode {
                 what: format!("ticket chunk {chunk}"),
                 source,
             })?;
