@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorRef};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use weir_core::breaker::{Breaker, BreakerSettings};
 use weir_core::names::{Key, Name};
 use weir_core::queue::Job;
@@ -24,7 +24,7 @@ use weir_actors::breaker::BreakerMsg;
 use weir_actors::clock::Clock;
 use weir_actors::cluster::gateway::{GatewayMsg, LogIntake};
 use weir_actors::cluster::{ClusterSettings, WorkerView};
-use weir_actors::events::EngineEvent;
+use weir_actors::event_channel::{EventReceiver, EventSender};
 use weir_actors::names::Names;
 use weir_actors::queue::{
     Cancelled, Enqueued, LiveTicket, QueueCounts, QueueMsg, QueueSettings, QueueStatus,
@@ -420,7 +420,7 @@ impl EngineBuilder {
                 )
             }
         };
-        let (events, _) = broadcast::channel(EVENTS_BUFFER);
+        let events = EventSender::new(EVENTS_BUFFER);
         let (counts_tx, counts) = watch::channel(QueueCounts::default());
         let stopped = Arc::new(Mutex::new(None));
         let pools: BTreeMap<Arc<str>, PoolSpec> = self.pools.clone();
@@ -485,7 +485,7 @@ pub struct Engine {
     pub(crate) store: Store,
     pub(crate) supervisor: ActorRef<SupervisorMsg>,
     pub(crate) join: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    pub(crate) events: broadcast::Sender<EngineEvent>,
+    pub(crate) events: EventSender,
     pub(crate) counts: watch::Receiver<QueueCounts>,
     pub(crate) stopped: Arc<Mutex<Option<String>>>,
     pub(crate) clock: Clock,
@@ -651,8 +651,10 @@ impl Engine {
             })
     }
 
-    /// The engine's events from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<EngineEvent> {
+    /// The engine's events from now on (`recv` as on a tokio broadcast
+    /// receiver: `Lagged(n)` when this subscriber fell `EVENTS_BUFFER`
+    /// behind and missed `n`).
+    pub fn subscribe(&self) -> EventReceiver {
         self.events.subscribe()
     }
 

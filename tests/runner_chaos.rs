@@ -21,6 +21,7 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::{broadcast, oneshot};
 use weir::actors::breaker::BreakerMsg;
 use weir::actors::done::done_key;
+use weir::actors::event_channel::EventReceiver;
 use weir::actors::pool::PoolMsg;
 use weir::actors::queue::QueueMsg;
 use weir::actors::supervisor::Role;
@@ -77,7 +78,7 @@ fn job(i: usize) -> Job {
 type Collected = (HashMap<String, u32>, usize, bool);
 
 fn collect_completions(
-    mut rx: broadcast::Receiver<EngineEvent>,
+    mut rx: EventReceiver,
 ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<Collected>) {
     let (stop_tx, mut stop_rx) = oneshot::channel::<()>();
     let handle = tokio::spawn(async move {

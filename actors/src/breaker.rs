@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
 use weir_core::breaker::{Breaker, BreakerSettings, BreakerState, Transition};
 
 use crate::clock::Clock;
+use crate::event_channel::EventSender;
 use crate::events::EngineEvent;
 // The breaker's interface lives in `msg`; re-exported here for the crate's users.
 pub use crate::msg::breaker::BreakerMsg;
@@ -94,7 +94,7 @@ pub struct BreakerArgs {
     /// The clock.
     pub clock: Clock,
     /// Engine events.
-    pub events: broadcast::Sender<EngineEvent>,
+    pub events: EventSender,
 }
 
 /// Its state.
@@ -103,7 +103,7 @@ pub struct BreakerActorState {
     breaker: Breaker,
     store: Store,
     clock: Clock,
-    events: broadcast::Sender<EngineEvent>,
+    events: EventSender,
 }
 
 impl Actor for BreakerActor {

@@ -28,6 +28,7 @@ pub mod blocking;
 pub mod breaker;
 pub mod clock;
 pub mod cluster;
+pub mod event_channel;
 pub mod events;
 pub mod measure;
 pub mod msg;

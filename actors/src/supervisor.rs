@@ -24,7 +24,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::NodeServerMessage;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use weir_core::breaker::BreakerSettings;
 use weir_core::names::Name;
 
@@ -33,6 +33,7 @@ use crate::breaker::{BreakerActor, BreakerArgs};
 use crate::clock::Clock;
 use crate::cluster::gateway::{GatewayActor, GatewayArgs, GatewayShared, LogIntake};
 use crate::cluster::ClusterSettings;
+use crate::event_channel::EventSender;
 use crate::events::EngineEvent;
 use crate::msg::breaker::BreakerMsg;
 use crate::msg::cluster::GatewayMsg;
@@ -112,7 +113,7 @@ pub struct SupervisorArgs {
     /// Restart limits.
     pub settings: SupervisorSettings,
     /// Engine events.
-    pub events: broadcast::Sender<EngineEvent>,
+    pub events: EventSender,
     /// Queue counts.
     pub counts: watch::Sender<QueueCounts>,
     /// Where the error that stopped the engine is left.

@@ -80,7 +80,7 @@ pub(super) struct Stamps {
 /// Drains `rx` until the run of `graph` settles (or the channel closes),
 /// stamping first attempts' starts and the settle.
 pub(super) fn collect(
-    mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
+    mut rx: weir_actors::event_channel::EventReceiver,
     graph: String,
 ) -> tokio::task::JoinHandle<Stamps> {
     tokio::spawn(async move {

@@ -14,6 +14,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::EngineEvent;
+use weir_actors::event_channel::EventReceiver;
 
 /// Events kept for resuming clients.
 pub const EVENT_RING_MAX: usize = 10_000;
@@ -161,7 +162,7 @@ impl EventHub {
     }
 
     /// Feeds the hub from an engine subscription until it closes.
-    pub fn pump(&self, mut rx: broadcast::Receiver<EngineEvent>) -> tokio::task::JoinHandle<()> {
+    pub fn pump(&self, mut rx: EventReceiver) -> tokio::task::JoinHandle<()> {
         let hub = self.clone();
         tokio::spawn(async move {
             loop {

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 use weir_actors::clock::Clock;
+use weir_actors::event_channel::EventReceiver;
 use weir_actors::events::EngineEvent;
 use weir_actors::msg::work::DeferCause;
 use weir_actors::records::done::DoneStatus;
@@ -312,7 +313,7 @@ fn muted(m: &Muted) -> bool {
 /// `mute` is set, ignoring them); a settled run's record is read from
 /// `store`.
 pub fn watch_events(
-    mut events: broadcast::Receiver<EngineEvent>,
+    mut events: EventReceiver,
     store: Store,
     clock: Clock,
     tally: Arc<Mutex<Tally>>,

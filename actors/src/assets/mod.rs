@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast;
 use weir_core::graph::GraphDef;
 use weir_core::partition::{Partition, Partitioning};
 use weir_core::zone::Zone;
 
+use crate::event_channel::EventSender;
 use crate::events::EngineEvent;
 use crate::names::Names;
 // The actor's interface lives in `msg`, its records in `records` and its
@@ -82,7 +82,7 @@ pub struct AssetsArgs {
     /// The store.
     pub store: Store,
     /// Engine events.
-    pub events: broadcast::Sender<EngineEvent>,
+    pub events: EventSender,
     /// Settings.
     pub settings: AssetsSettings,
 }
@@ -91,7 +91,7 @@ pub struct AssetsArgs {
 pub struct AssetsState {
     names: Names,
     store: Store,
-    events: broadcast::Sender<EngineEvent>,
+    events: EventSender,
     settings: AssetsSettings,
     held: bool,
     /// Definitions read, by hash.

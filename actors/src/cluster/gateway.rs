@@ -28,6 +28,7 @@ use ractor_cluster::NodeServerMessage;
 use tokio::sync::broadcast;
 
 use crate::clock::Clock;
+use crate::event_channel::EventSender;
 use crate::events::EngineEvent;
 use crate::names::Names;
 // The gateway's interface lives in `msg`; re-exported here for the crate's users.
@@ -105,7 +106,7 @@ pub struct GatewayArgs {
     /// The clock.
     pub clock: Clock,
     /// Engine events.
-    pub events: broadcast::Sender<EngineEvent>,
+    pub events: EventSender,
     /// Leases.
     pub settings: ClusterSettings,
     /// The supervisor (the proxies' breakers).

@@ -38,11 +38,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use weir_core::queue::{Op, Place, TicketId};
 
 use crate::clock::Clock;
-use crate::events::EngineEvent;
+use crate::event_channel::EventSender;
 use crate::notify;
 use crate::store::{Recovered, Store};
 
@@ -77,7 +77,7 @@ pub struct QueueArgs {
     /// Settings.
     pub settings: QueueSettings,
     /// Engine events.
-    pub events: broadcast::Sender<EngineEvent>,
+    pub events: EventSender,
     /// Published counts.
     pub counts: watch::Sender<QueueCounts>,
     /// What every incarnation shares (the supervisor keeps it).

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use ractor::{ActorRef, RpcReplyPort};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use weir_core::queue::{Applied, Op, QueueState, TicketId};
 
 use crate::clock::Clock;
+use crate::event_channel::EventSender;
 use crate::events::EngineEvent;
 use crate::msg::pool::PoolMsg;
 use crate::msg::queue::{Cancelled, Completion, Enqueued, QueueCounts, QueueMsg, TicketView};
@@ -157,7 +158,7 @@ pub struct QueueActorState {
     pub(super) store: Store,
     pub(super) clock: Clock,
     pub(super) settings: QueueSettings,
-    pub(super) events: broadcast::Sender<EngineEvent>,
+    pub(super) events: EventSender,
     pub(super) counts: watch::Sender<QueueCounts>,
     pub(super) shared: Arc<QueueShared>,
     pub(super) q: QueueState,

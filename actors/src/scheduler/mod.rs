@@ -37,11 +37,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::broadcast;
 use weir_core::names::Name;
 
 use crate::clock::Clock;
-use crate::events::EngineEvent;
+use crate::event_channel::EventSender;
 use crate::names::Names;
 use crate::records::graph::{GraphRecord, GraphRunRecord, RunState};
 use crate::records::keys::{graph_key, runs_prefix};
@@ -72,7 +71,7 @@ pub struct SchedulerArgs {
     /// The clock.
     pub clock: Clock,
     /// Engine events.
-    pub events: broadcast::Sender<EngineEvent>,
+    pub events: EventSender,
     /// Settings.
     pub settings: SchedulerSettings,
 }

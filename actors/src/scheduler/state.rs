@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use ractor::{ActorProcessingErr, ActorRef};
 use serde_json::Value;
-use tokio::sync::broadcast;
 use weir_core::graph::{Graph, GraphDef};
 use weir_core::mapped::{Ledger, Members};
 use weir_core::names::Name;
@@ -17,6 +16,7 @@ use weir_core::queue::Job;
 use weir_core::readiness::{current_records, RunTracker};
 
 use crate::clock::Clock;
+use crate::event_channel::EventSender;
 use crate::events::EngineEvent;
 use crate::msg::scheduler::SchedulerMsg;
 use crate::names::Names;
@@ -67,7 +67,7 @@ pub struct SchedulerState {
     pub(super) names: Names,
     pub(super) store: Store,
     pub(super) clock: Clock,
-    pub(super) events: broadcast::Sender<EngineEvent>,
+    pub(super) events: EventSender,
     pub(super) settings: SchedulerSettings,
     pub(super) adopted: Option<String>,
     pub(super) defs: HashMap<String, Arc<Graph>>,

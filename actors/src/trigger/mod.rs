@@ -60,7 +60,7 @@ use tokio::sync::broadcast;
 use weir_core::names::Name;
 
 use crate::clock::Clock;
-use crate::events::EngineEvent;
+use crate::event_channel::EventSender;
 use crate::names::Names;
 use crate::store::Store;
 use settled::{Settled, SettledHub};
@@ -85,7 +85,7 @@ pub struct TriggerArgs {
     /// The clock.
     pub clock: Clock,
     /// Engine events.
-    pub events: broadcast::Sender<EngineEvent>,
+    pub events: EventSender,
     /// The engine's settles, by graph.
     pub settled: Arc<SettledHub>,
     /// Settings.

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
+use crate::event_channel::EventSender;
 use crate::events::EngineEvent;
 
 /// Settles held for one graph's trigger before it lags (and repairs).
@@ -55,7 +56,7 @@ pub struct SettledHub {
 impl SettledHub {
     /// Subscribes to `events` now and routes its settles from then on.
     /// Must be called within a tokio runtime (it spawns the router).
-    pub fn new(events: &broadcast::Sender<EngineEvent>) -> SettledHub {
+    pub fn new(events: &EventSender) -> SettledHub {
         let mut rx = events.subscribe();
         let routes = Routes::default();
         let table = routes.clone();
@@ -124,7 +125,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_graph_hears_only_its_settles() {
-        let (events, _) = broadcast::channel(16);
+        let events = EventSender::new(16);
         let hub = SettledHub::new(&events);
         let mut a = hub.subscribe("a");
         let mut b = hub.subscribe("b");
@@ -150,7 +151,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lagged_hub_tells_every_graph() {
-        let (events, _) = broadcast::channel(2);
+        let events = EventSender::new(2);
         let hub = SettledHub::new(&events);
         let mut a = hub.subscribe("a");
         // Three sends before the router runs: it lags by one.

@@ -15,7 +15,7 @@ use weir_core::names::Name;
 use weir_core::partition::{Partition, PartitionRange};
 
 use crate::clock::Clock;
-use crate::events::EngineEvent;
+use crate::event_channel::EventSender;
 use crate::msg::scheduler::StartOutcome;
 use crate::msg::trigger::{BackfillOrder, InventoryChange, TriggerMsg, TriggerStatus};
 use crate::names::Names;
@@ -54,7 +54,7 @@ pub struct TriggerState {
     pub(super) names: Names,
     pub(super) store: Store,
     pub(super) clock: Clock,
-    pub(super) events: broadcast::Sender<EngineEvent>,
+    pub(super) events: EventSender,
     pub(super) settings: TriggerSettings,
     pub(super) rng: SmallRng,
     /// The lease owner of this graph's claims. Stable across restarts, so

@@ -238,7 +238,7 @@ struct Seen {
 
 /// Drains `rx` until the run of `graph` for `partition` settles.
 fn collect(
-    mut rx: tokio::sync::broadcast::Receiver<EngineEvent>,
+    mut rx: weir_actors::event_channel::EventReceiver,
     graph: String,
     partition: String,
 ) -> tokio::task::JoinHandle<Seen> {
