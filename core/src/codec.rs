@@ -110,7 +110,9 @@ fn pack_into(plain: &[u8], out: &mut Vec<u8>) {
             0,
         );
         if let Ok(block_len) = lz4_flex::block::compress_into(plain, &mut out[block_at..]) {
-            if 5 + block_len < 1 + plain.len() {
+            // Never write what `unpack` refuses: a value past its limits
+            // (settings that let a journal value pass 1 GiB) stays plain.
+            if 5 + block_len < 1 + plain.len() && declarable(plain.len(), block_len) {
                 out.truncate(block_at + block_len);
                 return;
             }
@@ -136,6 +138,14 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     }
 }
 
+/// Whether a packed value may declare `declared` plain bytes for a block
+/// of `block_len`: within [`UNPACKED_BYTES_MAX`] and what LZ4 can expand
+/// to. `pack_into` and `unpack` both ask, so no value is written packed
+/// that reads back refused.
+fn declarable(declared: usize, block_len: usize) -> bool {
+    declared <= UNPACKED_BYTES_MAX && declared <= block_len.saturating_mul(LZ4_EXPANSION_MAX)
+}
+
 /// The named encoding inside a packed envelope (after its format byte),
 /// its declared length checked before anything is allocated for it.
 fn unpack(rest: &[u8]) -> Result<Vec<u8>, CodecError> {
@@ -146,7 +156,7 @@ fn unpack(rest: &[u8]) -> Result<Vec<u8>, CodecError> {
         )));
     };
     let declared = u32::from_le_bytes(*declared) as usize;
-    if declared > UNPACKED_BYTES_MAX || declared > block.len().saturating_mul(LZ4_EXPANSION_MAX) {
+    if !declarable(declared, block.len()) {
         return Err(CodecError::Decode(format!(
             "packed value declares {declared} bytes from a block of {}: damaged",
             block.len()
@@ -294,6 +304,20 @@ mod tests {
         let mut out = Vec::new();
         encode_packed_into(&value, &mut out).unwrap();
         assert_eq!(out[0], FORMAT_RMP_NAMED);
+        assert_eq!(decode::<V1>(&out).unwrap(), value);
+    }
+
+    #[test]
+    fn the_most_compressible_value_packs_within_what_unpack_accepts() {
+        // 1 MiB of one byte: LZ4's best case, near its 255-fold limit.
+        let value = V1 {
+            a: 1,
+            b: "a".repeat(1 << 20),
+        };
+        let mut out = Vec::new();
+        encode_packed_into(&value, &mut out).unwrap();
+        assert_eq!(out[0], FORMAT_LZ4_NAMED);
+        assert!(out.len() < 8 << 10, "packed to {} bytes", out.len());
         assert_eq!(decode::<V1>(&out).unwrap(), value);
     }
 
