@@ -75,7 +75,13 @@ pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, CodecError> {
 /// Appends the envelope of `value` to `out` (reusing its allocation).
 pub fn encode_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
     out.push(FORMAT_RMP_NAMED);
-    let mut ser = rmp_serde::Serializer::new(&mut *out).with_struct_map();
+    named_into(value, out)
+}
+
+/// Appends rmp-serde's named encoding of `value` to `out`, no format byte:
+/// what both envelopes hold.
+fn named_into<T: Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) -> Result<(), CodecError> {
+    let mut ser = rmp_serde::Serializer::new(out).with_struct_map();
     value
         .serialize(&mut ser)
         .map_err(|e| CodecError::Encode(e.to_string()))
@@ -88,10 +94,7 @@ pub fn encode_packed_into<T: Serialize + ?Sized>(
     out: &mut Vec<u8>,
 ) -> Result<(), CodecError> {
     let mut plain = Vec::with_capacity(256);
-    let mut ser = rmp_serde::Serializer::new(&mut plain).with_struct_map();
-    value
-        .serialize(&mut ser)
-        .map_err(|e| CodecError::Encode(e.to_string()))?;
+    named_into(value, &mut plain)?;
     pack_into(&plain, out);
     Ok(())
 }
