@@ -28,6 +28,7 @@ pub mod blocking;
 pub mod breaker;
 pub mod clock;
 pub mod cluster;
+pub mod due_starts;
 pub mod event_channel;
 pub mod events;
 pub mod measure;

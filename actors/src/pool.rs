@@ -30,8 +30,10 @@ use weir_core::queue::TicketId;
 use weir_core::retry::AttemptOutcome;
 
 use crate::attempt::breakers::Breakers;
+use crate::attempt::ended::{Ended, EndedInbox};
 use crate::attempt::outputs::{keep_output, resolve_upstreams};
 use crate::clock::Clock;
+use crate::due_starts::DueStarts;
 use crate::msg::cluster::LinkMsg;
 use crate::names::Names;
 // The pool's interface lives in `msg`; re-exported here for the crate's users.
@@ -42,7 +44,6 @@ use crate::msg::work::{DeferCause, Grant, Report};
 pub use crate::msg::work::{PoolUp, PoolView};
 use crate::store::{BlobRef, Store};
 use crate::task::{ArtifactSlot, TaskContext, TaskError, TaskRegistry};
-use weir_core::artifact::ArtifactRef;
 
 /// An attempt running this long is marked started in the queue's journal
 /// (the ticket's `started`). A crash costs the attempt whether or not it
@@ -142,6 +143,11 @@ pub struct PoolState {
     /// Blobs of reports not yet acknowledged: pinned until the queue says
     /// the record naming them is durable (or that it dropped the report).
     pinned: HashMap<(TicketId, u32), BlobRef>,
+    /// Grants handed out ahead, waiting for their instants: an ended
+    /// attempt is handled after the ones that are due have started.
+    due: DueStarts,
+    /// Where its attempts' tasks leave their outcomes.
+    inbox: EndedInbox,
 }
 
 /// A pool actor that panics skips `post_stop`: its state is dropped all
@@ -188,6 +194,8 @@ impl Actor for PoolActor {
             clock: args.clock,
             output_bytes_max: args.output_bytes_max,
             pinned: HashMap::new(),
+            due: DueStarts::default(),
+            inbox: EndedInbox::default(),
         })
     }
 
@@ -226,24 +234,12 @@ impl Actor for PoolActor {
                     state.run(&myself, grant).await;
                 }
             }
-            PoolMsg::Ended {
-                id,
-                attempt,
-                outcome,
-                output,
-                output_blob,
-                artifacts,
-                error,
-                retry_after_ms,
-                started_ms,
-            } => state.ended(
-                id,
-                attempt,
-                outcome,
-                (output, output_blob, artifacts),
-                (error, retry_after_ms),
-                started_ms,
-            ),
+            PoolMsg::Ended => {
+                state.due.yield_to_overdue(&state.clock).await;
+                for e in state.inbox.take() {
+                    state.ended(e);
+                }
+            }
             PoolMsg::Cancel(id) => {
                 if let Some(r) = state.running.get(&id) {
                     tracing::info!(id, attempt = r.attempt, "cancelling running attempt");
@@ -525,6 +521,10 @@ impl PoolState {
         let output_bytes_max = self.output_bytes_max;
         let graph_node = job.notify.is_some();
         let clock = self.clock.clone();
+        let inbox = self.inbox.clone();
+        // Counted from the hand-out, so that a start whose upstream outputs
+        // are still being read is waited for too.
+        let waiting = (started_ms > self.clock.now_ms()).then(|| self.due.wait_for(started_ms));
         tokio::spawn(async move {
             let mut ctx = ctx;
             let resolved = match &store {
@@ -538,17 +538,10 @@ impl PoolState {
                 }
                 Ok(None) => task,
                 Err(e) => {
-                    let _ = me.cast(PoolMsg::Ended {
-                        id,
-                        attempt,
-                        outcome: AttemptOutcome::Permanent,
-                        output: Vec::new(),
-                        output_blob: None,
-                        artifacts: Vec::new(),
-                        error: Some(e),
-                        retry_after_ms: None,
-                        started_ms,
-                    });
+                    inbox.push(
+                        Ended::unrun(id, attempt, AttemptOutcome::Permanent, e, started_ms),
+                        &me,
+                    );
                     return;
                 }
             };
@@ -560,21 +553,21 @@ impl PoolState {
                 tokio::select! {
                     () = tokio::time::sleep(Duration::from_millis(wait_ms)) => {}
                     () = cancel.cancelled() => {
-                        let _ = me.cast(PoolMsg::Ended {
-                            id,
-                            attempt,
-                            outcome: AttemptOutcome::Retryable,
-                            output: Vec::new(),
-                            output_blob: None,
-                            artifacts: Vec::new(),
-                            error: Some("cancelled before its instant".to_string()),
-                            retry_after_ms: None,
-                            started_ms,
-                        });
+                        inbox.push(
+                            Ended::unrun(
+                                id,
+                                attempt,
+                                AttemptOutcome::Retryable,
+                                "cancelled before its instant".to_string(),
+                                started_ms,
+                            ),
+                            &me,
+                        );
                         return;
                     }
                 }
             }
+            drop(waiting);
             let mut retry_after_ms = None;
             let (outcome, output, error) = match task {
                 None => (
@@ -626,29 +619,35 @@ impl PoolState {
                 AttemptOutcome::Success => artifacts.take(),
                 _ => Vec::new(),
             };
-            let _ = me.cast(PoolMsg::Ended {
-                id,
-                attempt,
-                outcome,
-                output,
-                output_blob,
-                artifacts,
-                error,
-                retry_after_ms,
-                started_ms,
-            });
+            inbox.push(
+                Ended {
+                    id,
+                    attempt,
+                    outcome,
+                    output,
+                    output_blob,
+                    artifacts,
+                    error,
+                    retry_after_ms,
+                    started_ms,
+                },
+                &me,
+            );
         });
     }
 
-    fn ended(
-        &mut self,
-        id: TicketId,
-        attempt: u32,
-        outcome: AttemptOutcome,
-        (output, output_blob, artifacts): (Vec<u8>, Option<BlobRef>, Vec<ArtifactRef>),
-        (error, retry_after_ms): (Option<String>, Option<u64>),
-        started_ms: u64,
-    ) {
+    fn ended(&mut self, e: Ended) {
+        let Ended {
+            id,
+            attempt,
+            outcome,
+            output,
+            output_blob,
+            artifacts,
+            error,
+            retry_after_ms,
+            started_ms,
+        } = e;
         let Some(running) = self.running.remove(&id) else {
             if let Some(blob) = &output_blob {
                 self.unpin(blob);

@@ -4,4 +4,5 @@
 //! from it. No actor lives here.
 
 pub mod breakers;
+pub mod ended;
 pub mod outputs;

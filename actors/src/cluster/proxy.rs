@@ -185,7 +185,7 @@ impl Actor for ProxyActor {
             }
             // A remote pool's capacity is its worker's (`--pool NAME=SLOTS`).
             PoolMsg::Resize(_) | PoolMsg::Reset | PoolMsg::MarkStarted => {}
-            PoolMsg::Ended { .. } => {
+            PoolMsg::Ended => {
                 tracing::warn!(worker = %state.worker_id, "an attempt's end reached a proxy; dropped");
             }
             PoolMsg::Panic => panic!("proxy of {}: fault injected by a test", state.worker_id),

@@ -4,11 +4,9 @@
 
 use ractor::RpcReplyPort;
 use weir_core::queue::TicketId;
-use weir_core::retry::AttemptOutcome;
 
 use crate::msg::cluster::FromWorker;
 use crate::msg::work::{Grant, PoolView};
-use crate::store::BlobRef;
 
 /// Messages of the pool actor.
 pub enum PoolMsg {
@@ -18,27 +16,10 @@ pub enum PoolMsg {
     /// this pool, in one message (a burst's thousands of hand-outs reach
     /// the pool as one, ahead of the reports of those already running).
     RunMany(Vec<Grant>),
-    /// An attempt ended (from the attempt's task).
-    Ended {
-        /// The ticket.
-        id: TicketId,
-        /// The attempt.
-        attempt: u32,
-        /// How it ended.
-        outcome: AttemptOutcome,
-        /// Output on success (inline).
-        output: Vec<u8>,
-        /// Output on success, written to a blob (pinned).
-        output_blob: Option<BlobRef>,
-        /// The artifacts a success stored.
-        artifacts: Vec<weir_core::artifact::ArtifactRef>,
-        /// Error on failure.
-        error: Option<String>,
-        /// The least wait before a retry (a server's `Retry-After`).
-        retry_after_ms: Option<u64>,
-        /// When it started.
-        started_ms: u64,
-    },
+    /// Attempts ended: their outcomes wait in the pool's inbox
+    /// ([`crate::attempt::ended::EndedInbox`]), sent by the first task
+    /// that found it empty.
+    Ended,
     /// Cancel the running attempt of a ticket.
     Cancel(TicketId),
     /// Timer: tell the queue of attempts running for
