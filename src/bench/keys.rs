@@ -17,10 +17,13 @@
 //!    5 s by default), so at the instant only the hand-out remains; the
 //!    same lateness, measured for the second run of each key.
 //!
+//! 4. The raw floor of step 3, in the same run: 10,000 bare tokio tasks
+//!    sleeping until one instant on the same runtime ([`super::wake_floor`]).
+//!
 //! Goals printed beside: load and schedule <= 2 s, <= 200 MiB, p99
 //! lateness of the burst due at one instant <= 10 ms (the prepared one:
 //! the unprepared burst is printed beside it as the cost without
-//! preparation).
+//! preparation), and the floor's p99 beside that.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -247,10 +250,23 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
                 second.len()
             )));
         }
+        let min = second.iter().copied().min().unwrap_or(0);
         let (p50, p99, max) = percentiles(second);
         println!(
-            "lateness, prepared: {burst} keys due at one instant {BURST_DELAY_MS} ms after a signal, prepared up to {} ms ahead: first task start - due: p50 {p50} ms, p99 {p99} ms (goal <= 10 ms; not prepared: {u99} ms), max {max} ms",
+            "lateness, prepared: {burst} keys due at one instant {BURST_DELAY_MS} ms after a signal, prepared up to {} ms ahead: first task start - due: min {min} ms, p50 {p50} ms, p99 {p99} ms (goal <= 10 ms; not prepared: {u99} ms), max {max} ms",
             crate::TriggerSettings::default().prepare_ahead_ms
+        );
+        // 4. The same burst with nothing but tokio: the engine is idle.
+        let floor = super::wake_floor::measure(burst).await;
+        println!(
+            "floor: {} bare tokio tasks sleeping until one instant {} ms ahead, same runtime: start - instant: min {:.1} ms, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; the prepared burst's p99 is {:.2}x it",
+            floor.tasks,
+            super::wake_floor::AHEAD_MS,
+            floor.min_ms,
+            floor.p50_ms,
+            floor.p99_ms,
+            floor.max_ms,
+            p99 as f64 / floor.p99_ms.max(0.001)
         );
         println!(
             "{}",
@@ -261,10 +277,17 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
                     ("load_ms", format!("{load_ms:.0}")),
                     ("rss_bytes", rss.to_string()),
                     ("burst", burst.to_string()),
+                    ("lateness_min_ms", min.to_string()),
                     ("lateness_p50_ms", p50.to_string()),
                     ("lateness_p99_ms", p99.to_string()),
                     ("lateness_max_ms", max.to_string()),
                     ("lateness_goal_ms", "10".to_string()),
+                    ("floor_p50_ms", format!("{:.1}", floor.p50_ms)),
+                    ("floor_p99_ms", format!("{:.1}", floor.p99_ms)),
+                    (
+                        "lateness_over_floor",
+                        format!("{:.2}", p99 as f64 / floor.p99_ms.max(0.001)),
+                    ),
                     ("unprepared_p50_ms", u50.to_string()),
                     ("unprepared_p99_ms", u99.to_string()),
                     ("unprepared_max_ms", umax.to_string()),

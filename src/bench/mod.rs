@@ -33,6 +33,7 @@ mod soak;
 mod store;
 pub mod torture;
 pub mod validate;
+mod wake_floor;
 
 pub use report::{result_line, BenchError, SCENARIOS};
 

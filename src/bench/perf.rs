@@ -9,7 +9,7 @@
 //! | key | from |
 //! |---|---|
 //! | `chain_ms`, `fsync_ms`, `chain_over_fsync` | `chain`: per node, its fsync floor |
-//! | `burst_p99_ms` | `keys`: the prepared burst of 10,000 keys |
+//! | `burst_p99_ms`, `burst_floor_p99_ms`, `burst_over_floor` | `keys`: the prepared burst of 10,000 keys; 10,000 bare tokio tasks due at one instant |
 //! | `recovery_100k_ms`, `recovery_100k_rss_bytes` | `recovery --quick` (100k tickets) |
 //! | `one_worker_per_s`, `one_worker_over_commit` | `sweep`: pool of 1 against one raw commit per job |
 //! | `drain_over_raw` | `drain`: against raw sled at weir's batch size |
@@ -296,6 +296,12 @@ pub fn assemble(
 
     put("burst_p99_ms", fmt(get("keys", "lateness_p99_ms"), 0));
     put("burst_goal_p99_ms", BURST_GOAL_P99_MS.to_string());
+    // The same burst of bare tokio tasks, measured in the same run.
+    put("burst_floor_p99_ms", fmt(get("keys", "floor_p99_ms"), 1));
+    put(
+        "burst_over_floor",
+        fmt(get("keys", "lateness_over_floor"), 2),
+    );
     put(
         "burst_unprepared_p99_ms",
         fmt(get("keys", "unprepared_p99_ms"), 0),
@@ -501,6 +507,8 @@ mod tests {
             "keys",
             Ok(pairs(&[
                 ("lateness_p99_ms", "48"),
+                ("floor_p99_ms", "9.6"),
+                ("lateness_over_floor", "5.00"),
                 ("unprepared_p99_ms", "2100"),
             ])),
         );
@@ -584,6 +592,8 @@ mod tests {
             ("fsync_ms", "0.250"),
             ("chain_over_fsync", "2.12"),
             ("burst_p99_ms", "48"),
+            ("burst_floor_p99_ms", "9.6"),
+            ("burst_over_floor", "5.00"),
             ("recovery_100k_ms", "31.5"),
             ("recovery_100k_rss_bytes", "28311552"),
             ("one_worker_over_commit", "0.750"),
