@@ -25,6 +25,9 @@ const LEAD_CHECK_MS: u64 = 25;
 const STEP_DOWN_GRACE: Duration = Duration::from_secs(1);
 /// How often the members' URLs in engine.json are refreshed.
 const MEMBERS_REFRESH: Duration = Duration::from_secs(2);
+/// An engine still opening this long after its member won says so, and
+/// again at each such interval.
+const OPEN_SLOW_AFTER: Duration = Duration::from_secs(3);
 
 /// Runs the member.
 pub fn run(a: ServeArgs) -> Result<u8, Failure> {
@@ -233,7 +236,7 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
             if let Some((c, _)) = cluster.as_mut() {
                 c.settings.term = raft_term;
             }
-            let opened = host::open_engine_with(
+            let opening = host::open_engine_with(
                 &defs,
                 &data,
                 durability,
@@ -241,8 +244,34 @@ pub fn run(a: ServeArgs) -> Result<u8, Failure> {
                 cluster,
                 Some(store.clone()),
                 artifacts.clone(),
-            )
-            .await;
+            );
+            // An open that takes long says so while it waits: its first
+            // writes wait for the group, and a member whose followers do
+            // not answer would otherwise say nothing at all.
+            let opened = {
+                tokio::pin!(opening);
+                let mut slow = tokio::time::interval_at(
+                    tokio::time::Instant::now() + OPEN_SLOW_AFTER,
+                    OPEN_SLOW_AFTER,
+                );
+                loop {
+                    tokio::select! {
+                        opened = &mut opening => break opened,
+                        _ = slow.tick() => {
+                            let m = replica.raft.metrics().borrow().clone();
+                            tracing::warn!(
+                                member = id,
+                                waited_ms = promoted.elapsed().as_millis() as u64,
+                                leader = ?m.current_leader,
+                                term = m.current_term,
+                                last_log = ?m.last_log_index,
+                                applied = ?m.last_applied.map(|l| l.index),
+                                "replica: the engine is still opening"
+                            );
+                        }
+                    }
+                }
+            };
             let engine = match opened {
                 Ok(e) => e,
                 // The lead was lost while the engine opened (its first

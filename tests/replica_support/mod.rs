@@ -204,9 +204,13 @@ pub fn chain_defs(dir: &Path, sleep_s: &str) -> PathBuf {
     let defs = dir.join("defs");
     std::fs::create_dir_all(&defs).unwrap();
     let log = dir.join("ran.log");
+    // A leader killed while a node runs costs that attempt (its hand-out
+    // was durable), and these tests kill leaders several times in a row:
+    // the budget is the tests' kills, not weir's default of 3.
     let cmd = |node: &str| {
         format!(
-            r#"command = ["sh", "-c", "sleep {sleep_s}; echo '{{partition}} {node}' >> {}"]"#,
+            "command = [\"sh\", \"-c\", \"sleep {sleep_s}; echo '{{partition}} {node}' >> {}\"]\n\
+             retry = {{ attempts = 12, initial = \"100ms\", max = \"1s\" }}",
             log.display()
         )
     };
@@ -694,6 +698,24 @@ impl Group {
             if done {
                 return runs;
             }
+            // A failed run never completes: say why at once, with its
+            // nodes (their states, attempts and errors).
+            if let Some(p) = parts
+                .iter()
+                .find(|p| runs.get(*p).map(String::as_str) == Some("failed"))
+            {
+                let r = self.api(
+                    "GET",
+                    &format!("/api/v1/graphs/{graph}/runs/{p}"),
+                    None,
+                    Duration::from_secs(20),
+                );
+                panic!(
+                    "run {p} of {graph} failed: {}\n{}",
+                    r.body,
+                    self.logs_tail()
+                );
+            }
             if t0.elapsed() > timeout {
                 let missing: Vec<_> = parts
                     .iter()
@@ -728,9 +750,20 @@ impl Group {
         for id in self.members.keys() {
             let text =
                 std::fs::read_to_string(self.dir.join(format!("m{id}.log"))).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            out.push_str(&format!("--- member {id}\n"));
-            for l in &lines[lines.len().saturating_sub(25)..] {
+            // Refused API requests (the client's 503s while no engine
+            // answers) would fill the tail: counted, not shown.
+            let refused = text
+                .lines()
+                .filter(|l| l.contains("api request failed status=503"))
+                .count();
+            let lines: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.contains("api request failed status=503"))
+                .collect();
+            out.push_str(&format!(
+                "--- member {id} ({refused} requests refused with 503 not shown)\n"
+            ));
+            for l in &lines[lines.len().saturating_sub(40)..] {
                 out.push_str(l);
                 out.push('\n');
             }
