@@ -483,7 +483,8 @@ impl PoolState {
         }
         let cancel = CancellationToken::new();
         // A grant handed out ahead starts at its instant.
-        let started_ms = self.clock.now_ms().max(not_before_ms.unwrap_or(0));
+        let now_ms = self.clock.now_ms();
+        let started_ms = now_ms.max(not_before_ms.unwrap_or(0));
         self.running.insert(
             id,
             Running {
@@ -524,7 +525,7 @@ impl PoolState {
         let inbox = self.inbox.clone();
         // Counted from the hand-out, so that a start whose upstream outputs
         // are still being read is waited for too.
-        let waiting = (started_ms > self.clock.now_ms()).then(|| self.due.wait_for(started_ms));
+        let waiting = (started_ms > now_ms).then(|| self.due.wait_for(started_ms));
         tokio::spawn(async move {
             let mut ctx = ctx;
             let resolved = match &store {

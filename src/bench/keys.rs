@@ -35,7 +35,7 @@ use weir_core::partition::{Partition, Partitioning};
 use weir_core::schedule::ScheduleSettings;
 
 use super::drain::{rss_bytes, tempfile_dir};
-use super::report::{result_line, BenchError};
+use super::report::{percentile, result_line, BenchError};
 use crate::Engine;
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
@@ -77,14 +77,6 @@ fn write_inventory(path: &std::path::Path, prefix: &str, n: usize) -> Result<(),
         text.push_str(&format!("{prefix}-{i:07}\n"));
     }
     std::fs::write(path, text).map_err(failed)
-}
-
-fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// (p50, p99, max) of `ms`.
@@ -258,6 +250,7 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
         );
         // 4. The same burst with nothing but tokio: the engine is idle.
         let floor = super::wake_floor::measure(burst).await;
+        let over_floor = p99 as f64 / floor.p99_ms.max(0.001);
         println!(
             "floor: {} bare tokio tasks sleeping until one instant {} ms ahead, same runtime: start - instant: min {:.1} ms, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; the prepared burst's p99 is {:.2}x it",
             floor.tasks,
@@ -266,7 +259,7 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
             floor.p50_ms,
             floor.p99_ms,
             floor.max_ms,
-            p99 as f64 / floor.p99_ms.max(0.001)
+            over_floor
         );
         println!(
             "{}",
@@ -284,10 +277,7 @@ pub fn run(quick: bool) -> Result<(), BenchError> {
                     ("lateness_goal_ms", "10".to_string()),
                     ("floor_p50_ms", format!("{:.1}", floor.p50_ms)),
                     ("floor_p99_ms", format!("{:.1}", floor.p99_ms)),
-                    (
-                        "lateness_over_floor",
-                        format!("{:.2}", p99 as f64 / floor.p99_ms.max(0.001)),
-                    ),
+                    ("lateness_over_floor", format!("{over_floor:.2}")),
                     ("unprepared_p50_ms", u50.to_string()),
                     ("unprepared_p99_ms", u99.to_string()),
                     ("unprepared_max_ms", umax.to_string()),

@@ -55,6 +55,17 @@ pub const SCENARIOS: &[&str] = &[
     "perf",
 ];
 
+/// The value at fraction `p` (0..=1) of `sorted`, by the index
+/// `(len - 1) * p` rounded; 0 when empty. `keys` and its tokio floor both
+/// take their percentiles here, so the two figures compare.
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
 /// A `RESULT` line from key-value pairs.
 pub fn result_line(scenario: &str, pairs: &[(&str, String)]) -> String {
     let mut line = format!("RESULT scenario={scenario}");

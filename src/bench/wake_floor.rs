@@ -10,6 +10,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::report::percentile;
+
 /// Lateness of the tasks' starts, ms (fractional: measured in µs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WakeFloor {
@@ -50,13 +52,7 @@ pub async fn measure(n: usize) -> WakeFloor {
 /// Min, p50, p99 and max of `us`, in ms.
 fn summarize(us: &mut [u64]) -> WakeFloor {
     us.sort_unstable();
-    let at = |q: f64| -> f64 {
-        if us.is_empty() {
-            return 0.0;
-        }
-        let i = ((us.len() as f64 - 1.0) * q).round() as usize;
-        us[i.min(us.len() - 1)] as f64 / 1e3
-    };
+    let at = |q: f64| percentile(us, q) as f64 / 1e3;
     WakeFloor {
         tasks: us.len(),
         min_ms: at(0.0),

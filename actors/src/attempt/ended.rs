@@ -141,26 +141,66 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn every_outcome_pushed_from_many_tasks_is_taken_once() {
-        let inbox = EndedInbox::default();
-        let messages = Arc::new(AtomicUsize::new(0));
-        let taken = Arc::new(Mutex::new(Vec::new()));
-        let (pool, join) = Actor::spawn(
-            None,
-            Taker,
-            Seen {
+    /// A taker spawned over a fresh inbox, with what it saw.
+    struct Fixture {
+        inbox: EndedInbox,
+        messages: Arc<AtomicUsize>,
+        taken: Arc<Mutex<Vec<TicketId>>>,
+        pool: ActorRef<PoolMsg>,
+        join: tokio::task::JoinHandle<()>,
+    }
+
+    impl Fixture {
+        async fn spawn() -> Fixture {
+            let inbox = EndedInbox::default();
+            let messages = Arc::new(AtomicUsize::new(0));
+            let taken = Arc::new(Mutex::new(Vec::new()));
+            let seen = Seen {
                 inbox: inbox.clone(),
                 messages: messages.clone(),
                 taken: taken.clone(),
-            },
-        )
-        .await
-        .unwrap();
+            };
+            let (pool, join) = Actor::spawn(None, Taker, seen).await.unwrap();
+            Fixture {
+                inbox,
+                messages,
+                taken,
+                pool,
+                join,
+            }
+        }
+
+        fn push(&self, id: TicketId) {
+            let e = Ended::unrun(id, 1, AttemptOutcome::Success, String::new(), 0);
+            self.inbox.push(e, &self.pool);
+        }
+
+        /// Waits until `n` outcomes were taken (10 s at most).
+        async fn until_taken(&self, n: usize) {
+            let t0 = std::time::Instant::now();
+            while self.taken.lock().unwrap().len() < n {
+                assert!(t0.elapsed().as_secs() < 10, "outcomes left untaken");
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+
+        fn messages(&self) -> usize {
+            self.messages.load(Ordering::SeqCst)
+        }
+
+        async fn stop(self) {
+            self.pool.stop(None);
+            self.join.await.unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_outcome_pushed_from_many_tasks_is_taken_once() {
+        let f = Fixture::spawn().await;
         // 4,000 tasks on two workers, pushing as they end.
         let tasks: Vec<_> = (0..4_000u64)
             .map(|id| {
-                let (inbox, pool) = (inbox.clone(), pool.clone());
+                let (inbox, pool) = (f.inbox.clone(), f.pool.clone());
                 tokio::spawn(async move {
                     let e = Ended::unrun(id, 1, AttemptOutcome::Success, String::new(), 0);
                     inbox.push(e, &pool);
@@ -170,92 +210,41 @@ mod tests {
         for t in tasks {
             t.await.unwrap();
         }
-        let t0 = std::time::Instant::now();
-        while taken.lock().unwrap().len() < 4_000 {
-            assert!(t0.elapsed().as_secs() < 10, "outcomes left untaken");
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        let mut ids = taken.lock().unwrap().clone();
+        f.until_taken(4_000).await;
+        let mut ids = f.taken.lock().unwrap().clone();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), 4_000, "each outcome taken once");
-        assert!(messages.load(Ordering::SeqCst) >= 1);
-        assert!(inbox.take().is_empty());
-        pool.stop(None);
-        join.await.unwrap();
+        assert!(f.messages() >= 1);
+        assert!(f.inbox.take().is_empty());
+        f.stop().await;
     }
 
     #[tokio::test]
     async fn outcomes_pushed_before_the_pool_runs_cost_one_message() {
-        let inbox = EndedInbox::default();
-        let messages = Arc::new(AtomicUsize::new(0));
-        let taken = Arc::new(Mutex::new(Vec::new()));
-        let (pool, join) = Actor::spawn(
-            None,
-            Taker,
-            Seen {
-                inbox: inbox.clone(),
-                messages: messages.clone(),
-                taken: taken.clone(),
-            },
-        )
-        .await
-        .unwrap();
+        let f = Fixture::spawn().await;
         // One thread, no await between the pushes: the pool cannot run.
         for id in 0..100 {
-            inbox.push(
-                Ended::unrun(id, 1, AttemptOutcome::Success, String::new(), 0),
-                &pool,
-            );
+            f.push(id);
         }
-        let t0 = std::time::Instant::now();
-        while taken.lock().unwrap().len() < 100 {
-            assert!(t0.elapsed().as_secs() < 10, "outcomes left untaken");
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-        assert_eq!(messages.load(Ordering::SeqCst), 1);
+        f.until_taken(100).await;
+        assert_eq!(f.messages(), 1);
         assert_eq!(
-            *taken.lock().unwrap(),
+            *f.taken.lock().unwrap(),
             (0..100).collect::<Vec<_>>(),
             "in the order pushed"
         );
-        pool.stop(None);
-        join.await.unwrap();
+        f.stop().await;
     }
 
     #[tokio::test]
     async fn a_push_after_a_take_sends_again() {
-        let inbox = EndedInbox::default();
-        let messages = Arc::new(AtomicUsize::new(0));
-        let taken = Arc::new(Mutex::new(Vec::new()));
-        let (pool, join) = Actor::spawn(
-            None,
-            Taker,
-            Seen {
-                inbox: inbox.clone(),
-                messages: messages.clone(),
-                taken: taken.clone(),
-            },
-        )
-        .await
-        .unwrap();
+        let f = Fixture::spawn().await;
         for id in 0..3 {
-            inbox.push(
-                Ended::unrun(id, 1, AttemptOutcome::Success, String::new(), 0),
-                &pool,
-            );
-            let t0 = std::time::Instant::now();
-            while taken.lock().unwrap().len() < id as usize + 1 {
-                assert!(t0.elapsed().as_secs() < 10, "outcome {id} never taken");
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
+            f.push(id);
+            f.until_taken(id as usize + 1).await;
         }
-        assert_eq!(
-            messages.load(Ordering::SeqCst),
-            3,
-            "one message per empty inbox"
-        );
-        pool.stop(None);
-        join.await.unwrap();
+        assert_eq!(f.messages(), 3, "one message per empty inbox");
+        f.stop().await;
     }
 }
