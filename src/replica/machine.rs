@@ -1,8 +1,9 @@
 //! The replicated state machine: the member's weir store. A committed
-//! entry's write set is applied with the log id it was applied at in one
-//! sled transaction, so after a crash the store says where replay starts.
-//! Applies are not synced: the log is durable, and a snapshot syncs the
-//! store before the log behind it may be purged.
+//! entry's write set is applied, then the log id it was applied at, so
+//! after a crash the store says where replay starts (an entry applied in
+//! part is applied again: see the store's `replicated_apply`). Applies are
+//! not synced: the log is durable, and a snapshot syncs the store before
+//! the log behind it may be purged.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -89,12 +90,12 @@ impl RaftStateMachine<TypeConfig> for Machine {
                         ))?),
                     ),
                 };
-                let mut meta = vec![(APPLIED, log_id)];
+                let mut meta = vec![(APPLIED, log_id.clone())];
                 if let Some(m) = membership {
                     meta.push((MEMBERSHIP, m));
                 }
                 let held = store
-                    .apply_replicated(sets, &meta)
+                    .apply_replicated(&log_id, sets, &meta)
                     .map_err(|e| format!("entry {}: {e}", entry.log_id))?;
                 out.push(held);
             }

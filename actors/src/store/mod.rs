@@ -66,6 +66,7 @@ mod pipeline;
 mod records;
 mod replay;
 mod replicated;
+mod replicated_apply;
 mod settings;
 mod snapshot;
 mod sync;

@@ -3,7 +3,8 @@
 //! write, as a [`WriteSet`], and appends it to the pipeline (the `pipeline`
 //! module), which proposes what is pending to the [`Replicator`] (a Raft
 //! group) one entry at a time; every node, this one included, applies the
-//! committed sets with [`Store::apply_replicated`]. A write is durable
+//! committed sets with `Store::apply_replicated` (the `replicated_apply`
+//! module). A write is durable
 //! when [`Store::sync`] returns (every synced write path calls it): its set
 //! is then committed (persisted on a majority) and applied here.
 //!
@@ -20,9 +21,6 @@
 
 use std::sync::Arc;
 
-use sled::transaction::{ConflictableTransactionError, TransactionError};
-
-use super::blobs::BlobRef;
 use super::pipeline::Pipeline;
 use super::write_set::{Replicator, TreeId, WriteBatch, WriteSet};
 use super::{Store, StoreError};
@@ -164,71 +162,6 @@ impl Store {
         inner
             .failed
             .store(false, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Applies a committed entry's sets in order, with the state machine's
-    /// own values `meta` (applied log id, membership), in one transaction.
-    /// Returns whether each set's guard held (a set whose guard did not
-    /// writes nothing). Not gated by fail-stop: a follower applies what the
-    /// group committed.
-    pub fn apply_replicated(
-        &self,
-        sets: &[WriteSet],
-        meta: &[(&str, Vec<u8>)],
-    ) -> Result<Vec<bool>, StoreError> {
-        let inner = &self.inner;
-        for set in sets {
-            for bytes in &set.blobs {
-                self.write_blob_file(&BlobRef::of(bytes), bytes)?;
-            }
-        }
-        // Blobs hold the gate themselves; the trees' transaction here.
-        let _gate = self.write_gate();
-        let trees = (
-            &inner.journal,
-            &inner.snapshot,
-            &inner.records,
-            &inner.expiry,
-            &inner.replica,
-        );
-        let result = super::kv::transaction5(trees, |tx| {
-            let (r, m) = (&tx.2, &tx.4);
-            let mut held_all = Vec::with_capacity(sets.len());
-            for set in sets {
-                // A transaction reads its own writes: a guard sees the
-                // sets before it in the entry.
-                let held = match &set.guard {
-                    None => true,
-                    Some(g) => {
-                        r.get(g.key.as_bytes())?.as_deref()
-                            == g.expected.as_ref().map(|v| v.as_slice())
-                    }
-                };
-                if held {
-                    for w in &set.writes {
-                        let tree = w.tree.in_tx(tx);
-                        match &w.value {
-                            Some(v) => tree.insert(w.key.as_slice(), v.as_slice())?,
-                            None => tree.remove(w.key.as_slice())?,
-                        };
-                    }
-                }
-                held_all.push(held);
-            }
-            for (k, v) in meta {
-                m.insert(k.as_bytes(), v.as_slice())?;
-            }
-            Ok::<Vec<bool>, ConflictableTransactionError<()>>(held_all)
-        });
-        match result {
-            Ok(held) => Ok(held),
-            Err(TransactionError::Abort(())) => unreachable!("apply never aborts"),
-            Err(TransactionError::Storage(source)) => Err(StoreError::Write {
-                dir: self.dir().to_path_buf(),
-                what: "replicated apply",
-                source,
-            }),
-        }
     }
 
     /// The state machine's tree (applied log id, membership, vote).
