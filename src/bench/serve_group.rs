@@ -118,6 +118,26 @@ pub(super) fn pinned(exe: &Path, cpus: Option<&str>) -> Command {
     }
 }
 
+/// Where a member logs: nowhere but its errors, or, to trace a run,
+/// `$WEIR_BENCH_MEMBER_LOGS/NAME.log` (appended) at the level of
+/// `WEIR_BENCH_MEMBER_RUST_LOG` (e.g. `weir::replica=trace`; `info` when
+/// unset).
+fn member_log(cmd: &mut Command, name: &str) -> Result<(), BenchError> {
+    let Some(dir) = std::env::var_os("WEIR_BENCH_MEMBER_LOGS") else {
+        cmd.env("RUST_LOG", "error").stderr(Stdio::null());
+        return Ok(());
+    };
+    let path = Path::new(&dir).join(format!("{name}.log"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|e| BenchError::Failed(format!("member log {}: {e}", path.display())))?;
+    let level = std::env::var("WEIR_BENCH_MEMBER_RUST_LOG").unwrap_or_else(|_| "info".into());
+    cmd.env("RUST_LOG", level).stderr(file);
+    Ok(())
+}
+
 /// A scenario's folder under the system temp folder, made empty, holding
 /// the cookie and token files the members and workers read (mode 0600).
 pub(super) fn prepare_root(scenario: &str) -> Result<Root, BenchError> {
@@ -241,9 +261,8 @@ impl Engine {
             .args(["--listen", api.as_str()])
             .arg("--token-file")
             .arg(self.root.join("token"))
-            .env("RUST_LOG", "error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stdout(Stdio::null());
+        member_log(&mut cmd, &format!("{}-{id}", self.name))?;
         if self.replicated {
             cmd.args(["--raft-id", &id.to_string(), "--raft-peers", &peers]);
         }
