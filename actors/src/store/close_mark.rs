@@ -49,17 +49,18 @@ impl Drop for Closing {
     }
 }
 
-/// Digests sled's files once sled has released them and writes the digest
+/// Has sled write its page table (the `page_table` module), then digests
+/// sled's files once sled has released them and writes the digest
 /// beside the mark just written; on any failure, writes none (the next
 /// open then checks the content in full).
 fn write_digest(dir: &Path, last_seq: u64, content: Content) {
     let sled = dir.join("sled");
     let waited = std::time::Instant::now();
-    if !closed_files::wait_sled_released(&sled.join("db"), closed_files::SLED_RELEASE_WAIT) {
-        tracing::warn!(dir = %dir.display(), "sled still holds its files: no digest of them, the next open checks the content in full");
+    if !super::page_table::write_at_close(&sled) {
+        tracing::warn!(dir = %dir.display(), "sled's files not released with their page table written: no digest of them, the next open checks the content in full");
         return;
     }
-    tracing::debug!(dir = %dir.display(), waited_ms = waited.elapsed().as_secs_f64() * 1e3, "sled released its files");
+    tracing::debug!(dir = %dir.display(), waited_ms = waited.elapsed().as_secs_f64() * 1e3, "sled released its files, its page table written");
     let written = closed_files::Digest::of(&sled).and_then(|digest| {
         closed_files::Closed {
             last_seq,

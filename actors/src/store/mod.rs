@@ -61,6 +61,7 @@ mod layout;
 mod lock;
 mod open;
 mod page;
+mod page_table;
 mod panics;
 mod pipeline;
 mod records;
