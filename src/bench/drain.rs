@@ -27,6 +27,20 @@ pub fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// Anonymous resident memory of this process (heap, stacks), in bytes:
+/// the resident set without the pages of files mapped in (the binary's
+/// own code, which is shared and clean, and counts in the RSS as the
+/// kernel maps it around each page touched).
+pub fn rss_anon_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("RssAnon:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// Peak resident set size of this process, in bytes.
 pub fn peak_rss_bytes() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

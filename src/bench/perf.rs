@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `chain_ms`, `fsync_ms`, `chain_over_fsync` | `chain`: per node, its fsync floor |
 //! | `burst_p99_ms`, `burst_floor_p99_ms`, `burst_over_floor` | `keys`: the prepared burst of 10,000 keys; 10,000 bare tokio tasks due at one instant |
-//! | `recovery_100k_ms`, `recovery_100k_rss_bytes` | `recovery --quick` (100k tickets) |
+//! | `recovery_100k_ms`, `recovery_100k_rss_bytes`, `recovery_100k_rss_anon_bytes` | `recovery --quick` (100k tickets) |
 //! | `one_worker_per_s`, `one_worker_over_commit` | `sweep`: pool of 1 against one raw commit per job |
 //! | `drain_over_raw` | `drain`: against raw sled at weir's batch size |
 //! | `replicated_*`, `raft_floor_ms` | `replicated` |
@@ -316,6 +316,10 @@ pub fn assemble(
         fmt(get("recovery", "rss_bytes"), 0),
     );
     put(
+        "recovery_100k_rss_anon_bytes",
+        fmt(get("recovery", "rss_anon_bytes"), 0),
+    );
+    put(
         "recovery_100k_apalis_ms",
         RECOVERY_100K_APALIS_MS.to_string(),
     );
@@ -517,6 +521,7 @@ mod tests {
             Ok(pairs(&[
                 ("first_dispatch_ms", "31.5"),
                 ("rss_bytes", "28311552"),
+                ("rss_anon_bytes", "9437184"),
             ])),
         );
         r.insert(
@@ -596,6 +601,7 @@ mod tests {
             ("burst_over_floor", "5.00"),
             ("recovery_100k_ms", "31.5"),
             ("recovery_100k_rss_bytes", "28311552"),
+            ("recovery_100k_rss_anon_bytes", "9437184"),
             ("one_worker_over_commit", "0.750"),
             ("drain_over_raw", "0.632"),
             ("drain_w32_over_raw", "0.550"),
