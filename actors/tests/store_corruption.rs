@@ -500,31 +500,39 @@ fn page_table_lsn(dir: &Path) -> Option<u64> {
         .max()
 }
 
+/// Opens the store in `dir`, writes `values` values of 4,000 bytes and
+/// closes it; returns the page table's position the open wrote.
+fn write_and_close(dir: &Path, values: usize) -> u64 {
+    let (store, _) = Store::open(dir, settings()).unwrap();
+    let at_open = page_table_lsn(dir).expect("an open writes one");
+    for i in 0..values {
+        let puts = vec![(
+            format!("later/{i:04}"),
+            codec::encode(&vec![7u8; 4_000]).unwrap(),
+        )];
+        store.put_batch(&puts, &[]).unwrap();
+        store.sync().unwrap();
+    }
+    at_open
+}
+
 /// A clean close has sled write its page table after the store's last
 /// write (sled writes one only while it opens, and an open reads all the
-/// log after it), and the files still digest as that close left them.
+/// log after it), once a MiB of log or more was written since the open;
+/// and the files still digest as that close left them.
 #[test]
 fn a_clean_close_leaves_sleds_page_table_after_its_last_write() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     build(&dir);
     let closed = page_table_lsn(&dir).expect("the first close wrote a page table");
-    let acked = {
-        let (store, _) = Store::open(&dir, settings()).unwrap();
-        let at_open = page_table_lsn(&dir).expect("an open writes one");
-        let puts = vec![(
-            "later".to_string(),
-            codec::encode(&vec![7u8; 4_000]).unwrap(),
-        )];
-        store.put_batch(&puts, &[]).unwrap();
-        store.sync().unwrap();
-        at_open
-    };
-    assert!(acked >= closed, "{acked} {closed}");
+    // 1.6 MB of values.
+    let at_open = write_and_close(&dir, 400);
+    assert!(at_open >= closed, "{at_open} {closed}");
     let reclosed = page_table_lsn(&dir).unwrap();
     assert!(
-        reclosed > acked,
-        "the close's page table covers the write after the open: {reclosed} > {acked}"
+        reclosed > at_open,
+        "the close's page table covers the writes after the open: {reclosed} > {at_open}"
     );
     // The digest is of the files as the page table left them: with a
     // mark whose content no longer fits, the open still takes the mark as
@@ -532,5 +540,19 @@ fn a_clean_close_leaves_sleds_page_table_after_its_last_write() {
     set_content(&dir.join("store.mark"), "1 2 0000abcd");
     set_content(&dir.join("store.files"), "1 2 0000abcd");
     let (store, _) = Store::open(&dir, settings()).expect("the files are as the close left them");
-    assert!(store.get::<Vec<u8>>("later").unwrap().is_some());
+    assert!(store.get::<Vec<u8>>("later/0399").unwrap().is_some());
+}
+
+/// A close after a few writes leaves the page table the open wrote: the
+/// next open reads that little log again in less time than the close would
+/// spend opening sled to spare it.
+#[test]
+fn a_close_after_little_log_leaves_the_page_table_as_it_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    build(&dir);
+    let at_open = write_and_close(&dir, 3);
+    assert_eq!(page_table_lsn(&dir), Some(at_open));
+    let (store, _) = Store::open(&dir, settings()).unwrap();
+    assert!(store.get::<Vec<u8>>("later/0002").unwrap().is_some());
 }

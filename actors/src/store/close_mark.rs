@@ -19,6 +19,8 @@ pub(super) struct PendingMark {
     pub(super) dir: PathBuf,
     pub(super) durability: Durability,
     pub(super) last_seq: u64,
+    /// Bytes of log written since the open (see `Inner::logged_bytes`).
+    pub(super) logged_bytes: u64,
     pub(super) content: Option<Content>,
 }
 
@@ -44,7 +46,7 @@ impl Drop for Closing {
         // whole mark, and the next open reads every tree back.
         write_mark(dir, mark.durability, mark.last_seq, mark.content);
         if let Some(content) = mark.content {
-            write_digest(dir, mark.last_seq, content);
+            write_digest(dir, mark.last_seq, mark.logged_bytes, content);
         }
     }
 }
@@ -53,10 +55,10 @@ impl Drop for Closing {
 /// sled's files once sled has released them and writes the digest
 /// beside the mark just written; on any failure, writes none (the next
 /// open then checks the content in full).
-fn write_digest(dir: &Path, last_seq: u64, content: Content) {
+fn write_digest(dir: &Path, last_seq: u64, logged_bytes: u64, content: Content) {
     let sled = dir.join("sled");
     let waited = std::time::Instant::now();
-    if !super::page_table::write_at_close(&sled) {
+    if !super::page_table::write_at_close(&sled, logged_bytes) {
         tracing::warn!(dir = %dir.display(), "sled's files not released with their page table written: no digest of them, the next open checks the content in full");
         return;
     }

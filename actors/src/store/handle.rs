@@ -81,6 +81,11 @@ pub(super) struct Inner {
     pub(super) mark_on_close: AtomicBool,
     /// The last journal sequence written.
     pub(super) last_seq: AtomicU64,
+    /// Bytes of log weir's flushes made stable since the open (sled's
+    /// background flush writes some too, uncounted): what the next open
+    /// reads again unless the close writes sled's page table (see the
+    /// `page_table` module).
+    pub(super) logged_bytes: AtomicU64,
     /// Sequence the last snapshot covers.
     pub(super) snapshot_seq: AtomicU64,
     /// Ops and bytes journaled since the last snapshot.

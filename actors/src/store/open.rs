@@ -103,6 +103,7 @@ impl Store {
                 on_failure: Mutex::new(None),
                 mark_on_close: AtomicBool::new(false),
                 last_seq: AtomicU64::new(0),
+                logged_bytes: AtomicU64::new(0),
                 snapshot_seq: AtomicU64::new(0),
                 ops_since_snapshot: AtomicU64::new(0),
                 bytes_since_snapshot: AtomicU64::new(0),
@@ -217,7 +218,12 @@ impl Drop for Inner {
             None
         } else {
             let sled = self.db.as_sled();
-            match sled.map(|db| db.flush().and_then(|_| Content::of(db))) {
+            let flushed = |db: &sled::Db| {
+                let n = db.flush()?;
+                self.logged_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                Content::of(db)
+            };
+            match sled.map(flushed) {
                 None => None,
                 Some(Ok(content)) => Some(content),
                 Some(Err(e)) => {
@@ -230,6 +236,7 @@ impl Drop for Inner {
             dir: self.dir.clone(),
             durability: self.settings.durability,
             last_seq: self.last_seq.load(Ordering::Acquire),
+            logged_bytes: self.logged_bytes.load(Ordering::Relaxed),
             content,
         };
         *self.closing.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(mark);

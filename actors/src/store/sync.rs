@@ -3,6 +3,7 @@
 //! last sync; one sync at a time.
 
 use std::fs::File;
+use std::sync::atomic::Ordering;
 
 use super::faults::FaultPoint;
 use super::handle::{Store, SyncState};
@@ -30,7 +31,10 @@ impl Store {
         let flush = || {
             self.inject(FaultPoint::Flush)
                 .map_err(sled::Error::Io)
-                .and_then(|()| inner.db.flush().map(drop))
+                .and_then(|()| inner.db.flush())
+                .map(|n| {
+                    inner.logged_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                })
                 .map_err(|source| StoreError::Flush {
                     dir: inner.dir.clone(),
                     source,
