@@ -217,7 +217,7 @@ mod tests {
     #[test]
     fn an_entry_applied_again_decides_as_it_did_the_first_time() {
         let tmp = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&tmp.path().join("data"), Default::default()).unwrap();
+        let (store, _) = Store::open(tmp.path().join("data"), Default::default()).unwrap();
         let sets = vec![
             // Holds the first time only: its own write changes k.
             guarded("k", None, vec![put("k", "b"), put("other", "1")]),
@@ -244,7 +244,7 @@ mod tests {
     #[test]
     fn an_entry_without_guards_records_no_decision() {
         let tmp = tempfile::tempdir().unwrap();
-        let (store, _) = Store::open(&tmp.path().join("data"), Default::default()).unwrap();
+        let (store, _) = Store::open(tmp.path().join("data"), Default::default()).unwrap();
         let set = WriteSet {
             what: "test".into(),
             guard: None,
