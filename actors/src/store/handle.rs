@@ -81,10 +81,11 @@ pub(super) struct Inner {
     pub(super) mark_on_close: AtomicBool,
     /// The last journal sequence written.
     pub(super) last_seq: AtomicU64,
-    /// Bytes of log weir's flushes made stable since the open (sled's
-    /// background flush writes some too, uncounted): what the next open
-    /// reads again unless the close writes sled's page table (see the
-    /// `page_table` module).
+    /// Bytes of log weir's flushes made stable since the open, roughly
+    /// (two flushes at once may both count the same bytes; sled's own
+    /// background flush goes uncounted): about what the next open reads
+    /// again unless the close writes sled's page table (see the
+    /// `page_table` module), which only this threshold's side reads.
     pub(super) logged_bytes: AtomicU64,
     /// Sequence the last snapshot covers.
     pub(super) snapshot_seq: AtomicU64,
@@ -111,7 +112,7 @@ pub(super) struct Inner {
     /// drop in order), so sled is closed by then; before the lock below.
     pub(super) closing: super::close_mark::Closing,
     /// Held for the life of the store: the directory lock.
-    pub(super) _lock: DirLock,
+    pub(super) lock: DirLock,
 }
 
 /// A function told of the store's first failure, with its message.

@@ -114,7 +114,7 @@ impl Store {
                 sync: Mutex::new(SyncState::default()),
                 blobs,
                 closing: close_mark::Closing::default(),
-                _lock: lock,
+                lock,
             }),
         };
         let recovered = replay::recover(&store)?;
@@ -203,6 +203,9 @@ fn create_private_dir(dir: &Path) -> Result<(), StoreError> {
 /// found the store whole.
 impl Drop for Inner {
     fn drop(&mut self) {
+        // From here until the lock is released, an open of this directory
+        // in this process waits for this close.
+        self.lock.closing();
         if let Some(p) = self.replicator.get() {
             p.stop();
         }
