@@ -2,9 +2,9 @@
 //! log (so its close opens sled once more to write its page table, then
 //! digests the files), says which writes were acknowledged, and closes the
 //! store; the parent kills it with SIGKILL at moments spread over that
-//! close. After each kill, a copy of the store must open and hold every
-//! acknowledged write; the store itself goes on to the next round as the
-//! kill left it, so later rounds open a store whose close was cut.
+//! close. After each kill, a copy of the store, opened as the kill left
+//! it, must hold every acknowledged write. A first child, not killed,
+//! times a whole close and shows that it wrote sled's page table.
 //!
 //! The child is this test binary run again (`close_child`, a no-op unless
 //! `WEIR_CLOSE_CHILD_DIR` is set).
@@ -127,8 +127,17 @@ fn copy_dir(from: &Path, to: &Path) {
 fn a_kill_during_a_clean_close_loses_nothing_acknowledged() {
     let tmp = tempfile::tempdir().unwrap();
     // How long a whole close takes here: the kills spread over it.
-    let close =
-        run_child(&tmp.path().join("calibration"), 0, None).expect("an unkilled child closes");
+    let calibration = tmp.path().join("calibration");
+    let close = run_child(&calibration, 0, None).expect("an unkilled child closes");
+    let page_tables = std::fs::read_dir(calibration.join("sled"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("snap."))
+        .count();
+    assert!(
+        page_tables > 0 && calibration.join("store.files").exists(),
+        "a whole close writes sled's page table and the digest"
+    );
     let (mut cut, mut digested) = (0, 0);
     for round in 1..=ROUNDS {
         // Each child writes a new store of its own; the open after a cut

@@ -118,7 +118,8 @@ pub(super) fn pinned(exe: &Path, cpus: Option<&str>) -> Command {
     }
 }
 
-/// Where a member logs: nowhere but its errors, or, to trace a run,
+/// Where a member logs: nowhere (errors only, to a null stderr), or, to
+/// trace a run,
 /// `$WEIR_BENCH_MEMBER_LOGS/NAME.log` (appended) at the level of
 /// `WEIR_BENCH_MEMBER_RUST_LOG` (e.g. `weir::replica=trace`; `info` when
 /// unset).

@@ -90,12 +90,11 @@ impl RaftStateMachine<TypeConfig> for Machine {
                         ))?),
                     ),
                 };
-                let mut meta = vec![(APPLIED, log_id.clone())];
-                if let Some(m) = membership {
-                    meta.push((MEMBERSHIP, m));
-                }
+                // The applied log id goes last, after the membership.
+                let meta: Vec<(&str, Vec<u8>)> =
+                    membership.map(|m| (MEMBERSHIP, m)).into_iter().collect();
                 let held = store
-                    .apply_replicated(&log_id, sets, &meta)
+                    .apply_replicated(&log_id, sets, &meta, APPLIED)
                     .map_err(|e| format!("entry {}: {e}", entry.log_id))?;
                 out.push(held);
             }

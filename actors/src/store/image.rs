@@ -22,7 +22,8 @@ pub const LOG_KEYS: [&str; 3] = ["vote", "committed", "purged"];
 pub struct StoreImage {
     /// Every tree's entries, by tree.
     pub trees: Vec<(TreeId, Vec<(ByteBuf, ByteBuf)>)>,
-    /// The state machine's values (applied log id, membership).
+    /// The state machine's values (applied log id, membership, the last
+    /// guarded entry's decisions).
     pub meta: Vec<(String, ByteBuf)>,
     /// Every blob's bytes.
     pub blobs: Vec<ByteBuf>,

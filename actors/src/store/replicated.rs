@@ -4,9 +4,9 @@
 //! module), which proposes what is pending to the [`Replicator`] (a Raft
 //! group) one entry at a time; every node, this one included, applies the
 //! committed sets with `Store::apply_replicated` (the `replicated_apply`
-//! module). A write is durable
-//! when [`Store::sync`] returns (every synced write path calls it): its set
-//! is then committed (persisted on a majority) and applied here.
+//! module). A write is durable when [`Store::sync`] returns (every synced
+//! write path calls it): its set is then committed (persisted on a
+//! majority) and applied here.
 //!
 //! A compare-and-put is decided when appended (see the pipeline) and its
 //! guard checked again at apply time, in log order, the same on every node. Journal sequences are assigned by the one

@@ -8,9 +8,11 @@
 //! leader's apply, which is on the commit path, cost 0.5–1.5 ms in a
 //! member for a 22 µs transaction (docs/scaling.md). The atomicity is not
 //! needed: the entry is durable in the Raft log, the applied log id is
-//! written last, and an entry applied again after a crash writes the same
-//! values. sled recovers a prefix of its log (its recovery stops at the
-//! first message it cannot read), so after a crash the store holds every
+//! written last (after a membership the entry carries, too: openraft looks
+//! for memberships in the log only past the applied id), and an entry
+//! applied again after a crash writes the same values. sled recovers a
+//! prefix of its log (its recovery stops at the first message it cannot
+//! read), so after a crash the store holds every
 //! entry up to its applied id and a prefix of the next one's writes.
 //!
 //! What makes the replay exact is the guards: a compare-and-put checked
@@ -20,6 +22,14 @@
 //! takes that record instead of checking again. Without the record on
 //! disk, none of the entry's writes is either, and the check sees what it
 //! saw the first time.
+//!
+//! What readers see: a read of one key sees a set's write or not, as
+//! before; a scan running beside an apply (a listing of runs, the expiry
+//! sweep) may now see the first sets of an entry and not the last, for the
+//! microseconds the apply takes, where the transaction showed all or none.
+//! The leader's point reads of records written and not yet applied come
+//! from the pipeline's overlay; a backup and a snapshot's image hold the
+//! gate the apply holds, and see whole entries.
 
 use std::collections::HashMap;
 
@@ -45,7 +55,7 @@ struct Decided {
 /// Whether each set's guard holds, in order: a guard sees the records
 /// as `current` has them, with the writes of the sets before it in the
 /// entry over them (a set whose guard failed writes nothing).
-pub(super) fn decide_guards<E>(
+fn decide_guards<E>(
     sets: &[WriteSet],
     mut current: impl FnMut(&[u8]) -> Result<Option<Vec<u8>>, E>,
 ) -> Result<Vec<bool>, E> {
@@ -74,17 +84,19 @@ pub(super) fn decide_guards<E>(
 
 impl Store {
     /// Applies a committed entry (`entry`: its id, the same on every
-    /// apply of it): its sets in order, then the state machine's own
-    /// values `meta` (applied log id, membership), which come last so they
-    /// say the entry is applied only once all of it is. Returns whether
-    /// each set's guard held (a set whose guard did not writes nothing).
-    /// Not gated by fail-stop: a follower applies what the group
-    /// committed. Not synced: the Raft log is durable (see the module).
+    /// apply of it, and the value written under `applied.0`): its sets in
+    /// order, then the state machine's own values `meta` (a membership),
+    /// then `applied`, last, so that it says the entry is applied only once
+    /// all of it is. Returns whether each set's guard held (a set whose
+    /// guard did not writes nothing). Not gated by fail-stop: a follower
+    /// applies what the group committed. Not synced: the Raft log is
+    /// durable (see the module).
     pub fn apply_replicated(
         &self,
         entry: &[u8],
         sets: &[WriteSet],
         meta: &[(&str, Vec<u8>)],
+        applied: &str,
     ) -> Result<Vec<bool>, StoreError> {
         for set in sets {
             for bytes in &set.blobs {
@@ -94,13 +106,8 @@ impl Store {
         // Blobs hold the gate themselves; the trees' writes here, so a
         // backup sees no entry half applied.
         let _gate = self.write_gate();
-        let failed = |source: sled::Error| StoreError::Write {
-            dir: self.dir().to_path_buf(),
-            what: "replicated apply",
-            source,
-        };
         let held = if sets.iter().any(|s| s.guard.is_some()) {
-            self.decided(entry, sets).map_err(failed)??
+            self.decided(entry, sets)?
         } else {
             vec![true; sets.len()]
         };
@@ -114,58 +121,66 @@ impl Store {
                     Some(v) => tree.insert(w.key.as_slice(), v.as_slice()),
                     None => tree.remove(w.key.as_slice()),
                 }
-                .map_err(failed)?;
+                .map_err(|e| self.apply_failed(e))?;
             }
         }
         let replica = &self.inner.replica;
-        for (k, v) in meta {
-            replica.insert(k.as_bytes(), v.as_slice()).map_err(failed)?;
+        for (k, v) in meta.iter().chain([&(applied, entry.to_vec())]) {
+            replica
+                .insert(k.as_bytes(), v.as_slice())
+                .map_err(|e| self.apply_failed(e))?;
         }
         Ok(held)
     }
 
+    fn apply_failed(&self, source: sled::Error) -> StoreError {
+        StoreError::Write {
+            dir: self.dir().to_path_buf(),
+            what: "replicated apply",
+            source,
+        }
+    }
+
     /// A guarded entry's decisions: the ones recorded by an earlier apply
     /// of it, or decided now and recorded before any of its writes.
-    fn decided(
-        &self,
-        entry: &[u8],
-        sets: &[WriteSet],
-    ) -> sled::Result<Result<Vec<bool>, StoreError>> {
+    fn decided(&self, entry: &[u8], sets: &[WriteSet]) -> Result<Vec<bool>, StoreError> {
         let replica = &self.inner.replica;
-        if let Some(bytes) = replica.get(DECIDED)? {
-            match codec::decode::<Decided>(&bytes) {
-                Ok(d) if d.entry.as_slice() == entry => return Ok(Ok(d.held)),
-                Ok(_) => {}
-                Err(source) => {
-                    return Ok(Err(StoreError::Corrupt {
+        let recorded = replica.get(DECIDED).map_err(|e| self.apply_failed(e))?;
+        if let Some(bytes) = recorded {
+            let d = codec::decode::<Decided>(&bytes).map_err(|source| StoreError::Corrupt {
+                dir: self.dir().to_path_buf(),
+                tree: "replica",
+                key: DECIDED.into(),
+                source,
+            })?;
+            if d.entry.as_slice() == entry {
+                if d.held.len() != sets.len() {
+                    return Err(StoreError::Inconsistent {
                         dir: self.dir().to_path_buf(),
                         tree: "replica",
-                        key: DECIDED.into(),
-                        source,
-                    }))
+                        what: format!(
+                            "the decisions recorded for an entry name {} sets, the entry has {}",
+                            d.held.len(),
+                            sets.len()
+                        ),
+                    });
                 }
+                return Ok(d.held);
             }
         }
         let records = &self.inner.records;
         let held =
-            decide_guards::<sled::Error>(sets, |key| Ok(records.get(key)?.map(|v| v.to_vec())))?;
+            decide_guards::<sled::Error>(sets, |key| Ok(records.get(key)?.map(|v| v.to_vec())))
+                .map_err(|e| self.apply_failed(e))?;
         let decided = Decided {
             entry: ByteBuf::from(entry),
             held,
         };
-        let bytes = match codec::encode(&decided) {
-            Ok(b) => b,
-            Err(source) => {
-                return Ok(Err(StoreError::Corrupt {
-                    dir: self.dir().to_path_buf(),
-                    tree: "replica",
-                    key: DECIDED.into(),
-                    source,
-                }))
-            }
-        };
-        replica.insert(DECIDED, bytes)?;
-        Ok(Ok(decided.held))
+        let bytes = self.encode("a replicated entry's decisions", &decided)?;
+        replica
+            .insert(DECIDED, bytes)
+            .map_err(|e| self.apply_failed(e))?;
+        Ok(decided.held)
     }
 }
 
@@ -210,6 +225,30 @@ mod tests {
         assert_eq!(held, vec![true, false, true, true, true]);
     }
 
+    #[test]
+    fn a_guard_sees_a_removal_before_it_and_only_the_records_tree() {
+        let stored: HashMap<Vec<u8>, Vec<u8>> = [(b"k".to_vec(), b"a".to_vec())].into();
+        let removal = Write {
+            tree: TreeId::Records,
+            key: ByteBuf::from(&b"k"[..]),
+            value: None,
+        };
+        let journal_k = Write {
+            tree: TreeId::Journal,
+            ..put("k", "elsewhere")
+        };
+        let sets = vec![
+            guarded("k", Some("a"), vec![removal]),
+            // k is gone now.
+            guarded("k", None, vec![journal_k]),
+            // The journal's "k" is not the record's.
+            guarded("k", None, vec![]),
+        ];
+        let held =
+            decide_guards::<()>(&sets, |key| Ok(stored.get(key).cloned())).expect("no error");
+        assert_eq!(held, vec![true, true, true]);
+    }
+
     fn record(store: &Store, key: &str) -> Option<Vec<u8>> {
         store.inner.records.get(key).unwrap().map(|v| v.to_vec())
     }
@@ -223,21 +262,26 @@ mod tests {
             guarded("k", None, vec![put("k", "b"), put("other", "1")]),
             guarded("k", Some("b"), vec![put("seen", "yes")]),
         ];
-        let meta = [("applied", b"7".to_vec())];
-        let first = store.apply_replicated(b"entry 7", &sets, &meta).unwrap();
+        let first = store
+            .apply_replicated(b"entry 7", &sets, &[], "applied")
+            .unwrap();
         assert_eq!(first, vec![true, true]);
         // A crash before the applied id reached the disk: the entry is
         // applied again over its own writes, and decides the same.
-        let again = store.apply_replicated(b"entry 7", &sets, &meta).unwrap();
+        let again = store
+            .apply_replicated(b"entry 7", &sets, &[], "applied")
+            .unwrap();
         assert_eq!(again, first);
         assert_eq!(record(&store, "k").as_deref(), Some(&b"b"[..]));
         assert_eq!(record(&store, "seen").as_deref(), Some(&b"yes"[..]));
         assert_eq!(
             store.inner.replica.get("applied").unwrap().as_deref(),
-            Some(&b"7"[..])
+            Some(&b"entry 7"[..])
         );
         // Another entry with the same sets checks its guards anew.
-        let other = store.apply_replicated(b"entry 8", &sets, &meta).unwrap();
+        let other = store
+            .apply_replicated(b"entry 8", &sets, &[], "applied")
+            .unwrap();
         assert_eq!(other, vec![false, true]);
     }
 
@@ -259,11 +303,36 @@ mod tests {
                 put("b", "2"),
             ],
         };
-        let held = store.apply_replicated(b"entry 1", &[set], &[]).unwrap();
+        let held = store
+            .apply_replicated(b"entry 1", &[set], &[], "applied")
+            .unwrap();
         assert_eq!(held, vec![true]);
         // In order: a's removal after its put.
         assert_eq!(record(&store, "a"), None);
         assert_eq!(record(&store, "b").as_deref(), Some(&b"2"[..]));
         assert!(store.inner.replica.get(DECIDED).unwrap().is_none());
+    }
+
+    #[test]
+    fn recorded_decisions_that_do_not_fit_their_entry_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(tmp.path().join("data"), Default::default()).unwrap();
+        let one = Decided {
+            entry: ByteBuf::from(&b"entry 3"[..]),
+            held: vec![true],
+        };
+        store
+            .inner
+            .replica
+            .insert(DECIDED, codec::encode(&one).unwrap())
+            .unwrap();
+        let sets = vec![guarded("k", None, vec![]), guarded("j", None, vec![])];
+        match store.apply_replicated(b"entry 3", &sets, &[], "applied") {
+            Err(StoreError::Inconsistent { what, .. }) => {
+                assert!(what.contains("1 sets"), "{what}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(store.inner.replica.get("applied").unwrap().is_none());
     }
 }
