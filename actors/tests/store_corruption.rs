@@ -13,6 +13,9 @@ use weir_actors::store::{Commit, Durability, Store, StoreError, StoreSettings};
 use weir_core::codec;
 use weir_core::queue::{Job, Op};
 
+mod store_support;
+use store_support::{copy_dir, page_table_lsn};
+
 /// Records written; each of `RECORD_BYTES`, so the store spans several
 /// of sled's 512 KiB segments.
 const RECORDS: usize = 1_500;
@@ -86,18 +89,6 @@ fn sled_files(dir: &Path) -> Vec<(PathBuf, u64)> {
     walk(dir, &dir.join("sled"), &mut out);
     out.sort();
     out
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let target = to.join(e.file_name());
-        if e.metadata().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
 }
 
 /// One kind of damage to a file.
@@ -485,19 +476,6 @@ fn an_inspection_leaves_the_mark_whole_and_the_check_in_place() {
         Ok(_) => panic!("an open after an inspection took a store that lost a record"),
         Err(e) => panic!("{e:?}"),
     }
-}
-
-/// The log position sled's newest page table covers (`sled/snap.<hex>`),
-/// if it wrote one.
-fn page_table_lsn(dir: &Path) -> Option<u64> {
-    std::fs::read_dir(dir.join("sled"))
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            u64::from_str_radix(name.strip_prefix("snap.")?, 16).ok()
-        })
-        .max()
 }
 
 /// Opens the store in `dir`, writes `values` values of 4,000 bytes and
