@@ -32,24 +32,17 @@ pub fn rss_bytes() -> u64 {
 /// own code, which is shared and clean, and counts in the RSS as the
 /// kernel maps it around each page touched).
 pub fn rss_anon_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    status_bytes("RssAnon:")
 }
 
 /// Peak resident set size of this process, in bytes.
 pub fn peak_rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    status_bytes("VmHWM:")
+}
+
+/// A size of `/proc/self/status` in bytes; 0 when it cannot be read.
+fn status_bytes(field: &str) -> u64 {
+    super::store::proc_status_bytes(field).unwrap_or(0)
 }
 
 /// The figures of one drain.

@@ -566,7 +566,7 @@ fn open_measure(dir: &Path, out: &mut impl std::io::Write) -> Result<(), BenchEr
 }
 
 /// A `kB` figure of /proc/self/status, in bytes.
-fn proc_status_bytes(field: &str) -> Result<u64, BenchError> {
+pub(super) fn proc_status_bytes(field: &str) -> Result<u64, BenchError> {
     let status = std::fs::read_to_string("/proc/self/status")
         .map_err(|e| BenchError::Failed(format!("/proc/self/status: {e}")))?;
     status

@@ -66,6 +66,7 @@ impl DirLock {
                 dir: path.clone(),
                 source,
             })?;
+        let name = registry_name(dir);
         let started = std::time::Instant::now();
         loop {
             // SAFETY: flock on a file descriptor we own; no memory is involved.
@@ -73,7 +74,7 @@ impl DirLock {
             if rc == 0 {
                 return Ok(DirLock {
                     file: Some(file),
-                    dir: registry_name(dir),
+                    dir: name,
                     closing: false,
                 });
             }
@@ -84,7 +85,7 @@ impl DirLock {
                     source: err,
                 });
             }
-            let wait_ms = if closing_dirs().contains(&registry_name(dir)) {
+            let wait_ms = if closing_dirs().contains(&name) {
                 CLOSE_WAIT_MS
             } else {
                 LOCK_WAIT_MS
@@ -95,9 +96,7 @@ impl DirLock {
             std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
         }
     }
-}
 
-impl DirLock {
     /// Says this process is closing the store that holds the lock: an
     /// open of the directory in this process waits for the lock up to
     /// [`CLOSE_WAIT_MS`] instead of [`LOCK_WAIT_MS`].

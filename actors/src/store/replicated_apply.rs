@@ -84,10 +84,9 @@ fn decide_guards<E>(
 
 impl Store {
     /// Applies a committed entry (`entry`: its id, the same on every
-    /// apply of it, and the value written under `applied.0`): its sets in
-    /// order, then the state machine's own values `meta` (a membership),
-    /// then `applied`, last, so that it says the entry is applied only once
-    /// all of it is. Returns whether each set's guard held (a set whose
+    /// apply of it): its sets in order, then the state machine's own values
+    /// `meta` (a membership), then `entry` under the key `applied`, last,
+    /// so that it says the entry is applied only once all of it is. Returns whether each set's guard held (a set whose
     /// guard did not writes nothing). Not gated by fail-stop: a follower
     /// applies what the group committed. Not synced: the Raft log is
     /// durable (see the module).
@@ -125,11 +124,14 @@ impl Store {
             }
         }
         let replica = &self.inner.replica;
-        for (k, v) in meta.iter().chain([&(applied, entry.to_vec())]) {
+        for (k, v) in meta {
             replica
                 .insert(k.as_bytes(), v.as_slice())
                 .map_err(|e| self.apply_failed(e))?;
         }
+        replica
+            .insert(applied, entry)
+            .map_err(|e| self.apply_failed(e))?;
         Ok(held)
     }
 
