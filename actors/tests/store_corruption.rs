@@ -534,3 +534,18 @@ fn a_close_after_little_log_leaves_the_page_table_as_it_is() {
     let (store, _) = Store::open(&dir, settings()).unwrap();
     assert!(store.get::<Vec<u8>>("later/0002").unwrap().is_some());
 }
+
+/// A page table sled began and never finished (a kill while it opened, at
+/// a start or at a clean close) is removed before sled opens: sled 0.34
+/// would take it for its newest page table and refuse the store.
+#[test]
+fn a_page_table_left_unfinished_by_a_kill_is_removed_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    build(&dir);
+    let unfinished = dir.join("sled").join("snap.FFFFFFFFFFFFFFFF.generating");
+    std::fs::write(&unfinished, b"").unwrap();
+    let (store, _) = Store::open(&dir, settings()).expect("the store opens");
+    assert!(!unfinished.exists());
+    assert!(store.get::<Vec<u8>>("r/00000").unwrap().is_some());
+}

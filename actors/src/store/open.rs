@@ -135,6 +135,10 @@ impl Store {
 /// has the directory, so a busy sled lock is a store of this process
 /// shutting down: wait for it, up to SLED_LOCK_WAIT_MS.
 fn open_sled(dir: &Path, settings: &StoreSettings) -> Result<sled::Db, StoreError> {
+    super::page_table::remove_unfinished(&dir.join("sled")).map_err(|source| StoreError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let waited = std::time::Instant::now();
     loop {
         let opened = sled::Config::new()

@@ -45,6 +45,10 @@ pub(super) fn write_at_close(sled_dir: &Path, logged_bytes: u64) -> bool {
     if logged_bytes < PAGE_TABLE_AFTER_LOG_BYTES {
         return true;
     }
+    if let Err(e) = remove_unfinished(sled_dir) {
+        tracing::warn!(dir = %sled_dir.display(), error = %e, "sled's page table not written at close");
+        return false;
+    }
     let started = Instant::now();
     // A small cache: this open only reads the log through.
     let opened = sled::Config::new()
@@ -78,3 +82,26 @@ pub(super) fn write_at_close(sled_dir: &Path, logged_bytes: u64) -> bool {
 
 /// sled's cache for the close's open (bytes).
 const PAGE_TABLE_CACHE_BYTES: u64 = 8 << 20;
+
+/// Removes the page tables sled began and never finished in `sled_dir`
+/// (`snap.<lsn>.generating`), before sled opens it. sled writes a page
+/// table to that name, syncs it and renames it; a kill before the rename
+/// leaves it, and sled 0.34 then takes it for its newest page table and
+/// refuses the store as corrupted. It is written while sled opens, after
+/// reading the log and before changing any segment, so without it sled
+/// reads the page table before it and the log, as that open did.
+pub(super) fn remove_unfinished(sled_dir: &Path) -> std::io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(sled_dir) else {
+        // No sled files yet: a new store.
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            std::fs::remove_file(entry.path())?;
+            tracing::warn!(file = %entry.path().display(), "store: removed a page table sled began and never finished (a kill while it opened)");
+        }
+    }
+    Ok(())
+}
