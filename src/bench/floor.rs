@@ -1,6 +1,6 @@
 //! The machine's own limits that the replicated figures stand beside,
-//! measured in the same run: one durable commit of a small value (a sled
-//! insert, flush and fdatasync, what a member's Raft log pays per
+//! measured in the same run: one durable append of a small value to a
+//! file (a write and an fdatasync, what a member's Raft log pays per
 //! append), one loopback TCP round trip, and the floor of one Raft commit
 //! made of them.
 //!
@@ -68,6 +68,32 @@ pub fn loopback_rtt_ms(warmup: usize, n: usize) -> Result<f64, BenchError> {
     median_ms(&mut samples).ok_or_else(|| failed("no round-trip sample"))
 }
 
+/// Latencies of `appends` durable appends of one 60-byte value to a file
+/// in `dir` (a write, then an fdatasync), after `warmup` unmeasured ones.
+pub fn append_latencies(
+    dir: &Path,
+    warmup: usize,
+    appends: usize,
+) -> Result<Vec<Duration>, BenchError> {
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("log"))
+        .map_err(failed)?;
+    let value = [7u8; 60];
+    let mut out = Vec::with_capacity(appends);
+    for i in 0..warmup + appends {
+        let started = Instant::now();
+        file.write_all(&value).map_err(failed)?;
+        file.sync_data().map_err(failed)?;
+        if i >= warmup {
+            out.push(started.elapsed());
+        }
+    }
+    Ok(out)
+}
+
 /// What one Raft commit of a group of three cannot go below.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RaftFloor {
@@ -79,11 +105,11 @@ pub struct RaftFloor {
 
 impl RaftFloor {
     /// Measures both in a folder under `dir` (the file system the stores
-    /// are on): the fsync as the members' logs pay it, one sled insert,
-    /// flush and fdatasync of a 60-byte value (the median of 300 after
-    /// 50, as `bench chain` measures its floor), and 1,000 round trips.
+    /// are on): the fsync as the members' logs pay it, one append of a
+    /// 60-byte value to a file and an fdatasync (the median of 300 after
+    /// 50), and 1,000 round trips.
     pub fn measure(dir: &Path) -> Result<RaftFloor, BenchError> {
-        let mut commits = super::graphs::fsync_latencies(&dir.join("floor"), 50, 300)?;
+        let mut commits = append_latencies(&dir.join("floor"), 50, 300)?;
         let _ = std::fs::remove_dir_all(dir.join("floor"));
         Ok(RaftFloor {
             fsync_ms: median_ms(&mut commits).ok_or_else(|| failed("no commit sample"))?,

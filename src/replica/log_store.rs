@@ -1,11 +1,16 @@
-//! The Raft log on the member's own sled: entries under big-endian index
-//! keys in the `raft_log` tree; the vote, the committed and the last
-//! purged log id in the `replica` tree. An append is acknowledged to Raft
-//! only once flushed and fsynced (the store's `fsync` mode): the log is
-//! what a majority's acknowledgement stands on.
+//! The Raft log in the member's own files (the store's `raft/` segments,
+//! appended and fdatasynced: see the store's `raft_wal`); the vote, the
+//! committed and the last purged log id in the `replica` tree. An append
+//! is acknowledged to Raft only once durable (the store's `fsync` mode):
+//! the log is what a majority's acknowledgement stands on.
+//!
+//! A data directory from before kept the log in sled's `raft_log` tree:
+//! the open moves it into the files once (written and synced before the
+//! tree is cleared; a crash between leaves both, and the files win).
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
@@ -14,7 +19,7 @@ use openraft::{
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use weir_actors::store::Store;
+use weir_actors::store::{RaftWal, Store};
 use weir_core::codec;
 
 use super::types::TypeConfig;
@@ -23,10 +28,14 @@ const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const PURGED: &str = "purged";
 
-/// The log store: a handle on the member's store.
+/// Entries moved from an older layout's `raft_log` tree per frame.
+const MIGRATE_ENTRIES_PER_FRAME: usize = 1_024;
+
+/// The log store: a handle on the member's store and its log's files.
 #[derive(Clone)]
 pub struct LogStore {
     pub(super) store: Store,
+    wal: Arc<Mutex<RaftWal>>,
 }
 
 pub(super) type StorageResult<T> = Result<T, StorageError<u64>>;
@@ -60,6 +69,65 @@ pub(super) fn encode_meta<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
 }
 
 impl LogStore {
+    /// Opens the log's files, moving an older layout's log into them and
+    /// forgetting entries at or below the purged id (a purge cut by a
+    /// crash leaves them).
+    pub fn open(store: &Store) -> Result<LogStore, String> {
+        let mut wal = store.open_raft_wal().map_err(|e| e.to_string())?;
+        let tree = store.raft_log_tree();
+        if !tree.is_empty() {
+            if wal.is_empty() {
+                let mut frame = Vec::new();
+                for item in tree.iter() {
+                    let (k, v) = item.map_err(|e| e.to_string())?;
+                    let index: [u8; 8] = k
+                        .as_ref()
+                        .try_into()
+                        .map_err(|_| format!("raft_log tree: a key of {} bytes, not 8", k.len()))?;
+                    frame.push((u64::from_be_bytes(index), v.to_vec()));
+                    if frame.len() == MIGRATE_ENTRIES_PER_FRAME {
+                        wal.append(&frame).map_err(|e| e.to_string())?;
+                        frame.clear();
+                    }
+                }
+                wal.append(&frame).map_err(|e| e.to_string())?;
+                tracing::info!(
+                    entries = tree.len(),
+                    "replica: the Raft log moved from sled's raft_log tree to its own files"
+                );
+            }
+            tree.clear().map_err(|e| e.to_string())?;
+            store.sync_replica().map_err(|e| e.to_string())?;
+        }
+        let purged: Option<LogId<u64>> = read_meta(store, PURGED)?;
+        if let Some(p) = purged {
+            wal.purge(p.index).map_err(|e| e.to_string())?;
+        }
+        Ok(LogStore {
+            store: store.clone(),
+            wal: Arc::new(Mutex::new(wal)),
+        })
+    }
+
+    fn wal(&self) -> MutexGuard<'_, RaftWal> {
+        self.wal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the log holds an entry.
+    pub fn is_empty(&self) -> bool {
+        self.wal().is_empty()
+    }
+
+    /// The last index the log holds.
+    pub fn last_index(&self) -> Option<u64> {
+        self.wal().bounds().map(|(_, last)| last)
+    }
+
+    /// Forgets every entry (a member that forgets its group).
+    pub fn clear(&self) -> Result<(), String> {
+        self.wal().clear().map_err(|e| e.to_string())
+    }
+
     fn put_meta<T: Serialize>(&self, key: &str, value: &T) -> Result<(), String> {
         let bytes = encode_meta(value)?;
         self.store
@@ -69,8 +137,8 @@ impl LogStore {
         Ok(())
     }
 
-    /// Makes the log durable (sled's flush, then fsync), blocking the
-    /// core's task in place: it is on the commit path.
+    /// Makes the vote and the store durable (sled's flush, then fsync),
+    /// blocking the core's task in place.
     async fn sync(&self) -> Result<(), String> {
         let store = self.store.clone();
         weir_actors::blocking::in_place(move || store.sync_replica().map_err(|e| e.to_string()))
@@ -79,18 +147,16 @@ impl LogStore {
     }
 
     fn last_log_id(&self) -> Result<Option<LogId<u64>>, String> {
-        match self
-            .store
-            .raft_log_tree()
-            .last()
-            .map_err(|e| e.to_string())?
-        {
-            None => Ok(None),
-            Some((_, v)) => {
-                let entry: Entry<TypeConfig> = codec::decode(&v).map_err(|e| e.to_string())?;
-                Ok(Some(entry.log_id))
-            }
-        }
+        let wal = self.wal();
+        let Some((_, last)) = wal.bounds() else {
+            return Ok(None);
+        };
+        let Some((_, v)) = wal.read(last, last).map_err(|e| e.to_string())?.pop() else {
+            return Ok(None);
+        };
+        let entry: Entry<TypeConfig> =
+            codec::decode(&v).map_err(|e| format!("log entry {last} does not decode: {e}"))?;
+        Ok(Some(entry.log_id))
     }
 }
 
@@ -104,13 +170,18 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(x) => x + 1,
             Bound::Unbounded => 0,
         };
-        let mut out = Vec::new();
-        for item in self.store.raft_log_tree().range(start.to_be_bytes()..) {
-            let (k, v) = item.map_err(|e| io(StorageIOError::read_logs, e))?;
-            let index = u64::from_be_bytes(k.as_ref().try_into().unwrap_or([0xff; 8]));
-            if !range.contains(&index) {
-                break;
-            }
+        let end = match range.end_bound() {
+            Bound::Included(x) => *x,
+            Bound::Excluded(0) => return Ok(Vec::new()),
+            Bound::Excluded(x) => x - 1,
+            Bound::Unbounded => u64::MAX,
+        };
+        let read = self
+            .wal()
+            .read(start, end)
+            .map_err(|e| io(StorageIOError::read_logs, e))?;
+        let mut out = Vec::with_capacity(read.len());
+        for (index, v) in read {
             let entry = codec::decode(&v).map_err(|e| {
                 io(
                     StorageIOError::read_logs,
@@ -172,7 +243,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        // The reserve first: sled must never meet a full disk mid-write.
+        // The reserve first: the disk must never fill mid-write.
         // Refused, openraft's core stops and the member exits 3.
         self.store
             .ensure_room()
@@ -181,35 +252,29 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut encoded = Vec::new();
         for entry in entries {
             let bytes = codec::encode(&entry).map_err(|e| io(StorageIOError::write_logs, e))?;
-            encoded.push((entry.log_id.index.to_be_bytes(), bytes));
+            encoded.push((entry.log_id.index, bytes));
         }
         let count = encoded.len();
-        let tree = self.store.raft_log_tree();
-        if count == 1 {
-            let (key, bytes) = encoded.swap_remove(0);
-            // One entry (a chain's every commit): a plain insert. sled's
-            // batch takes its process-wide write lock, waiting out every
-            // read and write of the engine in flight, and rolls its log
-            // buffer; one key needs neither to be atomic.
-            tree.insert(key, bytes)
-                .map_err(|e| io(StorageIOError::write_logs, e))?;
-        } else {
-            let mut batch = weir_actors::store::kv::Batch::default();
-            for (key, bytes) in encoded {
-                batch.insert(&key, bytes);
-            }
-            tree.apply_batch(batch)
-                .map_err(|e| io(StorageIOError::write_logs, e))?;
-        }
         let written = started.elapsed();
-        let synced = self.sync().await;
+        let wal = self.wal.clone();
+        // One write and one fdatasync, on the core's task in place: it is
+        // on the commit path.
+        let synced = weir_actors::blocking::in_place(move || {
+            wal.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .append(&encoded)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r);
         // The commit path's stages, for profiles: this append, a
         // follower's "append served", "applied", the proposer's
         // "committed".
         tracing::trace!(
             entries = count,
-            write_us = written.as_micros() as u64,
-            sync_us = (started.elapsed() - written).as_micros() as u64,
+            encode_us = written.as_micros() as u64,
+            write_sync_us = (started.elapsed() - written).as_micros() as u64,
             "replica: log appended"
         );
         let failed = synced.as_ref().err().cloned();
@@ -221,29 +286,105 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
-        let tree = self.store.raft_log_tree();
-        let mut batch = weir_actors::store::kv::Batch::default();
-        for k in tree.range(log_id.index.to_be_bytes()..).keys() {
-            batch.remove(k.map_err(|e| io(StorageIOError::write_logs, e))?);
-        }
-        tree.apply_batch(batch)
-            .map_err(|e| io(StorageIOError::write_logs, e))?;
-        self.sync()
-            .await
-            .map_err(|e| io(StorageIOError::write_logs, e))
+        let wal = self.wal.clone();
+        weir_actors::blocking::in_place(move || {
+            wal.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .truncate(log_id.index)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| io(StorageIOError::write_logs, e))?
+        .map_err(|e| io(StorageIOError::write_logs, e))
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
-        // The purged id first: a crash between the two leaves entries at or
-        // below it, which reads skip.
+        // The purged id first, and the store synced with it: the state
+        // machine's applies are not synced one by one (the log holds
+        // them), so it is made durable past the entries about to go. A
+        // crash after it leaves entries at or below the id, which the
+        // open forgets.
         self.put_meta(PURGED, &log_id)
             .map_err(|e| io(StorageIOError::write_logs, e))?;
-        let tree = self.store.raft_log_tree();
-        let mut batch = weir_actors::store::kv::Batch::default();
-        for k in tree.range(..=log_id.index.to_be_bytes()).keys() {
-            batch.remove(k.map_err(|e| io(StorageIOError::write_logs, e))?);
-        }
-        tree.apply_batch(batch)
+        self.sync()
+            .await
+            .map_err(|e| io(StorageIOError::write_logs, e))?;
+        self.wal()
+            .purge(log_id.index)
             .map_err(|e| io(StorageIOError::write_logs, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::{CommittedLeaderId, EntryPayload};
+    use weir_actors::store::StoreSettings;
+
+    use super::*;
+
+    fn blank(index: u64) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    fn ids(entries: &[Entry<TypeConfig>]) -> Vec<u64> {
+        entries.iter().map(|e| e.log_id.index).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_older_layouts_log_moves_into_the_files_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        {
+            let (store, _) = Store::open(&dir, StoreSettings::default()).unwrap();
+            for i in 1..=3 {
+                let bytes = codec::encode(&blank(i)).unwrap();
+                store
+                    .raft_log_tree()
+                    .insert(i.to_be_bytes(), bytes)
+                    .unwrap();
+            }
+            store.sync_replica().unwrap();
+        }
+        for _ in 0..2 {
+            let (store, _) = Store::open(&dir, StoreSettings::default()).unwrap();
+            let mut logs = LogStore::open(&store).unwrap();
+            assert!(store.raft_log_tree().is_empty());
+            assert_eq!(
+                ids(&logs.try_get_log_entries(0..).await.unwrap()),
+                [1, 2, 3]
+            );
+            assert_eq!(ids(&logs.try_get_log_entries(2..=2).await.unwrap()), [2]);
+            let state = logs.get_log_state().await.unwrap();
+            assert_eq!(state.last_log_id.map(|l| l.index), Some(3));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_purge_is_remembered_and_its_entries_stay_forgotten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        {
+            let (store, _) = Store::open(&dir, StoreSettings::default()).unwrap();
+            let mut logs = LogStore::open(&store).unwrap();
+            let frame: Vec<(u64, Vec<u8>)> = (1..=5)
+                .map(|i| (i, codec::encode(&blank(i)).unwrap()))
+                .collect();
+            logs.wal().append(&frame).unwrap();
+            // One frame: the purge forgets the entries, the file keeps them.
+            logs.purge(blank(5).log_id).await.unwrap();
+            let state = logs.get_log_state().await.unwrap();
+            assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(5));
+            assert_eq!(state.last_log_id.map(|l| l.index), Some(5));
+            assert!(logs.try_get_log_entries(0..).await.unwrap().is_empty());
+        }
+        let (store, _) = Store::open(&dir, StoreSettings::default()).unwrap();
+        let mut logs = LogStore::open(&store).unwrap();
+        assert!(logs.try_get_log_entries(0..).await.unwrap().is_empty());
+        assert!(logs.is_empty());
+        let state = logs.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id.map(|l| l.index), Some(5));
     }
 }

@@ -52,6 +52,8 @@ pub struct Replica {
     /// Its settings.
     pub settings: Arc<ReplicaSettings>,
     pub(super) net: network::Network,
+    /// Its Raft log (shared with the node).
+    logs: LogStore,
     elections: Arc<std::sync::atomic::AtomicU64>,
     /// When a majority last acknowledged this member as leader (an append
     /// sent then), as the metrics watcher saw it (see
@@ -110,13 +112,17 @@ impl Replica {
             Duration::from_millis(settings.election_min_ms),
             settings.tls.as_ref(),
         )?;
-        let logs = LogStore {
-            store: store.clone(),
-        };
+        let logs = LogStore::open(&store)?;
         let machine = Machine::new(store.clone());
-        let raft = Raft::new(settings.id, Arc::new(config), net.clone(), logs, machine)
-            .await
-            .map_err(|e| format!("cannot start the Raft node: {e}"))?;
+        let raft = Raft::new(
+            settings.id,
+            Arc::new(config),
+            net.clone(),
+            logs.clone(),
+            machine,
+        )
+        .await
+        .map_err(|e| format!("cannot start the Raft node: {e}"))?;
         store.set_replicator(Arc::new(Proposer::new(
             raft.clone(),
             Duration::from_millis(settings.election_max_ms * 3),
@@ -140,6 +146,7 @@ impl Replica {
             store,
             settings: Arc::new(settings),
             net,
+            logs,
             elections: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             quorum_acked: Arc::new(std::sync::Mutex::new(None)),
             disk_low: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -162,7 +169,7 @@ impl Replica {
             .replica_tree()
             .contains_key("vote")
             .unwrap_or(true);
-        let logged = !self.store.raft_log_tree().is_empty();
+        let logged = !self.logs.is_empty();
         if voted || logged {
             return Ok(());
         }

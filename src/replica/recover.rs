@@ -33,17 +33,14 @@ pub struct Forgotten {
 /// keeping what it applied. Flushed (and synced) before it returns.
 pub fn force_new_group(store: &Store) -> Result<Forgotten, String> {
     let applied = read_meta::<LogId<u64>>(store, APPLIED)?.map(|l| l.index);
-    let last = store
-        .raft_log_tree()
-        .last()
-        .map_err(|e| e.to_string())?
-        .and_then(|(k, _)| k.as_ref().try_into().ok().map(u64::from_be_bytes));
+    let logs = super::log_store::LogStore::open(store)?;
+    let last = logs.last_index();
     let unapplied = match (last, applied) {
         (Some(l), Some(a)) => l.saturating_sub(a),
         (Some(l), None) => l + 1,
         _ => 0,
     };
-    store.raft_log_tree().clear().map_err(|e| e.to_string())?;
+    logs.clear()?;
     store.replica_tree().clear().map_err(|e| e.to_string())?;
     store.sync_replica().map_err(|e| e.to_string())?;
     tracing::warn!(applied = ?applied, last_log = ?last, unapplied, "replica: the group is forgotten; this member starts a new one");

@@ -122,6 +122,16 @@ pub enum StoreError {
     /// store refuses writes until reopened.
     #[error("store {0} refuses writes after an earlier failure ({1}); reopen it")]
     FailStopped(PathBuf, String),
+    /// A file of the Raft log could not be read, written or removed.
+    #[error("raft log {path}: cannot {what}: {source}")]
+    RaftLog {
+        /// The file.
+        path: PathBuf,
+        /// What was done: `append to`, `read`, ...
+        what: &'static str,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// A blob named by a record is missing or damaged.
     #[error("blob {path}: {what}")]
     Blob {

@@ -64,6 +64,7 @@ mod page;
 mod page_table;
 mod panics;
 mod pipeline;
+mod raft_wal;
 mod records;
 mod replay;
 mod replicated;
@@ -86,6 +87,7 @@ pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use kv::MemoryStore;
 pub use layout::decode_ticket_chunk;
 pub use open::open_for_inspection;
+pub use raft_wal::{RaftWal, RAFT_WAL_DIR};
 pub use records::Expiring;
 pub use replay::{apply_journal_value, Recovered};
 pub use settings::{
