@@ -41,6 +41,9 @@ const MAGIC: u32 = 0x5745_4952; // "WEIR"
 const HEADER_BYTES: usize = 12;
 const ENTRY_HEADER_BYTES: usize = 12;
 const PREFIX: &str = "wal-";
+/// A segment written anew by a truncation, before it is renamed over the
+/// old one; one left by a crash is removed at open.
+const TMP_EXTENSION: &str = "tmp";
 
 /// Where an entry's bytes are.
 #[derive(Debug, Clone, Copy)]
@@ -188,6 +191,14 @@ impl RaftWal {
                 source,
             })?;
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(PREFIX)
+                && entry.path().extension().is_some_and(|e| e == TMP_EXTENSION)
+            {
+                // Not renamed: the segment it was to replace is whole.
+                let path = entry.path();
+                std::fs::remove_file(&path).map_err(|e| self.io_error(&path, "remove", e))?;
+                continue;
+            }
             if let Some(first) = name
                 .strip_prefix(PREFIX)
                 .and_then(|n| n.parse::<u64>().ok())
@@ -361,12 +372,6 @@ impl RaftWal {
                 });
             }
         }
-        let mut payload = Vec::with_capacity(
-            entries
-                .iter()
-                .map(|(_, b)| b.len() + ENTRY_HEADER_BYTES)
-                .sum(),
-        );
         for (i, (index, bytes)) in entries.iter().enumerate() {
             if *index != first + i as u64 || bytes.len() > ENTRY_BYTES_MAX {
                 return Err(StoreError::Inconsistent {
@@ -378,24 +383,8 @@ impl RaftWal {
                     ),
                 });
             }
-            payload.extend_from_slice(&index.to_le_bytes());
-            payload.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            payload.extend_from_slice(bytes);
         }
-        self.write_frame(*first, entries, &payload)
-    }
-
-    fn write_frame(
-        &mut self,
-        first: u64,
-        entries: &[(u64, Vec<u8>)],
-        payload: &[u8],
-    ) -> Result<(), StoreError> {
-        let len = u32::try_from(payload.len()).map_err(|_| StoreError::Inconsistent {
-            dir: self.store.dir().to_path_buf(),
-            tree: "raft log",
-            what: format!("a frame of {} bytes", payload.len()),
-        })?;
+        let frame = self.encode_frame(entries)?;
         if self.entries.is_empty() {
             // Nothing held (a new log, or one purged or cut to nothing, its
             // next index maybe past what the files hold): what the files
@@ -407,22 +396,52 @@ impl RaftWal {
             .last_key_value()
             .is_none_or(|(_, s)| s.len >= self.segment_bytes_max);
         if roll {
-            self.open_segment(first)?;
+            self.open_segment(*first)?;
         }
         let Some((&segment, seg)) = self.segments.last_key_value() else {
             return Err(self.damaged(&self.dir, "no segment to append to".into()));
         };
-        let mut frame = Vec::with_capacity(HEADER_BYTES + payload.len());
-        frame.extend_from_slice(&MAGIC.to_le_bytes());
-        frame.extend_from_slice(&len.to_le_bytes());
-        frame.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-        frame.extend_from_slice(payload);
         let frame_at = seg.len;
         self.store
             .inject(FaultPoint::Write)
             .and_then(|()| seg.file.write_all_at(&frame, frame_at))
             .map_err(|e| self.io_error(&seg.path, "append to", e))?;
         self.sync_file(&seg.file, &seg.path)?;
+        self.index_frame(segment, frame_at, entries);
+        if let Some(seg) = self.segments.get_mut(&segment) {
+            seg.len = frame_at + frame.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// One frame of `entries`: header, then each entry's index, length and
+    /// bytes.
+    fn encode_frame(&self, entries: &[(u64, Vec<u8>)]) -> Result<Vec<u8>, StoreError> {
+        let payload_len: usize = entries
+            .iter()
+            .map(|(_, b)| b.len() + ENTRY_HEADER_BYTES)
+            .sum();
+        let len = u32::try_from(payload_len).map_err(|_| StoreError::Inconsistent {
+            dir: self.store.dir().to_path_buf(),
+            tree: "raft log",
+            what: format!("a frame of {payload_len} bytes"),
+        })?;
+        let mut frame = Vec::with_capacity(HEADER_BYTES + payload_len);
+        frame.extend_from_slice(&MAGIC.to_le_bytes());
+        frame.extend_from_slice(&len.to_le_bytes());
+        frame.extend_from_slice(&[0; 4]);
+        for (index, bytes) in entries {
+            frame.extend_from_slice(&index.to_le_bytes());
+            frame.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            frame.extend_from_slice(bytes);
+        }
+        let crc = crc32fast::hash(&frame[HEADER_BYTES..]);
+        frame[8..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+        Ok(frame)
+    }
+
+    /// Records where the entries of a frame written at `frame_at` are.
+    fn index_frame(&mut self, segment: u64, frame_at: u64, entries: &[(u64, Vec<u8>)]) {
         let mut at = frame_at + HEADER_BYTES as u64;
         for (index, bytes) in entries {
             at += ENTRY_HEADER_BYTES as u64;
@@ -437,10 +456,6 @@ impl RaftWal {
             );
             at += bytes.len() as u64;
         }
-        if let Some(seg) = self.segments.get_mut(&segment) {
-            seg.len = frame_at + frame.len() as u64;
-        }
-        Ok(())
     }
 
     fn open_segment(&mut self, first: u64) -> Result<(), StoreError> {
@@ -459,56 +474,86 @@ impl RaftWal {
     }
 
     /// Removes entries `from` and after (a leader's log overrides them),
-    /// durably.
+    /// durably. A crash at any point keeps every entry before `from`, and
+    /// the log contiguous: later segments go newest first, then the
+    /// segment is cut at the frame holding `from`; when that frame also
+    /// holds earlier entries, the segment is written anew (its frames
+    /// before, then those entries as a frame of their own) and renamed
+    /// over the old one, never cut first and written after.
     pub fn truncate(&mut self, from: u64) -> Result<(), StoreError> {
         let Some(loc) = self.entries.get(&from).copied() else {
             return Ok(());
         };
-        // Entries of the same frame before `from` are written again.
-        let kept: Vec<u64> = self
+        let kept_low = self
             .entries
             .range(..from)
             .rev()
             .take_while(|(_, l)| l.segment == loc.segment && l.frame_at == loc.frame_at)
             .map(|(i, _)| *i)
-            .collect();
-        let rewrite = match kept.last() {
-            Some(low) => self.read(*low, from - 1)?,
+            .last();
+        let kept = match kept_low {
+            Some(low) => self.read(low, from - 1)?,
             None => Vec::new(),
         };
         let later: Vec<u64> = self
             .segments
             .range(loc.segment + 1..)
+            .rev()
             .map(|(f, _)| *f)
             .collect();
         for first in later {
-            if let Some(seg) = self.segments.remove(&first) {
-                std::fs::remove_file(&seg.path)
-                    .map_err(|e| self.io_error(&seg.path, "remove", e))?;
-            }
+            self.remove_segment(first)?;
         }
-        self.entries
-            .split_off(&kept.last().copied().unwrap_or(from));
-        if let Some(seg) = self.segments.get(&loc.segment) {
+        self.entries.split_off(&kept_low.unwrap_or(from));
+        let Some(seg) = self.segments.get(&loc.segment) else {
+            return Err(self.damaged(&self.dir, format!("entry {from} names a missing segment")));
+        };
+        if kept.is_empty() {
             seg.file
                 .set_len(loc.frame_at)
                 .map_err(|e| self.io_error(&seg.path, "truncate", e))?;
             self.sync_file(&seg.file, &seg.path)?;
-        }
-        if let Some(seg) = self.segments.get_mut(&loc.segment) {
-            seg.len = loc.frame_at;
-        }
-        self.sync_dir()?;
-        if !rewrite.is_empty() {
-            // Into the segment just cut, not a new one.
-            let first = rewrite[0].0;
-            let mut payload = Vec::new();
-            for (index, bytes) in &rewrite {
-                payload.extend_from_slice(&index.to_le_bytes());
-                payload.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-                payload.extend_from_slice(bytes);
+            if let Some(seg) = self.segments.get_mut(&loc.segment) {
+                seg.len = loc.frame_at;
             }
-            self.write_frame(first, &rewrite, &payload)?;
+            return Ok(());
+        }
+        let mut bytes = vec![0u8; loc.frame_at as usize];
+        seg.file
+            .read_exact_at(&mut bytes, 0)
+            .map_err(|e| self.io_error(&seg.path, "read", e))?;
+        bytes.extend_from_slice(&self.encode_frame(&kept)?);
+        let path = seg.path.clone();
+        let tmp = path.with_extension(TMP_EXTENSION);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| self.io_error(&tmp, "create", e))?;
+        self.store
+            .inject(FaultPoint::Write)
+            .and_then(|()| file.write_all_at(&bytes, 0))
+            .map_err(|e| self.io_error(&tmp, "write", e))?;
+        self.sync_file(&file, &tmp)?;
+        std::fs::rename(&tmp, &path).map_err(|e| self.io_error(&path, "replace", e))?;
+        self.sync_dir()?;
+        self.index_frame(loc.segment, loc.frame_at, &kept);
+        if let Some(seg) = self.segments.get_mut(&loc.segment) {
+            seg.file = file;
+            seg.len = bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Removes one segment's file, durably: removals are made one at a
+    /// time so that a crash never leaves a newer segment without an
+    /// older one it follows.
+    fn remove_segment(&mut self, first: u64) -> Result<(), StoreError> {
+        if let Some(seg) = self.segments.remove(&first) {
+            std::fs::remove_file(&seg.path).map_err(|e| self.io_error(&seg.path, "remove", e))?;
+            self.sync_dir()?;
         }
         Ok(())
     }
@@ -522,18 +567,11 @@ impl RaftWal {
         // A segment goes once the next one starts at or before upto + 1;
         // the last one always stays (the next append goes there).
         let firsts: Vec<u64> = self.segments.keys().copied().collect();
-        let mut removed = false;
         for pair in firsts.windows(2) {
-            if pair[1] <= upto + 1 {
-                if let Some(seg) = self.segments.remove(&pair[0]) {
-                    std::fs::remove_file(&seg.path)
-                        .map_err(|e| self.io_error(&seg.path, "remove", e))?;
-                    removed = true;
-                }
+            if pair[1] > upto + 1 {
+                break;
             }
-        }
-        if removed {
-            self.sync_dir()?;
+            self.remove_segment(pair[0])?;
         }
         Ok(())
     }
@@ -544,14 +582,13 @@ impl RaftWal {
         self.remove_segments()
     }
 
+    /// Removes every segment, newest first.
     fn remove_segments(&mut self) -> Result<(), StoreError> {
-        if self.segments.is_empty() {
-            return Ok(());
+        let firsts: Vec<u64> = self.segments.keys().rev().copied().collect();
+        for first in firsts {
+            self.remove_segment(first)?;
         }
-        for (_, seg) in std::mem::take(&mut self.segments) {
-            std::fs::remove_file(&seg.path).map_err(|e| self.io_error(&seg.path, "remove", e))?;
-        }
-        self.sync_dir()
+        Ok(())
     }
 }
 
@@ -708,6 +745,42 @@ mod tests {
         wal.append(&entries(1, 2)).unwrap();
         drop((wal, store));
         assert_eq!(reopened(&dir), entries(1, 2));
+    }
+
+    #[test]
+    fn a_truncation_cut_short_keeps_the_entries_before_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let fail = Arc::new(AtomicBool::new(false));
+        let f = fail.clone();
+        let settings = StoreSettings {
+            faults: Some(FaultInjector::new(move |point| {
+                if point == FaultPoint::Write && f.load(Ordering::SeqCst) {
+                    Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+                } else {
+                    Ok(())
+                }
+            })),
+            ..StoreSettings::default()
+        };
+        {
+            let (store, _) = Store::open(&dir, settings).unwrap();
+            let mut wal = store.open_raft_wal().unwrap();
+            wal.append(&entries(1, 4)).unwrap();
+            wal.append(&entries(5, 8)).unwrap();
+            // The frame's earlier entries (5, 6) cannot be written again.
+            fail.store(true, Ordering::SeqCst);
+            assert!(wal.truncate(7).is_err());
+        }
+        // As a crash at that point would leave it: the entries before 7
+        // all there; the rewrite's unfinished file gone.
+        let held = reopened(&dir);
+        assert_eq!(held[..6], entries(1, 6)[..]);
+        let names: Vec<String> = std::fs::read_dir(dir.join(RAFT_WAL_DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
     }
 
     #[test]
