@@ -22,11 +22,16 @@ use serde::Serialize;
 use weir_actors::store::{RaftWal, Store};
 use weir_core::codec;
 
+use super::machine::APPLIED;
 use super::types::TypeConfig;
 
 const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const PURGED: &str = "purged";
+
+/// The longest a purge waits for the store to apply what it purges (a
+/// snapshot's install; past it, the core stops and the member exits 3).
+const PURGE_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Entries moved from an older layout's `raft_log` tree per frame.
 const MIGRATE_ENTRIES_PER_FRAME: usize = 1_024;
@@ -76,26 +81,31 @@ impl LogStore {
         let mut wal = store.open_raft_wal().map_err(|e| e.to_string())?;
         let tree = store.raft_log_tree();
         if !tree.is_empty() {
-            if wal.is_empty() {
-                let mut frame = Vec::new();
-                for item in tree.iter() {
-                    let (k, v) = item.map_err(|e| e.to_string())?;
-                    let index: [u8; 8] = k
-                        .as_ref()
-                        .try_into()
-                        .map_err(|_| format!("raft_log tree: a key of {} bytes, not 8", k.len()))?;
-                    frame.push((u64::from_be_bytes(index), v.to_vec()));
-                    if frame.len() == MIGRATE_ENTRIES_PER_FRAME {
-                        wal.append(&frame).map_err(|e| e.to_string())?;
-                        frame.clear();
-                    }
+            // From past what the files hold: a move cut by a crash goes on
+            // where it stopped (the tree is cleared only once all of it is
+            // in the files).
+            let from = wal.bounds().map_or(0, |(_, last)| last + 1);
+            let mut frame = Vec::new();
+            let mut moved = 0usize;
+            for item in tree.range(from.to_be_bytes()..) {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let index: [u8; 8] = k
+                    .as_ref()
+                    .try_into()
+                    .map_err(|_| format!("raft_log tree: a key of {} bytes, not 8", k.len()))?;
+                frame.push((u64::from_be_bytes(index), v.to_vec()));
+                moved += 1;
+                if frame.len() == MIGRATE_ENTRIES_PER_FRAME {
+                    wal.append(&frame).map_err(|e| e.to_string())?;
+                    frame.clear();
                 }
-                wal.append(&frame).map_err(|e| e.to_string())?;
-                tracing::info!(
-                    entries = tree.len(),
-                    "replica: the Raft log moved from sled's raft_log tree to its own files"
-                );
             }
+            wal.append(&frame).map_err(|e| e.to_string())?;
+            tracing::info!(
+                entries = moved,
+                from,
+                "replica: the Raft log moved from sled's raft_log tree to its own files"
+            );
             tree.clear().map_err(|e| e.to_string())?;
             store.sync_replica().map_err(|e| e.to_string())?;
         }
@@ -144,6 +154,29 @@ impl LogStore {
         weir_actors::blocking::in_place(move || store.sync_replica().map_err(|e| e.to_string()))
             .await
             .map_err(|e| e.to_string())?
+    }
+
+    /// Waits until the store has applied entry `index` or past it. A
+    /// snapshot's install runs on the state machine's task while openraft's
+    /// core purges the log behind it at once: synced before the install
+    /// lands, the store would hold neither the snapshot nor the entries.
+    /// (A purge after a snapshot built here finds it applied already.)
+    async fn wait_applied(&self, index: u64) -> Result<(), String> {
+        let started = std::time::Instant::now();
+        loop {
+            let applied: Option<LogId<u64>> = read_meta(&self.store, APPLIED)?;
+            if applied.is_some_and(|a| a.index >= index) {
+                return Ok(());
+            }
+            if started.elapsed() > PURGE_WAIT_MAX {
+                return Err(format!(
+                    "the log up to entry {index} is to be purged, but the store has applied only up to {:?} after {} s",
+                    applied.map(|a| a.index),
+                    PURGE_WAIT_MAX.as_secs()
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
     }
 
     fn last_log_id(&self) -> Result<Option<LogId<u64>>, String> {
@@ -304,6 +337,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // them), so it is made durable past the entries about to go. A
         // crash after it leaves entries at or below the id, which the
         // open forgets.
+        self.wait_applied(log_id.index)
+            .await
+            .map_err(|e| io(StorageIOError::write_logs, e))?;
         self.put_meta(PURGED, &log_id)
             .map_err(|e| io(StorageIOError::write_logs, e))?;
         self.sync()
@@ -363,6 +399,30 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_move_cut_by_a_crash_goes_on_where_it_stopped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let (store, _) = Store::open(&dir, StoreSettings::default()).unwrap();
+        let encoded = |i: u64| codec::encode(&blank(i)).unwrap();
+        for i in 1..=5u64 {
+            store
+                .raft_log_tree()
+                .insert(i.to_be_bytes(), encoded(i))
+                .unwrap();
+        }
+        // The files got the first two, then the process died.
+        let mut wal = store.open_raft_wal().unwrap();
+        wal.append(&[(1, encoded(1)), (2, encoded(2))]).unwrap();
+        drop(wal);
+        let mut logs = LogStore::open(&store).unwrap();
+        assert!(store.raft_log_tree().is_empty());
+        assert_eq!(
+            ids(&logs.try_get_log_entries(0..).await.unwrap()),
+            [1, 2, 3, 4, 5]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_purge_is_remembered_and_its_entries_stay_forgotten() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
@@ -373,8 +433,17 @@ mod tests {
                 .map(|i| (i, codec::encode(&blank(i)).unwrap()))
                 .collect();
             logs.wal().append(&frame).unwrap();
+            // The purge waits for the store to have applied what it purges.
+            let mut purging = logs.clone();
+            let purge = tokio::spawn(async move { purging.purge(blank(5).log_id).await });
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            assert!(
+                !purge.is_finished(),
+                "purged before the store applied entry 5"
+            );
+            logs.put_meta(APPLIED, &blank(5).log_id).unwrap();
+            purge.await.unwrap().unwrap();
             // One frame: the purge forgets the entries, the file keeps them.
-            logs.purge(blank(5).log_id).await.unwrap();
             let state = logs.get_log_state().await.unwrap();
             assert_eq!(state.last_purged_log_id.map(|l| l.index), Some(5));
             assert_eq!(state.last_log_id.map(|l| l.index), Some(5));

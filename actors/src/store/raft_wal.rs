@@ -484,17 +484,14 @@ impl RaftWal {
         let Some(loc) = self.entries.get(&from).copied() else {
             return Ok(());
         };
-        let kept_low = self
-            .entries
-            .range(..from)
-            .rev()
-            .take_while(|(_, l)| l.segment == loc.segment && l.frame_at == loc.frame_at)
-            .map(|(i, _)| *i)
-            .last();
-        let kept = match kept_low {
-            Some(low) => self.read(low, from - 1)?,
-            None => Vec::new(),
-        };
+        // Every entry of that frame before `from`, read from the file:
+        // those a purge forgot are still in it, and stay.
+        let kept: Vec<(u64, Vec<u8>)> = self
+            .read_frame(loc.segment, loc.frame_at)?
+            .into_iter()
+            .filter(|(i, _)| *i < from)
+            .collect();
+        let held_from = self.entries.keys().next().copied().unwrap_or(from);
         let later: Vec<u64> = self
             .segments
             .range(loc.segment + 1..)
@@ -504,7 +501,6 @@ impl RaftWal {
         for first in later {
             self.remove_segment(first)?;
         }
-        self.entries.split_off(&kept_low.unwrap_or(from));
         let Some(seg) = self.segments.get(&loc.segment) else {
             return Err(self.damaged(&self.dir, format!("entry {from} names a missing segment")));
         };
@@ -513,6 +509,7 @@ impl RaftWal {
                 .set_len(loc.frame_at)
                 .map_err(|e| self.io_error(&seg.path, "truncate", e))?;
             self.sync_file(&seg.file, &seg.path)?;
+            self.entries.split_off(&from);
             if let Some(seg) = self.segments.get_mut(&loc.segment) {
                 seg.len = loc.frame_at;
             }
@@ -539,7 +536,11 @@ impl RaftWal {
         self.sync_file(&file, &tmp)?;
         std::fs::rename(&tmp, &path).map_err(|e| self.io_error(&path, "replace", e))?;
         self.sync_dir()?;
+        // The index follows the files only now: an error before left both
+        // as they were.
+        self.entries.split_off(&kept[0].0.max(held_from));
         self.index_frame(loc.segment, loc.frame_at, &kept);
+        self.entries = self.entries.split_off(&held_from);
         if let Some(seg) = self.segments.get_mut(&loc.segment) {
             seg.file = file;
             seg.len = bytes.len() as u64;
@@ -547,12 +548,41 @@ impl RaftWal {
         Ok(())
     }
 
+    /// The entries of the frame at `frame_at` of `segment`, as the file
+    /// holds them.
+    fn read_frame(&self, segment: u64, frame_at: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let seg = self
+            .segments
+            .get(&segment)
+            .ok_or_else(|| self.damaged(&self.dir, format!("segment {segment} is missing")))?;
+        let mut header = [0u8; HEADER_BYTES];
+        seg.file
+            .read_exact_at(&mut header, frame_at)
+            .map_err(|e| self.io_error(&seg.path, "read", e))?;
+        let len = u32::from_le_bytes(header[4..8].try_into().unwrap_or([0; 4])) as usize;
+        let mut frame = vec![0u8; HEADER_BYTES + len];
+        seg.file
+            .read_exact_at(&mut frame, frame_at)
+            .map_err(|e| self.io_error(&seg.path, "read", e))?;
+        match parse_frame(&frame, 0) {
+            Frame::Whole(entries, _) => Ok(entries
+                .into_iter()
+                .map(|(i, at, n)| (i, frame[at as usize..at as usize + n as usize].to_vec()))
+                .collect()),
+            _ => Err(self.damaged(
+                &seg.path,
+                format!("the frame at offset {frame_at} no longer reads"),
+            )),
+        }
+    }
+
     /// Removes one segment's file, durably: removals are made one at a
     /// time so that a crash never leaves a newer segment without an
     /// older one it follows.
     fn remove_segment(&mut self, first: u64) -> Result<(), StoreError> {
-        if let Some(seg) = self.segments.remove(&first) {
+        if let Some(seg) = self.segments.get(&first) {
             std::fs::remove_file(&seg.path).map_err(|e| self.io_error(&seg.path, "remove", e))?;
+            self.segments.remove(&first);
             self.sync_dir()?;
         }
         Ok(())
@@ -745,6 +775,22 @@ mod tests {
         wal.append(&entries(1, 2)).unwrap();
         drop((wal, store));
         assert_eq!(reopened(&dir), entries(1, 2));
+    }
+
+    #[test]
+    fn a_truncation_after_a_purge_inside_one_frame_keeps_the_purged_entries_in_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let (store, wal) = open(&dir);
+        let mut wal = wal.unwrap();
+        wal.append(&entries(1, 8)).unwrap();
+        wal.purge(4).unwrap();
+        wal.truncate(7).unwrap();
+        assert_eq!(wal.read(0, u64::MAX).unwrap(), entries(5, 6));
+        wal.append(&entries(7, 7)).unwrap();
+        drop((wal, store));
+        // The file still runs on from its name: the open takes it.
+        assert_eq!(reopened(&dir), entries(1, 7));
     }
 
     #[test]
