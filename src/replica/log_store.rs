@@ -22,12 +22,14 @@ use serde::Serialize;
 use weir_actors::store::{RaftWal, Store};
 use weir_core::codec;
 
-use super::machine::APPLIED;
 use super::types::TypeConfig;
 
 const VOTE: &str = "vote";
 const COMMITTED: &str = "committed";
 const PURGED: &str = "purged";
+/// The state machine's applied log id (written by its apply, last in
+/// each entry; read here by a purge, which waits for it).
+pub(super) const APPLIED: &str = "applied";
 
 /// The longest a purge waits for the store to apply what it purges (a
 /// snapshot's install; past it, the core stops and the member exits 3).

@@ -16,10 +16,9 @@ use openraft::{
 use tokio::sync::Mutex;
 use weir_actors::store::Store;
 
-use super::log_store::{encode_meta, io, read_meta, StorageResult};
+use super::log_store::{encode_meta, io, read_meta, StorageResult, APPLIED};
 use super::types::{Member, TypeConfig};
 
-pub(super) const APPLIED: &str = "applied";
 const MEMBERSHIP: &str = "membership";
 
 /// The last snapshot: its meta and its image.

@@ -15,8 +15,7 @@
 use openraft::LogId;
 use weir_actors::store::Store;
 
-use super::log_store::read_meta;
-use super::machine::APPLIED;
+use super::log_store::{read_meta, APPLIED};
 
 /// What forgetting the group dropped.
 #[derive(Debug, Clone, serde::Serialize)]
