@@ -6,7 +6,7 @@
 //!
 //! A data directory from before kept the log in sled's `raft_log` tree:
 //! the open moves it into the files once (written and synced before the
-//! tree is cleared; a crash between leaves both, and the files win).
+//! tree is cleared; a move cut by a crash goes on where it stopped).
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -19,7 +19,7 @@ use openraft::{
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use weir_actors::store::{RaftWal, Store};
+use weir_actors::store::{RaftWal, Store, StoreError};
 use weir_core::codec;
 
 use super::types::TypeConfig;
@@ -123,6 +123,19 @@ impl LogStore {
 
     fn wal(&self) -> MutexGuard<'_, RaftWal> {
         self.wal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the log on the core's task in place (a write and an
+    /// fdatasync on the commit path: a hand-off to a blocking thread would
+    /// add a wake-up).
+    async fn in_place<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut RaftWal) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, String> {
+        let logs = self.clone();
+        weir_actors::blocking::in_place(move || f(&mut logs.wal()).map_err(|e| e.to_string()))
+            .await
+            .map_err(|e| e.to_string())?
     }
 
     /// Whether the log holds an entry.
@@ -291,18 +304,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         let count = encoded.len();
         let written = started.elapsed();
-        let wal = self.wal.clone();
-        // One write and one fdatasync, on the core's task in place: it is
-        // on the commit path.
-        let synced = weir_actors::blocking::in_place(move || {
-            wal.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .append(&encoded)
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r);
+        let synced = self.in_place(move |wal| wal.append(&encoded)).await;
         // The commit path's stages, for profiles: this append, a
         // follower's "append served", "applied", the proposer's
         // "committed".
@@ -321,24 +323,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
-        let wal = self.wal.clone();
-        weir_actors::blocking::in_place(move || {
-            wal.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .truncate(log_id.index)
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| io(StorageIOError::write_logs, e))?
-        .map_err(|e| io(StorageIOError::write_logs, e))
+        self.in_place(move |wal| wal.truncate(log_id.index))
+            .await
+            .map_err(|e| io(StorageIOError::write_logs, e))
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> StorageResult<()> {
-        // The purged id first, and the store synced with it: the state
-        // machine's applies are not synced one by one (the log holds
-        // them), so it is made durable past the entries about to go. A
-        // crash after it leaves entries at or below the id, which the
-        // open forgets.
+        // Once the store has applied past the id, the purged id first, and
+        // the store synced with it: the state machine's applies are not
+        // synced one by one (the log holds them), so it is made durable
+        // past the entries about to go. A crash after it leaves entries at
+        // or below the id, which the open forgets.
         self.wait_applied(log_id.index)
             .await
             .map_err(|e| io(StorageIOError::write_logs, e))?;

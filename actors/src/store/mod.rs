@@ -87,7 +87,7 @@ pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use kv::MemoryStore;
 pub use layout::decode_ticket_chunk;
 pub use open::open_for_inspection;
-pub use raft_wal::{RaftWal, RAFT_WAL_DIR};
+pub use raft_wal::RaftWal;
 pub use records::Expiring;
 pub use replay::{apply_journal_value, Recovered};
 pub use settings::{

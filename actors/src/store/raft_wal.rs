@@ -169,6 +169,14 @@ impl RaftWal {
         }
     }
 
+    fn inconsistent(&self, what: String) -> StoreError {
+        StoreError::Inconsistent {
+            dir: self.store.dir().to_path_buf(),
+            tree: "raft log",
+            what,
+        }
+    }
+
     fn io_error(&self, path: &Path, what: &'static str, source: std::io::Error) -> StoreError {
         let e = StoreError::RaftLog {
             path: path.to_path_buf(),
@@ -365,23 +373,17 @@ impl RaftWal {
         };
         if let Some((_, last)) = self.bounds() {
             if *first != last + 1 {
-                return Err(StoreError::Inconsistent {
-                    dir: self.store.dir().to_path_buf(),
-                    tree: "raft log",
-                    what: format!("append of entry {first} after entry {last}"),
-                });
+                return Err(
+                    self.inconsistent(format!("append of entry {first} after entry {last}"))
+                );
             }
         }
         for (i, (index, bytes)) in entries.iter().enumerate() {
             if *index != first + i as u64 || bytes.len() > ENTRY_BYTES_MAX {
-                return Err(StoreError::Inconsistent {
-                    dir: self.store.dir().to_path_buf(),
-                    tree: "raft log",
-                    what: format!(
-                        "append of entry {index} ({} bytes) at position {i} after entry {first}",
-                        bytes.len()
-                    ),
-                });
+                return Err(self.inconsistent(format!(
+                    "append of entry {index} ({} bytes) at position {i} after entry {first}",
+                    bytes.len()
+                )));
             }
         }
         let frame = self.encode_frame(entries)?;
@@ -421,11 +423,8 @@ impl RaftWal {
             .iter()
             .map(|(_, b)| b.len() + ENTRY_HEADER_BYTES)
             .sum();
-        let len = u32::try_from(payload_len).map_err(|_| StoreError::Inconsistent {
-            dir: self.store.dir().to_path_buf(),
-            tree: "raft log",
-            what: format!("a frame of {payload_len} bytes"),
-        })?;
+        let len = u32::try_from(payload_len)
+            .map_err(|_| self.inconsistent(format!("a frame of {payload_len} bytes")))?;
         let mut frame = Vec::with_capacity(HEADER_BYTES + payload_len);
         frame.extend_from_slice(&MAGIC.to_le_bytes());
         frame.extend_from_slice(&len.to_le_bytes());
@@ -458,15 +457,20 @@ impl RaftWal {
         }
     }
 
-    fn open_segment(&mut self, first: u64) -> Result<(), StoreError> {
-        let path = self.dir.join(format!("{PREFIX}{first:020}"));
-        let file = OpenOptions::new()
+    /// Creates `path` empty, for reading and writing.
+    fn create(&self, path: &Path) -> Result<File, StoreError> {
+        OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
-            .open(&path)
-            .map_err(|e| self.io_error(&path, "create", e))?;
+            .open(path)
+            .map_err(|e| self.io_error(path, "create", e))
+    }
+
+    fn open_segment(&mut self, first: u64) -> Result<(), StoreError> {
+        let path = self.dir.join(format!("{PREFIX}{first:020}"));
+        let file = self.create(&path)?;
         // The new name durable before an entry in it is acknowledged.
         self.sync_dir()?;
         self.segments.insert(first, Segment { file, path, len: 0 });
@@ -522,13 +526,7 @@ impl RaftWal {
         bytes.extend_from_slice(&self.encode_frame(&kept)?);
         let path = seg.path.clone();
         let tmp = path.with_extension(TMP_EXTENSION);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(|e| self.io_error(&tmp, "create", e))?;
+        let file = self.create(&tmp)?;
         self.store
             .inject(FaultPoint::Write)
             .and_then(|()| file.write_all_at(&bytes, 0))
@@ -537,8 +535,9 @@ impl RaftWal {
         std::fs::rename(&tmp, &path).map_err(|e| self.io_error(&path, "replace", e))?;
         self.sync_dir()?;
         // The index follows the files only now: an error before left both
-        // as they were.
-        self.entries.split_off(&kept[0].0.max(held_from));
+        // as they were. The kept entries' new places replace their old
+        // ones; those a purge forgot stay forgotten.
+        self.entries.split_off(&from);
         self.index_frame(loc.segment, loc.frame_at, &kept);
         self.entries = self.entries.split_off(&held_from);
         if let Some(seg) = self.segments.get_mut(&loc.segment) {
@@ -592,8 +591,7 @@ impl RaftWal {
     /// nothing past it. The caller has made everything they carry durable
     /// elsewhere (the state machine synced past `upto`).
     pub fn purge(&mut self, upto: u64) -> Result<(), StoreError> {
-        let keep = self.entries.split_off(&(upto + 1));
-        self.entries = keep;
+        self.entries = self.entries.split_off(&(upto + 1));
         // A segment goes once the next one starts at or before upto + 1;
         // the last one always stays (the next append goes there).
         let firsts: Vec<u64> = self.segments.keys().copied().collect();
@@ -647,6 +645,23 @@ mod tests {
         let (store, _) = Store::open(dir, StoreSettings::default()).unwrap();
         let wal = store.open_raft_wal();
         (store, wal)
+    }
+
+    /// Settings whose `point` fails with `errno` once the flag is set.
+    fn failing(point: FaultPoint, errno: i32) -> (StoreSettings, Arc<AtomicBool>) {
+        let fail = Arc::new(AtomicBool::new(false));
+        let f = fail.clone();
+        let settings = StoreSettings {
+            faults: Some(FaultInjector::new(move |p| {
+                if p == point && f.load(Ordering::SeqCst) {
+                    Err(std::io::Error::from_raw_os_error(errno))
+                } else {
+                    Ok(())
+                }
+            })),
+            ..StoreSettings::default()
+        };
+        (settings, fail)
     }
 
     /// Reopens the log of `dir` and reads all it holds.
@@ -797,18 +812,7 @@ mod tests {
     fn a_truncation_cut_short_keeps_the_entries_before_it() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
-        let fail = Arc::new(AtomicBool::new(false));
-        let f = fail.clone();
-        let settings = StoreSettings {
-            faults: Some(FaultInjector::new(move |point| {
-                if point == FaultPoint::Write && f.load(Ordering::SeqCst) {
-                    Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
-                } else {
-                    Ok(())
-                }
-            })),
-            ..StoreSettings::default()
-        };
+        let (settings, fail) = failing(FaultPoint::Write, libc::ENOSPC);
         {
             let (store, _) = Store::open(&dir, settings).unwrap();
             let mut wal = store.open_raft_wal().unwrap();
@@ -863,18 +867,7 @@ mod tests {
     fn a_failed_fsync_fails_the_append_and_stops_the_store() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
-        let fail = Arc::new(AtomicBool::new(false));
-        let f = fail.clone();
-        let settings = StoreSettings {
-            faults: Some(FaultInjector::new(move |point| {
-                if point == FaultPoint::Fsync && f.load(Ordering::SeqCst) {
-                    Err(std::io::Error::from_raw_os_error(libc::EIO))
-                } else {
-                    Ok(())
-                }
-            })),
-            ..StoreSettings::default()
-        };
+        let (settings, fail) = failing(FaultPoint::Fsync, libc::EIO);
         let (store, _) = Store::open(&dir, settings).unwrap();
         let mut wal = store.open_raft_wal().unwrap();
         wal.append(&entries(1, 2)).unwrap();
