@@ -195,7 +195,7 @@ impl Replica {
     /// Also sets the Raft metrics: `weir_raft_term`, `weir_raft_leader`
     /// (1 on the member that leads), `weir_raft_elections_total`,
     /// `weir_raft_applied_index` and, on the leader,
-    /// `weir_raft_lag_entries{member}` (commit latency is the proposer's
+    /// `weir_raft_lag_entries{member}` (commit latency is the store pipeline's
     /// `weir_raft_commit_seconds`).
     fn watch_elections(&self) {
         let mut rx = self.raft.metrics();

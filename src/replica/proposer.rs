@@ -67,8 +67,9 @@ impl Submitted for Pending {
         // Made inside the runtime: the timeout needs its timer.
         let answer = async { tokio::time::timeout(left, rx).await };
         let result = block_on(&handle, answer);
+        // Timed by the store's pipeline (`weir_raft_commit_seconds`): the
+        // member's apply answers the writers before this answer comes.
         let elapsed = started.elapsed();
-        metrics::histogram!("weir_raft_commit_seconds").record(elapsed.as_secs_f64());
         match result {
             Err(_) => Err(format!(
                 "not committed within {} ms (no majority reached)",

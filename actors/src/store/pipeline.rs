@@ -18,14 +18,19 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 use super::panics;
-use super::write_set::{Replicator, Submitted, TreeId, WriteSet};
+use super::write_set::{Proposal, Replicator, Submitted, TreeId, WriteSet};
 
 /// Entries submitted and not yet committed, at most: enough to keep the
 /// leader's fsync and the followers' busy at once; more only queue in
 /// openraft's core.
 pub(crate) const IN_FLIGHT_MAX: usize = 4;
+
+/// The histogram of a proposal's time from its submission until its
+/// writers are answered (its commit and its apply here), in seconds.
+pub(crate) const COMMIT_METRIC: &str = "weir_raft_commit_seconds";
 
 /// Sets one flush proposes at most (one Raft entry).
 const FLUSH_SETS_MAX: usize = 4_096;
@@ -36,6 +41,8 @@ const FLUSH_BYTES_MAX: usize = 1 << 20;
 
 /// The pending writes and their flusher.
 pub(crate) struct Pipeline {
+    /// Drawn at random when it starts: names its entries' [`Proposal`]s.
+    id: u64,
     state: Mutex<State>,
     /// Wakes the flusher (a set appended) and the waiters (a flush ended).
     cv: Condvar,
@@ -62,12 +69,29 @@ struct State {
     /// Whether the completer holds one more, taken from `in_flight` and
     /// waited for: in flight too, so the bound counts it.
     completing: bool,
+    /// When each entry not yet answered was submitted, by its last
+    /// sequence, oldest first: [`COMMIT_METRIC`] times them.
+    submitted_at: VecDeque<(u64, Instant)>,
 }
 
 impl State {
     /// Entries submitted and not yet committed.
     fn in_flight_count(&self) -> usize {
         self.in_flight.len() + usize::from(self.completing)
+    }
+
+    /// Times the entries answered since the last call, by whichever path
+    /// answered them first (`committed`: their writers are told success).
+    fn answered(&mut self, committed: bool) {
+        while let Some(&(upto, at)) = self.submitted_at.front() {
+            if upto > self.flushed {
+                break;
+            }
+            self.submitted_at.pop_front();
+            if committed {
+                metrics::histogram!(COMMIT_METRIC).record(at.elapsed().as_secs_f64());
+            }
+        }
     }
 }
 
@@ -93,6 +117,7 @@ impl Pipeline {
     /// Starts the flusher and the completer over `replicator`.
     pub(crate) fn start(replicator: Arc<dyn Replicator>) -> Arc<Pipeline> {
         let pipeline = Arc::new(Pipeline {
+            id: rand::random(),
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
         });
@@ -144,8 +169,18 @@ impl Pipeline {
                     bytes += st.pending[n].bytes();
                     n += 1;
                 }
-                let sets: Vec<WriteSet> = st.pending.drain(..n).collect();
-                (sets, first, first + n as u64 - 1, st.epoch)
+                let mut sets: Vec<WriteSet> = st.pending.drain(..n).collect();
+                let upto = first + n as u64 - 1;
+                if let Some(last) = sets.last_mut() {
+                    last.proposal = Some(Proposal {
+                        pipeline: self.id,
+                        epoch: st.epoch,
+                        first,
+                        upto,
+                    });
+                }
+                st.submitted_at.push_back((upto, Instant::now()));
+                (sets, first, upto, st.epoch)
             };
             let submitted = unwound(|| replicator.submit(sets));
             let mut st = self.lock();
@@ -207,8 +242,44 @@ impl Pipeline {
                 let upto = next.upto;
                 st.overlay.retain(|_, (seq, _)| *seq > upto);
             }
+            let committed = st.failed.is_none();
+            st.answered(committed);
             self.cv.notify_all();
         }
+    }
+
+    /// This member applied an entry `proposal` names, and each of its
+    /// sets' guards held or not (`held`): when the entry is this
+    /// pipeline's, of its epoch, and every guard held, its sets are durable
+    /// (committed, so on a majority's disks, and applied here), and their
+    /// writers are answered now rather than when the Raft core's answer
+    /// reaches the completer. A failed guard is left to the completer,
+    /// which fail-stops the store with the core's answer in hand.
+    pub(crate) fn applied_here(&self, proposal: &Proposal, held: &[bool]) {
+        if proposal.pipeline != self.id || !held.iter().all(|h| *h) {
+            return;
+        }
+        let mut st = self.lock();
+        // An entry of before a reset: the store was reread since, and its
+        // sequences may be answered already. And only the entry right after
+        // what is answered: an entry before it that was not answered here
+        // (a guard that failed) must fail its writers first, which the
+        // completer does; until it has, the entries behind it wait for it.
+        if st.epoch != proposal.epoch || proposal.first != st.flushed + 1 {
+            return;
+        }
+        debug_assert!(
+            proposal.upto <= st.appended,
+            "applied past what was appended"
+        );
+        st.flushed = proposal.upto;
+        if st.failed.is_none() {
+            let upto = proposal.upto;
+            st.overlay.retain(|_, (seq, _)| *seq > upto);
+        }
+        let committed = st.failed.is_none();
+        st.answered(committed);
+        self.cv.notify_all();
     }
 
     /// Appends `set`. With a guard, decides it first against the pending
@@ -283,6 +354,7 @@ impl Pipeline {
         st.pending.clear();
         st.overlay.clear();
         st.flushed = st.appended;
+        st.submitted_at.clear();
         st.epoch += 1;
         self.cv.notify_all();
     }
@@ -306,6 +378,8 @@ mod tests {
     struct Fake {
         /// Sets per entry submitted, in order.
         log: Mutex<Vec<usize>>,
+        /// Each entry's proposal (on its last set), in order.
+        proposals: Mutex<Vec<Option<Proposal>>>,
         /// Entries released (committed) so far.
         released: Mutex<usize>,
         cv: Condvar,
@@ -344,6 +418,8 @@ mod tests {
         fn submit(&self, sets: Vec<WriteSet>) -> Result<Box<dyn Submitted>, String> {
             let mut log = self.0.log.lock().unwrap();
             log.push(sets.len());
+            let proposal = sets.last().and_then(|s| s.proposal);
+            self.0.proposals.lock().unwrap().push(proposal);
             let now = self.0.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.0.in_flight_most.fetch_max(now, Ordering::SeqCst);
             Ok(Box::new(Ticket {
@@ -425,6 +501,74 @@ mod tests {
         });
         release(&fake, usize::MAX);
         p.wait_all().unwrap();
+        p.stop();
+    }
+
+    /// Entry `n`'s proposal, as the member's apply of it reads it.
+    fn proposal(fake: &Fake, n: usize) -> Proposal {
+        fake.proposals.lock().unwrap()[n].expect("the pipeline names its entries")
+    }
+
+    #[test]
+    fn an_entry_applied_here_answers_its_writers_before_the_cores_answer() {
+        let fake = Arc::new(Fake::default());
+        let p = Pipeline::start(Arc::new(Shared(fake.clone())));
+        for n in 1..=2 {
+            append(&p).unwrap();
+            until("submitted", || fake.log.lock().unwrap().len() == n);
+        }
+        let (first, second) = (proposal(&fake, 0), proposal(&fake, 1));
+        assert_eq!((first.first, first.upto, second.first), (1, 1, 2));
+        // Another pipeline's entry (another member's, or this one's before
+        // a restart) answers nothing; nor does this one's of an old epoch.
+        p.applied_here(
+            &Proposal {
+                pipeline: first.pipeline.wrapping_add(1),
+                ..first
+            },
+            &[true],
+        );
+        p.applied_here(
+            &Proposal {
+                epoch: first.epoch + 1,
+                ..first
+            },
+            &[true],
+        );
+        assert_eq!(p.lock().flushed, 0);
+        // Applied here: answered with no entry released by the core.
+        p.applied_here(&first, &[true]);
+        p.wait(1).unwrap();
+        assert_eq!(p.lock().flushed, 1, "only what was applied");
+        p.applied_here(&second, &[true]);
+        p.wait(2).unwrap();
+        // The core's answers come after and change nothing.
+        release(&fake, usize::MAX);
+        until("completed", || p.lock().in_flight_count() == 0);
+        assert_eq!(p.lock().flushed, 2);
+        assert!(p.lock().failed.is_none());
+        p.stop();
+    }
+
+    #[test]
+    fn a_guard_that_failed_holds_back_the_entries_applied_behind_it() {
+        let fake = Arc::new(Fake {
+            fail_entry: Some(0),
+            ..Fake::default()
+        });
+        let p = Pipeline::start(Arc::new(Shared(fake.clone())));
+        for n in 1..=2 {
+            append(&p).unwrap();
+            until("submitted", || fake.log.lock().unwrap().len() == n);
+        }
+        // The first entry's guard did not hold: not answered here; the
+        // second, applied behind it, must not answer the first's writer.
+        p.applied_here(&proposal(&fake, 0), &[false]);
+        p.applied_here(&proposal(&fake, 1), &[true]);
+        assert_eq!(p.lock().flushed, 0);
+        release(&fake, usize::MAX);
+        assert!(p.wait(1).is_err(), "the completer fails it");
+        assert!(p.wait(2).is_err(), "and what is behind it");
         p.stop();
     }
 

@@ -207,6 +207,7 @@ impl Store {
                 }),
                 blobs: Vec::new(),
                 writes,
+                ..WriteSet::default()
             });
         }
         let inner = &self.inner;

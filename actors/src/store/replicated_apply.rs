@@ -132,6 +132,14 @@ impl Store {
         replica
             .insert(applied, entry)
             .map_err(|e| self.apply_failed(e))?;
+        // The entry is committed and applied here: when this member
+        // proposed it, its writers are answered now (see `Proposal`).
+        if let (Some(proposal), Some(pipeline)) = (
+            sets.last().and_then(|s| s.proposal.as_ref()),
+            self.inner.replicator.get(),
+        ) {
+            pipeline.applied_here(proposal, &held);
+        }
         Ok(held)
     }
 
@@ -208,6 +216,7 @@ mod tests {
             }),
             blobs: Vec::new(),
             writes,
+            ..WriteSet::default()
         }
     }
 
@@ -304,6 +313,7 @@ mod tests {
                 },
                 put("b", "2"),
             ],
+            ..WriteSet::default()
         };
         let held = store
             .apply_replicated(b"entry 1", &[set], &[], "applied")
@@ -313,6 +323,93 @@ mod tests {
         assert_eq!(record(&store, "a"), None);
         assert_eq!(record(&store, "b").as_deref(), Some(&b"2"[..]));
         assert!(store.inner.replica.get(DECIDED).unwrap().is_none());
+    }
+
+    /// A log that keeps what is submitted and never answers: only the
+    /// member's own apply can tell the writer its write is durable.
+    struct Silent {
+        entries: std::sync::Mutex<Vec<Vec<WriteSet>>>,
+        /// Dropped by the test at its end: the entries' answers fail then.
+        answers: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+        waiting: std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+    }
+
+    struct NoAnswer(std::sync::mpsc::Receiver<()>);
+
+    impl crate::store::Submitted for NoAnswer {
+        fn wait(self: Box<Self>) -> Result<Vec<bool>, String> {
+            let _ = self.0.recv();
+            Err("no answer".into())
+        }
+    }
+
+    impl crate::store::Replicator for Silent {
+        fn propose(&self, sets: Vec<WriteSet>) -> Result<Vec<bool>, String> {
+            self.submit(sets)?.wait()
+        }
+
+        fn submit(&self, sets: Vec<WriteSet>) -> Result<Box<dyn crate::store::Submitted>, String> {
+            self.entries.lock().unwrap().push(sets);
+            let rx = self
+                .waiting
+                .lock()
+                .unwrap()
+                .take()
+                .ok_or("one entry only")?;
+            Ok(Box::new(NoAnswer(rx)))
+        }
+    }
+
+    #[test]
+    fn a_writer_is_answered_by_its_members_apply_of_the_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(tmp.path().join("data"), Default::default()).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(Silent {
+            entries: Default::default(),
+            answers: std::sync::Mutex::new(Some(tx)),
+            waiting: std::sync::Mutex::new(Some(rx)),
+        });
+        store.set_replicator(log.clone());
+        let writer = {
+            let store = store.clone();
+            std::thread::spawn(move || store.compare_and_put("k", None, Some(b"v"), &[], &[]))
+        };
+        let t0 = std::time::Instant::now();
+        let entry = loop {
+            if let Some(e) = log.entries.lock().unwrap().first() {
+                break e.clone();
+            }
+            assert!(t0.elapsed().as_secs() < 10, "never submitted");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert!(entry.last().unwrap().proposal.is_some());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!writer.is_finished(), "durable before any apply");
+        // The member applies the committed entry: the writer is answered,
+        // though the log never answered the proposal.
+        let held = store
+            .apply_replicated(b"entry 1", &entry, &[], "applied")
+            .unwrap();
+        assert_eq!(held, vec![true]);
+        let t0 = std::time::Instant::now();
+        while !writer.is_finished() {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "the apply did not answer the writer"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(writer.join().unwrap().unwrap(), "written");
+        assert_eq!(record(&store, "k").as_deref(), Some(&b"v"[..]));
+        // The same entry applied on another member names another pipeline.
+        let tmp2 = tempfile::tempdir().unwrap();
+        let (other, _) = Store::open(tmp2.path().join("data"), Default::default()).unwrap();
+        other
+            .apply_replicated(b"entry 1", &entry, &[], "applied")
+            .unwrap();
+        assert_eq!(record(&other, "k").as_deref(), Some(&b"v"[..]));
+        drop(log.answers.lock().unwrap().take());
     }
 
     #[test]

@@ -66,6 +66,28 @@ pub struct WriteSet {
     pub blobs: Vec<ByteBuf>,
     /// The changes, applied atomically.
     pub writes: Vec<Write>,
+    /// On an entry's last set: the pipeline that proposed the entry, so
+    /// that its apply on that member answers the waiting writers at once
+    /// (see [`Proposal`]). Absent from entries logged before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) proposal: Option<Proposal>,
+}
+
+/// Who proposed an entry: one pipeline of one member's process (`pipeline`,
+/// drawn at random when it starts), in its `epoch` (bumped by a reset), and
+/// the last of its sequences the entry carries. The member's own apply of
+/// the entry tells that pipeline its writers are durable, one hop where the
+/// Raft core's answer takes three (the state machine's result back to the
+/// core, the core's answer, the pipeline's completer). Another member, or
+/// this one after a restart or a reset, ignores it. A replicated entry's
+/// bytes are the same on every member; only the proposer reads this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Proposal {
+    pub(crate) pipeline: u64,
+    pub(crate) epoch: u64,
+    /// The entry's sets' sequences, `first..=upto`.
+    pub(crate) first: u64,
+    pub(crate) upto: u64,
 }
 
 impl WriteSet {
