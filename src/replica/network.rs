@@ -126,6 +126,7 @@ impl Peer {
     ) -> Result<Resp, CallError<E>> {
         let body =
             rmp_serde::to_vec_named(req).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        let started = std::time::Instant::now();
         let resp = self
             .net
             .http
@@ -149,6 +150,15 @@ impl Peer {
                 String::from_utf8_lossy(&bytes)
             )));
         }
+        // The commit path's stages: the round trip as the leader sees it,
+        // beside the peer's "append served" (see the log store's "log
+        // appended").
+        tracing::trace!(
+            peer = self.target,
+            path,
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "replica: call answered"
+        );
         let answer: Result<Resp, E> =
             rmp_serde::from_slice(&bytes).map_err(|e| CallError::Unreachable(e.to_string()))?;
         if let Ok(r) = &answer {
