@@ -290,6 +290,147 @@ fn a_stranger_costs_a_member_nothing_and_a_wild_term_is_refused() {
     g.stop(f);
 }
 
+/// Asks a Raft listener for an append stream (`GET /raft/stream`), with
+/// the cookie or not, offering the upgrade or not: the answer's status,
+/// and the connection with the head read off it.
+fn open_stream(raft: &str, cookie: Option<&str>, upgrade: bool) -> (u16, TcpStream) {
+    let mut s = TcpStream::connect(raft).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut head = format!("GET /raft/stream HTTP/1.1\r\nHost: {raft}\r\n");
+    if let Some(c) = cookie {
+        head += &format!("x-weir-cookie: {c}\r\n");
+    }
+    if upgrade {
+        head += "Connection: upgrade\r\nUpgrade: weir-raft-append/1\r\n";
+    }
+    head += "\r\n";
+    s.write_all(head.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).unwrap() == 0 {
+            break;
+        }
+        got.push(byte[0]);
+    }
+    let status = String::from_utf8_lossy(&got)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, s)
+}
+
+/// Reads one frame of an append stream: its kind and payload (`None` when
+/// the member closed the stream).
+fn read_stream_frame(s: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
+    let mut head = [0u8; 5];
+    s.read_exact(&mut head).ok()?;
+    let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).ok()?;
+    Some((head[4], payload))
+}
+
+/// The leader opened append streams to its peers, and none refused one.
+fn assert_appends_streamed(g: &Group, leader: u64) {
+    let log = std::fs::read_to_string(g.dir.join(format!("m{leader}.log"))).unwrap();
+    assert!(
+        log.contains("append stream open") && !log.contains("offers no append stream"),
+        "the leader appends over streams: {log}"
+    );
+}
+
+fn stream_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes().to_vec();
+    f.push(kind);
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn an_append_stream_takes_the_cookie_and_bounded_frames_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = chain_defs(tmp.path(), "0");
+    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
+    let leader = g.wait_leader(Duration::from_secs(30));
+    let f = follower(&g, leader);
+    let raft = g.members[&f].raft.clone();
+    let pid = g.pid(f).unwrap();
+    let cookie = cookie(&g);
+    let (_, term_before) = leader_and_term(&g, f);
+
+    // No cookie: refused on the head, as every Raft route.
+    let (status, _) = open_stream(&raft, None, true);
+    assert_eq!(status, 401);
+    let (status, _) = open_stream(&raft, Some("not-the-cookie"), true);
+    assert_eq!(status, 401);
+    // The cookie without the upgrade: no stream.
+    let (status, _) = open_stream(&raft, Some(&cookie), false);
+    assert_eq!(status, 400);
+
+    // A frame declaring 300 MiB: refused on its length (kind 3, why),
+    // and the stream closed, before the member reads or holds any of it.
+    let rss_before = rss_bytes(pid);
+    let (status, mut s) = open_stream(&raft, Some(&cookie), true);
+    assert_eq!(status, 101);
+    let mut head = (300u32 << 20).to_be_bytes().to_vec();
+    head.push(1);
+    s.write_all(&head).unwrap();
+    let (kind, why) = read_stream_frame(&mut s).expect("a refusal");
+    let why = String::from_utf8_lossy(&why).into_owned();
+    assert_eq!(kind, 3, "{why}");
+    assert!(why.contains("limit"), "{why}");
+    assert!(read_stream_frame(&mut s).is_none(), "the stream is closed");
+    assert!(rss_bytes(pid) < rss_before + (16 << 20));
+
+    // An append the group could not have made, then garbage: each
+    // refused with why, on a stream that goes on; then a frame of
+    // another kind closes it.
+    let (status, mut s) = open_stream(&raft, Some(&cookie), true);
+    assert_eq!(status, 101);
+    let id = |term, index| LogId::new(CommittedLeaderId::new(term, 1), index);
+    let gap: AppendEntriesRequest<TypeConfig> = AppendEntriesRequest {
+        vote: Vote::new_committed(term_before, leader),
+        prev_log_id: Some(id(term_before, 1)),
+        entries: vec![Entry {
+            log_id: id(term_before, 5),
+            payload: EntryPayload::Blank,
+        }],
+        leader_commit: None,
+    };
+    s.write_all(&stream_frame(1, &rmp_serde::to_vec_named(&gap).unwrap()))
+        .unwrap();
+    let (kind, why) = read_stream_frame(&mut s).expect("a refusal");
+    let why = String::from_utf8_lossy(&why).into_owned();
+    assert_eq!(kind, 3, "{why}");
+    assert!(why.contains("out of bounds"), "{why}");
+    s.write_all(&stream_frame(1, b"\xc1\xc1garbage")).unwrap();
+    let (kind, why) = read_stream_frame(&mut s).expect("a refusal");
+    let why = String::from_utf8_lossy(&why).into_owned();
+    assert_eq!(kind, 3, "{why}");
+    assert!(why.contains("does not decode"), "{why}");
+    s.write_all(&stream_frame(2, b"")).unwrap();
+    assert!(
+        read_stream_frame(&mut s).is_none(),
+        "closed on a frame of another kind"
+    );
+
+    // The group kept its leader and term, and its own streams carry its
+    // work (the leader's appends go over them).
+    for id in g.members.keys() {
+        let (seen_leader, term) = leader_and_term(&g, *id);
+        assert_eq!(seen_leader, Some(leader), "member {id}'s leader");
+        assert!(term < term_before + 3, "member {id}'s term");
+    }
+    let parts = days(2);
+    g.backfill_chain(&parts);
+    g.wait_complete(&parts, Duration::from_secs(60));
+    assert_eq!(g.running().len(), 3, "{}", g.logs_tail());
+    assert_appends_streamed(&g, leader);
+    g.stop(f);
+}
+
 #[test]
 fn a_member_whose_raft_core_stops_exits_3() {
     let tmp = tempfile::tempdir().unwrap();
@@ -508,6 +649,8 @@ fn members_named_by_host_talk_mutual_tls_and_refuse_other_certificates() {
     let more = &days(8)[4..];
     g.backfill_chain(more);
     g.wait_complete(more, Duration::from_secs(60));
+    // The leader's appends went over its streams, inside TLS.
+    assert_appends_streamed(&g, leader);
     // Restarting a member: found again by name.
     g.kill(f);
     g.spawn(f);

@@ -18,6 +18,7 @@ mod recover;
 mod rpc;
 mod runtime;
 mod settings;
+mod stream;
 mod tls;
 mod types;
 

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::guard;
+use super::stream::{Answered, AppendStream, STREAM_PROTOCOL, STREAM_RETRY_AFTER};
 use super::tls::PeerTls;
 use super::types::{wall_ms, Member, TypeConfig};
 
@@ -92,6 +93,12 @@ pub struct Peer {
     net: Network,
     target: u64,
     base: String,
+    /// The append stream to the peer, once open (see the `stream` module).
+    /// In a mutex only for `Sync` (openraft's bound): it is reached
+    /// through `&mut self`, never locked.
+    stream: Option<Mutex<AppendStream>>,
+    /// Appends go over HTTP until then: the peer did not offer a stream.
+    http_until: Option<Instant>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -106,6 +113,8 @@ impl RaftNetworkFactory<TypeConfig> for Network {
                 self.scheme,
                 self.routes.get(&target).unwrap_or(&node.raft)
             ),
+            stream: None,
+            http_until: None,
         }
     }
 }
@@ -116,7 +125,142 @@ enum CallError<E> {
     Remote(E),
 }
 
+/// Why an append stream did not open.
+enum OpenError {
+    /// The peer answered, and not 101: it offers no stream (an older
+    /// version); appends go over HTTP.
+    NotOffered(String),
+    /// The peer was not reached.
+    Unreachable(String),
+}
+
 impl Peer {
+    /// Opens an append stream to the peer (see the `stream` module).
+    async fn open_stream(&self, ttl: Duration) -> Result<AppendStream, OpenError> {
+        let resp = self
+            .net
+            .http
+            .get(format!("{}/stream", self.base))
+            .header(COOKIE_HEADER, &*self.net.cookie)
+            .header(reqwest::header::CONNECTION, "upgrade")
+            .header(reqwest::header::UPGRADE, STREAM_PROTOCOL)
+            .timeout(ttl.max(self.net.rpc_timeout_min))
+            .send()
+            .await
+            .map_err(|e| OpenError::Unreachable(e.to_string()))?;
+        let status = resp.status();
+        if status != reqwest::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(OpenError::NotOffered(format!(
+                "{}/stream answered {status}",
+                self.base
+            )));
+        }
+        let io = resp
+            .upgrade()
+            .await
+            .map_err(|e| OpenError::Unreachable(e.to_string()))?;
+        tracing::info!(peer = self.target, "replica: append stream open");
+        Ok(AppendStream::new(io))
+    }
+
+    /// Sends an append over the stream, opening it first: `None` when the
+    /// peer offers none (the caller sends it over HTTP).
+    async fn append_streamed(
+        &mut self,
+        rpc: &AppendEntriesRequest<TypeConfig>,
+        ttl: Duration,
+    ) -> Option<Result<AppendEntriesResponse<u64>, CallError<RaftError<u64>>>> {
+        let ttl = ttl.max(self.net.rpc_timeout_min);
+        // An exchange cut (its append cancelled) leaves the stream out of
+        // step: another is opened.
+        if let Some(s) = &mut self.stream {
+            if s.get_mut().unwrap_or_else(|p| p.into_inner()).is_cut() {
+                tracing::debug!(
+                    peer = self.target,
+                    "replica: an append stream cut; opening another"
+                );
+                self.stream = None;
+            }
+        }
+        if self.stream.is_none() {
+            if self.http_until.is_some_and(|t| Instant::now() < t) {
+                return None;
+            }
+            match self.open_stream(ttl).await {
+                Ok(s) => self.stream = Some(Mutex::new(s)),
+                Err(OpenError::NotOffered(why)) => {
+                    tracing::info!(peer = self.target, why = %why, "replica: the peer offers no append stream; appends go over HTTP");
+                    self.http_until = Some(Instant::now() + STREAM_RETRY_AFTER);
+                    return None;
+                }
+                Err(OpenError::Unreachable(why)) => return Some(Err(CallError::Unreachable(why))),
+            }
+        }
+        let body = match rmp_serde::to_vec_named(rpc) {
+            Ok(b) => b,
+            Err(e) => return Some(Err(CallError::Unreachable(e.to_string()))),
+        };
+        let stream = self
+            .stream
+            .as_mut()?
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner());
+        let started = Instant::now();
+        let answered = match tokio::time::timeout(ttl, stream.exchange(&body)).await {
+            Ok(Ok(a)) => a,
+            // Out of step with the peer: the next append opens another.
+            Ok(Err(why)) => {
+                self.stream = None;
+                return Some(Err(CallError::Unreachable(why)));
+            }
+            Err(_) => {
+                self.stream = None;
+                return Some(Err(CallError::Unreachable(format!(
+                    "{}/stream: no answer within {} ms",
+                    self.base,
+                    ttl.as_millis()
+                ))));
+            }
+        };
+        tracing::trace!(
+            peer = self.target,
+            path = "stream",
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "replica: call answered"
+        );
+        Some(match answered {
+            Answered::Refused(why) => Err(CallError::Unreachable(format!(
+                "{}/stream refused the append: {why}",
+                self.base
+            ))),
+            Answered::Answer(bytes) => self.answer(&bytes, guard::check_append_answer),
+        })
+    }
+
+    /// Decodes a peer's answer and checks it against this member's term;
+    /// notes the peer's contact.
+    fn answer<Resp: DeserializeOwned, E: DeserializeOwned>(
+        &self,
+        bytes: &[u8],
+        check: fn(&Resp, u64) -> Result<(), String>,
+    ) -> Result<Resp, CallError<E>> {
+        let answer: Result<Resp, E> =
+            rmp_serde::from_slice(bytes).map_err(|e| CallError::Unreachable(e.to_string()))?;
+        if let Ok(r) = &answer {
+            // An answer out of bounds is no answer: openraft never sees it.
+            check(r, self.net.term.load(Ordering::Relaxed)).map_err(|why| {
+                tracing::warn!(peer = self.target, why = %why, "replica: a peer's answer out of bounds refused");
+                CallError::Unreachable(format!("{} answered out of bounds: {why}", self.base))
+            })?;
+        }
+        self.net
+            .contacts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(self.target, wall_ms());
+        answer.map_err(CallError::Remote)
+    }
+
     async fn call<Req: Serialize, Resp: DeserializeOwned, E: DeserializeOwned>(
         &self,
         path: &str,
@@ -159,21 +303,7 @@ impl Peer {
             elapsed_us = started.elapsed().as_micros() as u64,
             "replica: call answered"
         );
-        let answer: Result<Resp, E> =
-            rmp_serde::from_slice(&bytes).map_err(|e| CallError::Unreachable(e.to_string()))?;
-        if let Ok(r) = &answer {
-            // An answer out of bounds is no answer: openraft never sees it.
-            check(r, self.net.term.load(Ordering::Relaxed)).map_err(|why| {
-                tracing::warn!(peer = self.target, why = %why, "replica: a peer's answer out of bounds refused");
-                CallError::Unreachable(format!("{} answered out of bounds: {why}", self.base))
-            })?;
-        }
-        self.net
-            .contacts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(self.target, wall_ms());
-        answer.map_err(CallError::Remote)
+        self.answer(&bytes, check)
     }
 }
 
@@ -191,15 +321,20 @@ impl RaftNetwork<TypeConfig> for Peer {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Member, RaftError<u64>>> {
-        match self
-            .call(
-                "append",
-                &rpc,
-                option.hard_ttl(),
-                guard::check_append_answer,
-            )
-            .await
-        {
+        let streamed = self.append_streamed(&rpc, option.hard_ttl()).await;
+        let answered = match streamed {
+            Some(answered) => answered,
+            None => {
+                self.call(
+                    "append",
+                    &rpc,
+                    option.hard_ttl(),
+                    guard::check_append_answer,
+                )
+                .await
+            }
+        };
+        match answered {
             Ok(r) => Ok(r),
             Err(CallError::Unreachable(why)) => Err(unreachable(why)),
             Err(CallError::Remote(e)) => {
@@ -249,5 +384,74 @@ impl RaftNetwork<TypeConfig> for Peer {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use axum::routing::{get, post};
+    use openraft::Vote;
+
+    use super::*;
+
+    /// A peer of before the append stream: `/raft/append` only, counting
+    /// what it was asked.
+    async fn older_peer() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let (asked_stream, appends) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (s, a) = (asked_stream.clone(), appends.clone());
+        let app = axum::Router::new()
+            .route(
+                "/raft/append",
+                post(move || async move {
+                    a.fetch_add(1, Ordering::SeqCst);
+                    let answer: Result<AppendEntriesResponse<u64>, RaftError<u64>> =
+                        Ok(AppendEntriesResponse::Success);
+                    rmp_serde::to_vec_named(&answer).unwrap()
+                }),
+            )
+            .route(
+                "/raft/stream",
+                get(move || async move {
+                    s.fetch_add(1, Ordering::SeqCst);
+                    axum::http::StatusCode::NOT_FOUND
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (addr, asked_stream, appends)
+    }
+
+    #[tokio::test]
+    async fn appends_to_a_peer_without_the_stream_go_over_http() {
+        let (addr, asked_stream, appends) = older_peer().await;
+        let mut net =
+            Network::new("cookie", BTreeMap::new(), Duration::from_millis(500), None).unwrap();
+        let mut peer = net.new_client(2, &Member { raft: addr }).await;
+        let heartbeat = AppendEntriesRequest::<TypeConfig> {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            entries: Vec::new(),
+            leader_commit: None,
+        };
+        for _ in 0..3 {
+            let answer = peer
+                .append_entries(heartbeat.clone(), RPCOption::new(Duration::from_secs(5)))
+                .await;
+            assert!(
+                matches!(answer, Ok(AppendEntriesResponse::Success)),
+                "{answer:?}"
+            );
+        }
+        assert_eq!(appends.load(Ordering::SeqCst), 3, "every append over HTTP");
+        assert_eq!(
+            asked_stream.load(Ordering::SeqCst),
+            1,
+            "asked once, not again before STREAM_RETRY_AFTER"
+        );
+        assert!(peer.stream.is_none());
     }
 }

@@ -1,5 +1,7 @@
 //! The member's Raft listener: `/raft/append`, `/raft/vote`,
-//! `/raft/snapshot` (MessagePack, from peers) and `/raft/info` (JSON: the
+//! `/raft/snapshot` (MessagePack, from peers), `/raft/stream` (a leader's
+//! appends on a connection of their own: the `stream` module) and
+//! `/raft/info` (JSON: the
 //! member's API URL and worker address, for followers that proxy to it and
 //! for clients). Every route needs the cluster's cookie, checked with the
 //! declared length before any body byte is read; what decodes is checked
@@ -19,6 +21,9 @@ use weir_actors::store::{DiskRoom, Store};
 
 use super::guard;
 use super::network::COOKIE_HEADER;
+use super::stream::{
+    read_frame, write_frame, FrameError, ANSWER, REFUSED, REQUEST, STREAM_IDLE_MAX, STREAM_PROTOCOL,
+};
 use super::types::Raft;
 
 /// What `/raft/info` says of a member.
@@ -96,6 +101,7 @@ pub(super) fn spawn(
             post(append).layer(limited(APPEND_BODY_BYTES_MAX)),
         )
         .route("/raft/vote", post(vote).layer(limited(VOTE_BODY_BYTES_MAX)))
+        .route("/raft/stream", get(open_stream))
         .route(
             "/raft/snapshot",
             post(snapshot).layer(limited(SNAPSHOT_BODY_BYTES_MAX)),
@@ -275,6 +281,11 @@ fn admitted<Req: serde::de::DeserializeOwned>(
 /// answers 507, the leader replicates to the others, and it catches up
 /// once there is room again. Heartbeats still reach it.
 fn no_room(s: &Rpc) -> Option<Response> {
+    no_room_why(s).map(IntoResponse::into_response)
+}
+
+/// [`no_room`]'s refusal, as a status and a message.
+fn no_room_why(s: &Rpc) -> Option<(StatusCode, String)> {
     let room = s.store.disk_room()?;
     room.under_reserve().then(|| {
         tracing::warn!(free_bytes = room.free_bytes, reserve_bytes = room.reserve_bytes, dir = %s.store.dir().display(), "replica: entries refused: the disk is under the reserve");
@@ -288,40 +299,127 @@ fn no_room(s: &Rpc) -> Option<Response> {
                 room.reserve_bytes >> 20
             ),
         )
-            .into_response()
     })
 }
 
 async fn append(State(s): State<Rpc>, body: Bytes) -> Response {
-    match admitted(&s, &body, guard::check_append) {
-        Ok(req) => {
-            if !req.entries.is_empty() {
-                if let Some(refused) = no_room(&s) {
-                    return refused;
-                }
-            }
-            let entries = req.entries.len();
-            let started = std::time::Instant::now();
-            let answer = s.raft.append_entries(req).await;
-            tracing::trace!(
-                entries,
-                elapsed_us = started.elapsed().as_micros() as u64,
-                "replica: append served"
-            );
-            if matches!(
-                answer,
-                Ok(openraft::raft::AppendEntriesResponse::Success
-                    | openraft::raft::AppendEntriesResponse::PartialSuccess(_)
-                    | openraft::raft::AppendEntriesResponse::Conflict)
-            ) {
-                s.leader_heard_ms.store(
-                    super::types::wall_ms(),
-                    std::sync::atomic::Ordering::Relaxed,
-                );
-            }
-            msgpack(&answer)
-        }
+    match append_answer(&s, &body).await {
+        Ok(bytes) => (
+            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
+            bytes,
+        )
+            .into_response(),
         Err(refused) => refused.into_response(),
+    }
+}
+
+/// Serves one append, over HTTP or the append stream: the answer's
+/// MessagePack, or why it was refused (a status and a message).
+async fn append_answer(s: &Rpc, body: &[u8]) -> Result<Vec<u8>, (StatusCode, String)> {
+    let req = admitted(s, body, guard::check_append)?;
+    if !req.entries.is_empty() {
+        if let Some(refused) = no_room_why(s) {
+            return Err(refused);
+        }
+    }
+    let entries = req.entries.len();
+    let started = std::time::Instant::now();
+    let answer = s.raft.append_entries(req).await;
+    tracing::trace!(
+        entries,
+        elapsed_us = started.elapsed().as_micros() as u64,
+        "replica: append served"
+    );
+    if matches!(
+        answer,
+        Ok(openraft::raft::AppendEntriesResponse::Success
+            | openraft::raft::AppendEntriesResponse::PartialSuccess(_)
+            | openraft::raft::AppendEntriesResponse::Conflict)
+    ) {
+        s.leader_heard_ms.store(
+            super::types::wall_ms(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    rmp_serde::to_vec_named(&answer).map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
+}
+
+/// Takes a leader's append stream (see the `stream` module): answers 101
+/// and serves the connection's frames in a task of its own. The cookie was
+/// checked on the head, as for every route.
+async fn open_stream(State(s): State<Rpc>, mut req: axum::extract::Request) -> Response {
+    let offered = req
+        .headers()
+        .get(axum::http::header::UPGRADE)
+        .is_some_and(|v| {
+            v.as_bytes()
+                .eq_ignore_ascii_case(STREAM_PROTOCOL.as_bytes())
+        });
+    if !offered {
+        return (
+            StatusCode::BAD_REQUEST,
+            format!("/raft/stream takes `Upgrade: {STREAM_PROTOCOL}`"),
+        )
+            .into_response();
+    }
+    let upgrade = hyper::upgrade::on(&mut req);
+    tokio::spawn(async move {
+        match upgrade.await {
+            Ok(io) => serve_stream(s, hyper_util::rt::TokioIo::new(io)).await,
+            Err(e) => tracing::debug!(error = %e, "replica: an append stream did not open"),
+        }
+    });
+    axum::http::Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(axum::http::header::CONNECTION, "upgrade")
+        .header(axum::http::header::UPGRADE, STREAM_PROTOCOL)
+        .body(axum::body::Body::empty())
+        .unwrap_or_else(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response())
+}
+
+/// Serves an append stream's frames until the leader closes it, it goes
+/// idle past [`STREAM_IDLE_MAX`], or a frame is out of bounds (too large,
+/// of a kind other than a request, not whole in time): the stream closes,
+/// and the leader opens another.
+async fn serve_stream<I>(s: Rpc, mut io: I)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    loop {
+        let frame =
+            match tokio::time::timeout(STREAM_IDLE_MAX, read_frame(&mut io, APPEND_BODY_BYTES_MAX))
+                .await
+            {
+                Ok(Ok(frame)) => frame,
+                Ok(Err(FrameError::Io(e))) => {
+                    tracing::debug!(error = %e, "replica: an append stream ended");
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "replica: an append stream closed");
+                    let _ = write_frame(&mut io, REFUSED, e.to_string().as_bytes()).await;
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!("replica: an idle append stream closed");
+                    return;
+                }
+            };
+        if frame.kind != REQUEST {
+            tracing::warn!(
+                kind = frame.kind,
+                "replica: a frame of unknown kind on an append stream"
+            );
+            return;
+        }
+        let written = match append_answer(&s, &frame.payload).await {
+            Ok(bytes) => write_frame(&mut io, ANSWER, &bytes).await,
+            Err((_, why)) => write_frame(&mut io, REFUSED, why.as_bytes()).await,
+        };
+        if let Err(e) = written {
+            tracing::debug!(error = %e, "replica: an append stream ended");
+            return;
+        }
     }
 }
 

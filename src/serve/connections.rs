@@ -108,7 +108,12 @@ async fn connection<I>(
         let router = router.clone();
         async move { Ok::<_, Infallible>(router.oneshot(req).await.unwrap_or_else(|e| match e {})) }
     });
-    let conn = builder.serve_connection(TokioIo::new(Reshaped::new(io, &HEAD_LIMITS)), service);
+    // Upgrades: a replicated member's Raft listener hands a leader's
+    // append stream its connection (`replica::stream`); no API route
+    // answers 101.
+    let conn = builder
+        .serve_connection(TokioIo::new(Reshaped::new(io, &HEAD_LIMITS)), service)
+        .with_upgrades();
     tokio::pin!(conn);
     let ended = tokio::select! {
         ended = conn.as_mut() => ended,
