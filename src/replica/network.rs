@@ -23,7 +23,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::guard;
-use super::stream::{Answered, AppendStream, STREAM_PROTOCOL, STREAM_RETRY_AFTER};
+use super::stream::{
+    Answered, AppendStream, STREAM_FAILURES_MAX, STREAM_IDLE_MAX, STREAM_PROTOCOL,
+    STREAM_RETRY_AFTER,
+};
 use super::tls::PeerTls;
 use super::types::{wall_ms, Member, TypeConfig};
 
@@ -97,8 +100,11 @@ pub struct Peer {
     /// In a mutex only for `Sync` (openraft's bound): it is reached
     /// through `&mut self`, never locked.
     stream: Option<Mutex<AppendStream>>,
-    /// Appends go over HTTP until then: the peer did not offer a stream.
+    /// Appends go over HTTP until then: the peer did not offer a stream,
+    /// or its streams did not answer.
     http_until: Option<Instant>,
+    /// Streams in a row that opened and failed before any answer.
+    stream_failures: u32,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -115,6 +121,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             ),
             stream: None,
             http_until: None,
+            stream_failures: 0,
         }
     }
 }
@@ -171,70 +178,95 @@ impl Peer {
         ttl: Duration,
     ) -> Option<Result<AppendEntriesResponse<u64>, CallError<RaftError<u64>>>> {
         let ttl = ttl.max(self.net.rpc_timeout_min);
-        // An exchange cut (its append cancelled) leaves the stream out of
-        // step: another is opened.
+        let deadline = Instant::now() + ttl;
         if let Some(s) = &mut self.stream {
-            if s.get_mut().unwrap_or_else(|p| p.into_inner()).is_cut() {
+            let s = s.get_mut().unwrap_or_else(|p| p.into_inner());
+            // An exchange cut (its append cancelled) leaves the stream out
+            // of step; one idle for half the peer's limit may be closed by
+            // now (no heartbeats while a snapshot is sent): another.
+            if s.is_cut() || s.idle_for() > STREAM_IDLE_MAX / 2 {
                 tracing::debug!(
                     peer = self.target,
-                    "replica: an append stream cut; opening another"
+                    cut = s.is_cut(),
+                    "replica: an append stream dropped; opening another"
                 );
                 self.stream = None;
-            }
-        }
-        if self.stream.is_none() {
-            if self.http_until.is_some_and(|t| Instant::now() < t) {
-                return None;
-            }
-            match self.open_stream(ttl).await {
-                Ok(s) => self.stream = Some(Mutex::new(s)),
-                Err(OpenError::NotOffered(why)) => {
-                    tracing::info!(peer = self.target, why = %why, "replica: the peer offers no append stream; appends go over HTTP");
-                    self.http_until = Some(Instant::now() + STREAM_RETRY_AFTER);
-                    return None;
-                }
-                Err(OpenError::Unreachable(why)) => return Some(Err(CallError::Unreachable(why))),
             }
         }
         let body = match rmp_serde::to_vec_named(rpc) {
             Ok(b) => b,
             Err(e) => return Some(Err(CallError::Unreachable(e.to_string()))),
         };
-        let stream = self
-            .stream
-            .as_mut()?
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner());
-        let started = Instant::now();
-        let answered = match tokio::time::timeout(ttl, stream.exchange(&body)).await {
-            Ok(Ok(a)) => a,
-            // Out of step with the peer: the next append opens another.
-            Ok(Err(why)) => {
-                self.stream = None;
-                return Some(Err(CallError::Unreachable(why)));
+        // A stream that answered before and fails now may have been closed
+        // by the peer (idle, a refused frame): the append goes once more on
+        // a fresh one. Appends are idempotent.
+        for retry in [true, false] {
+            let fresh = self.stream.is_none();
+            if fresh {
+                if self.http_until.is_some_and(|t| Instant::now() < t) {
+                    return None;
+                }
+                match self.open_stream(ttl).await {
+                    Ok(s) => self.stream = Some(Mutex::new(s)),
+                    Err(OpenError::NotOffered(why)) => {
+                        tracing::info!(peer = self.target, why = %why, "replica: the peer offers no append stream; appends go over HTTP");
+                        self.http_until = Some(Instant::now() + STREAM_RETRY_AFTER);
+                        return None;
+                    }
+                    Err(OpenError::Unreachable(why)) => {
+                        return Some(Err(CallError::Unreachable(why)))
+                    }
+                }
             }
-            Err(_) => {
-                self.stream = None;
-                return Some(Err(CallError::Unreachable(format!(
+            let stream = self
+                .stream
+                .as_mut()?
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner());
+            let started = Instant::now();
+            let left = deadline.saturating_duration_since(started);
+            let failed = match tokio::time::timeout(left, stream.exchange(&body)).await {
+                Ok(Ok(answered)) => {
+                    self.stream_failures = 0;
+                    tracing::trace!(
+                        peer = self.target,
+                        path = "stream",
+                        elapsed_us = started.elapsed().as_micros() as u64,
+                        "replica: call answered"
+                    );
+                    return Some(match answered {
+                        Answered::Refused(why) => Err(CallError::Unreachable(format!(
+                            "{}/stream refused the append: {why}",
+                            self.base
+                        ))),
+                        Answered::Answer(bytes) => self.answer(&bytes, guard::check_append_answer),
+                    });
+                }
+                Ok(Err(why)) => why,
+                Err(_) => format!(
                     "{}/stream: no answer within {} ms",
                     self.base,
                     ttl.as_millis()
-                ))));
+                ),
+            };
+            // Out of step with the peer, or closed: never used again.
+            self.stream = None;
+            if !fresh && retry && Instant::now() < deadline {
+                continue;
             }
-        };
-        tracing::trace!(
-            peer = self.target,
-            path = "stream",
-            elapsed_us = started.elapsed().as_micros() as u64,
-            "replica: call answered"
-        );
-        Some(match answered {
-            Answered::Refused(why) => Err(CallError::Unreachable(format!(
-                "{}/stream refused the append: {why}",
-                self.base
-            ))),
-            Answered::Answer(bytes) => self.answer(&bytes, guard::check_append_answer),
-        })
+            if fresh {
+                self.stream_failures += 1;
+                // Opened and never answering (a proxy that takes the
+                // upgrade and carries nothing): HTTP for a while.
+                if self.stream_failures >= STREAM_FAILURES_MAX {
+                    tracing::warn!(peer = self.target, failures = self.stream_failures, why = %failed, "replica: append streams to the peer open and do not answer; appends go over HTTP");
+                    self.http_until = Some(Instant::now() + STREAM_RETRY_AFTER);
+                    self.stream_failures = 0;
+                }
+            }
+            return Some(Err(CallError::Unreachable(failed)));
+        }
+        None
     }
 
     /// Decodes a peer's answer and checks it against this member's term;
@@ -423,6 +455,121 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move { axum::serve(listener, app).await });
         (addr, asked_stream, appends)
+    }
+
+    /// A peer whose streams each answer `answers` appends (Success), then
+    /// close (`Some`), or take appends and never answer (`None`); HTTP
+    /// appends answered too. Counts the streams opened and HTTP appends.
+    async fn streaming_peer(
+        answers: Option<usize>,
+    ) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        use crate::replica::stream::{read_frame, write_frame, ANSWER};
+        let (opened, appends) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (o, a) = (opened.clone(), appends.clone());
+        let success = || {
+            let answer: Result<AppendEntriesResponse<u64>, RaftError<u64>> =
+                Ok(AppendEntriesResponse::Success);
+            rmp_serde::to_vec_named(&answer).unwrap()
+        };
+        let app = axum::Router::new()
+            .route(
+                "/raft/append",
+                post(move || async move {
+                    a.fetch_add(1, Ordering::SeqCst);
+                    success()
+                }),
+            )
+            .route(
+                "/raft/stream",
+                get(move |mut req: axum::extract::Request| async move {
+                    o.fetch_add(1, Ordering::SeqCst);
+                    let upgrade = hyper::upgrade::on(&mut req);
+                    tokio::spawn(async move {
+                        let mut io = hyper_util::rt::TokioIo::new(upgrade.await.unwrap());
+                        let mut served = 0;
+                        while read_frame(&mut io, 1 << 20).await.is_ok() {
+                            match answers {
+                                Some(n) if served < n => {
+                                    write_frame(&mut io, ANSWER, &success()).await.unwrap();
+                                    served += 1;
+                                    if served == n {
+                                        return;
+                                    }
+                                }
+                                _ => {}
+                            }
+                        }
+                    });
+                    axum::http::Response::builder()
+                        .status(axum::http::StatusCode::SWITCHING_PROTOCOLS)
+                        .header(axum::http::header::CONNECTION, "upgrade")
+                        .header(axum::http::header::UPGRADE, STREAM_PROTOCOL)
+                        .body(axum::body::Body::empty())
+                        .unwrap()
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (addr, opened, appends)
+    }
+
+    fn heartbeat() -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest::<TypeConfig> {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            entries: Vec::new(),
+            leader_commit: None,
+        }
+    }
+
+    async fn peer_at(addr: String, rpc_timeout_min: Duration) -> Peer {
+        let mut net = Network::new("cookie", BTreeMap::new(), rpc_timeout_min, None).unwrap();
+        net.new_client(2, &Member { raft: addr }).await
+    }
+
+    #[tokio::test]
+    async fn an_append_on_a_stream_the_peer_closed_goes_again_on_a_fresh_one() {
+        // Each stream answers one append and closes, as a peer closes an
+        // idle one: every append still succeeds, none over HTTP.
+        let (addr, opened, appends) = streaming_peer(Some(1)).await;
+        let mut peer = peer_at(addr, Duration::from_millis(500)).await;
+        for _ in 0..3 {
+            let answer = peer
+                .append_entries(heartbeat(), RPCOption::new(Duration::from_secs(5)))
+                .await;
+            assert!(
+                matches!(answer, Ok(AppendEntriesResponse::Success)),
+                "{answer:?}"
+            );
+        }
+        assert_eq!(opened.load(Ordering::SeqCst), 3);
+        assert_eq!(appends.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn streams_that_open_and_never_answer_give_way_to_http() {
+        let (addr, opened, appends) = streaming_peer(None).await;
+        let mut peer = peer_at(addr, Duration::from_millis(100)).await;
+        for _ in 0..STREAM_FAILURES_MAX {
+            let answer = peer
+                .append_entries(heartbeat(), RPCOption::new(Duration::from_millis(100)))
+                .await;
+            assert!(answer.is_err(), "{answer:?}");
+        }
+        let answer = peer
+            .append_entries(heartbeat(), RPCOption::new(Duration::from_millis(100)))
+            .await;
+        assert!(
+            matches!(answer, Ok(AppendEntriesResponse::Success)),
+            "{answer:?}"
+        );
+        assert_eq!(opened.load(Ordering::SeqCst), STREAM_FAILURES_MAX as usize);
+        assert_eq!(
+            appends.load(Ordering::SeqCst),
+            1,
+            "over HTTP after the failures"
+        );
     }
 
     #[tokio::test]

@@ -412,13 +412,23 @@ where
             );
             return;
         }
-        let written = match append_answer(&s, &frame.payload).await {
-            Ok(bytes) => write_frame(&mut io, ANSWER, &bytes).await,
-            Err((_, why)) => write_frame(&mut io, REFUSED, why.as_bytes()).await,
+        let (kind, bytes) = match append_answer(&s, &frame.payload).await {
+            Ok(bytes) => (ANSWER, bytes),
+            Err((_, why)) => (REFUSED, why.into_bytes()),
         };
-        if let Err(e) = written {
-            tracing::debug!(error = %e, "replica: an append stream ended");
-            return;
+        // A leader that does not read its answers holds no task for long.
+        match tokio::time::timeout(STREAM_IDLE_MAX, write_frame(&mut io, kind, &bytes)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "replica: an append stream ended");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "replica: an append stream closed: its answer not taken within the idle limit"
+                );
+                return;
+            }
         }
     }
 }

@@ -40,11 +40,22 @@ pub(super) const REQUEST: u8 = 1;
 pub(super) const ANSWER: u8 = 2;
 /// An append refused (peer → leader): why, in text.
 pub(super) const REFUSED: u8 = 3;
-/// A peer that did not offer the stream is asked again after this.
+/// A peer that did not offer the stream, or whose streams opened and
+/// did not answer [`STREAM_FAILURES_MAX`] times in a row, is sent appends
+/// over HTTP for this long; then a stream is tried again.
 pub(super) const STREAM_RETRY_AFTER: Duration = Duration::from_secs(60);
-/// A peer closes a stream that brings no frame within this: a leader's
-/// heartbeats come every few tens of ms.
+/// Streams in a row that open and fail before any answer, before appends
+/// go over HTTP for [`STREAM_RETRY_AFTER`].
+pub(super) const STREAM_FAILURES_MAX: u32 = 3;
+/// A peer closes a stream that brings no frame within this (a leader's
+/// heartbeats come every few tens of ms, none while it sends a snapshot),
+/// and gives up on an answer it cannot write within it (a leader that
+/// does not read). A leader opens another stream rather than use one idle
+/// for half of it.
 pub(super) const STREAM_IDLE_MAX: Duration = Duration::from_secs(10);
+/// A frame's payload is read into a buffer that grows as its bytes come,
+/// from this: a declared length alone holds no memory.
+const READ_CHUNK_BYTES: u64 = 64 << 10;
 
 /// A frame read: its kind and payload.
 #[derive(Debug, PartialEq, Eq)]
@@ -106,8 +117,18 @@ pub(super) async fn read_frame<R: AsyncRead + Unpin>(
     if len > limit {
         return Err(FrameError::TooLarge { bytes: len, limit });
     }
-    let mut payload = vec![0u8; len as usize];
-    io.read_exact(&mut payload).await.map_err(FrameError::Io)?;
+    let mut payload = Vec::with_capacity(len.min(READ_CHUNK_BYTES) as usize);
+    let read = (&mut *io)
+        .take(len)
+        .read_to_end(&mut payload)
+        .await
+        .map_err(FrameError::Io)?;
+    if read as u64 != len {
+        return Err(FrameError::Io(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("a frame cut at {read} of its {len} bytes"),
+        )));
+    }
     Ok(Frame {
         kind: head[4],
         payload,
@@ -118,6 +139,8 @@ pub(super) async fn read_frame<R: AsyncRead + Unpin>(
 /// and its answer read, in the caller's task.
 pub(super) struct AppendStream {
     io: Box<dyn Io>,
+    /// When its last exchange ended (or it opened).
+    used_at: std::time::Instant,
     /// An exchange began and did not end: its future was dropped (an
     /// append cancelled by openraft) between the request and its answer.
     /// The answer may still come, and would be read as the next request's:
@@ -140,8 +163,14 @@ impl AppendStream {
     pub(super) fn new(io: impl Io + 'static) -> AppendStream {
         AppendStream {
             io: Box::new(io),
+            used_at: std::time::Instant::now(),
             cut: false,
         }
+    }
+
+    /// How long since its last exchange ended (or it opened).
+    pub(super) fn idle_for(&self) -> Duration {
+        self.used_at.elapsed()
     }
 
     /// Whether an exchange was cut: the stream is out of step.
@@ -159,6 +188,7 @@ impl AppendStream {
         let answered = self.exchange_inner(request).await;
         // Whole: the next exchange reads its own answer.
         self.cut = answered.is_err();
+        self.used_at = std::time::Instant::now();
         answered
     }
 

@@ -225,6 +225,13 @@ impl Pipeline {
                     "a compare-and-put decided here did not hold when applied: another writer?"
                         .to_string(),
                 ),
+                // Answered here already: applied on this member, so
+                // committed, whatever the core's answer says (a proposal's
+                // deadline that ran out as the apply landed).
+                Err(e) if next.upto <= st.flushed && st.failed.is_none() => {
+                    tracing::warn!(upto = next.upto, error = %e, "store: a replicated entry applied here, then its proposal failed; it stands");
+                    None
+                }
                 Err(e) => Some(e),
             };
             st.flushed = st.flushed.max(next.upto);
@@ -547,6 +554,29 @@ mod tests {
         until("completed", || p.lock().in_flight_count() == 0);
         assert_eq!(p.lock().flushed, 2);
         assert!(p.lock().failed.is_none());
+        p.stop();
+    }
+
+    #[test]
+    fn an_entry_applied_here_stands_when_its_proposal_then_fails() {
+        let fake = Arc::new(Fake {
+            fail_entry: Some(0),
+            ..Fake::default()
+        });
+        let p = Pipeline::start(Arc::new(Shared(fake.clone())));
+        append(&p).unwrap();
+        until("submitted", || fake.log.lock().unwrap().len() == 1);
+        p.applied_here(&proposal(&fake, 0), &[true]);
+        p.wait(1).unwrap();
+        // The core's answer for it is an error (a deadline run out as the
+        // apply landed): it was applied here, so committed; no fail-stop.
+        release(&fake, usize::MAX);
+        until("completed", || p.lock().in_flight_count() == 0);
+        assert!(p.lock().failed.is_none());
+        let seq = append(&p).unwrap();
+        until("submitted", || fake.log.lock().unwrap().len() == 2);
+        p.applied_here(&proposal(&fake, 1), &[true]);
+        p.wait(seq).unwrap();
         p.stop();
     }
 
