@@ -53,6 +53,9 @@ pub(super) const STREAM_FAILURES_MAX: u32 = 3;
 /// does not read). A leader opens another stream rather than use one idle
 /// for half of it.
 pub(super) const STREAM_IDLE_MAX: Duration = Duration::from_secs(10);
+/// The largest answer a leader reads: an answer is small (a vote and a
+/// log id, or a refusal's text).
+const ANSWER_BYTES_MAX: u64 = 64 << 10;
 /// A frame's payload is read into a buffer that grows as its bytes come,
 /// from this: a declared length alone holds no memory.
 const READ_CHUNK_BYTES: u64 = 64 << 10;
@@ -196,8 +199,7 @@ impl AppendStream {
         write_frame(&mut self.io, REQUEST, request)
             .await
             .map_err(|e| format!("the append stream failed: {e}"))?;
-        // An answer is small (a vote and a log id, or a refusal).
-        let frame = read_frame(&mut self.io, super::rpc::VOTE_BODY_BYTES_MAX)
+        let frame = read_frame(&mut self.io, ANSWER_BYTES_MAX)
             .await
             .map_err(|e| e.to_string())?;
         match frame.kind {
