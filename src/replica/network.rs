@@ -550,15 +550,17 @@ mod tests {
     #[tokio::test]
     async fn streams_that_open_and_never_answer_give_way_to_http() {
         let (addr, opened, appends) = streaming_peer(None).await;
-        let mut peer = peer_at(addr, Duration::from_millis(100)).await;
+        // Deadlines of a second: an open or an HTTP append on a loaded machine
+        // must not be taken for a stream that never answers.
+        let mut peer = peer_at(addr, Duration::from_secs(1)).await;
         for _ in 0..STREAM_FAILURES_MAX {
             let answer = peer
-                .append_entries(heartbeat(), RPCOption::new(Duration::from_millis(100)))
+                .append_entries(heartbeat(), RPCOption::new(Duration::from_secs(1)))
                 .await;
             assert!(answer.is_err(), "{answer:?}");
         }
         let answer = peer
-            .append_entries(heartbeat(), RPCOption::new(Duration::from_millis(100)))
+            .append_entries(heartbeat(), RPCOption::new(Duration::from_secs(1)))
             .await;
         assert!(
             matches!(answer, Ok(AppendEntriesResponse::Success)),
