@@ -139,6 +139,15 @@ fn cookie(g: &Group) -> String {
         .to_string()
 }
 
+/// A group of three running the chain example under `dir`, once it has
+/// a leader: the group and its leader.
+fn led_group(dir: &std::path::Path) -> (Group, u64) {
+    let defs = chain_defs(dir, "0");
+    let g = Group::start(&dir.join("g"), &defs, 3, &[]);
+    let leader = g.wait_leader(Duration::from_secs(30));
+    (g, leader)
+}
+
 /// A member other than the leader.
 fn follower(g: &Group, leader: u64) -> u64 {
     *g.members.keys().find(|id| **id != leader).unwrap()
@@ -153,9 +162,7 @@ fn leader_and_term(g: &Group, id: u64) -> (Option<u64>, u64) {
 #[test]
 fn a_stranger_costs_a_member_nothing_and_a_wild_term_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let defs = chain_defs(tmp.path(), "0");
-    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
-    let leader = g.wait_leader(Duration::from_secs(30));
+    let (mut g, leader) = led_group(tmp.path());
     let f = follower(&g, leader);
     let raft = g.members[&f].raft.clone();
     let pid = g.pid(f).unwrap();
@@ -351,9 +358,7 @@ fn stream_frame(kind: u8, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn an_append_stream_takes_the_cookie_and_bounded_frames_only() {
     let tmp = tempfile::tempdir().unwrap();
-    let defs = chain_defs(tmp.path(), "0");
-    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
-    let leader = g.wait_leader(Duration::from_secs(30));
+    let (mut g, leader) = led_group(tmp.path());
     let f = follower(&g, leader);
     let raft = g.members[&f].raft.clone();
     let pid = g.pid(f).unwrap();
@@ -434,9 +439,7 @@ fn an_append_stream_takes_the_cookie_and_bounded_frames_only() {
 #[test]
 fn a_member_whose_raft_core_stops_exits_3() {
     let tmp = tempfile::tempdir().unwrap();
-    let defs = chain_defs(tmp.path(), "0");
-    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
-    let leader = g.wait_leader(Duration::from_secs(30));
+    let (mut g, leader) = led_group(tmp.path());
     let f = follower(&g, leader);
     // The follower restarts on a disk whose fsyncs fail after its open:
     // its Raft log's next sync fails, and openraft's core stops.
@@ -818,9 +821,7 @@ fn views_name_unreachable_members_and_a_cut_off_leader() {
 #[test]
 fn the_cli_follows_the_group_after_its_member_stopped_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
-    let defs = chain_defs(tmp.path(), "0");
-    let mut g = Group::start(&tmp.path().join("g"), &defs, 3, &[]);
-    g.wait_leader(Duration::from_secs(30));
+    let (mut g, _) = led_group(tmp.path());
     // engine.json learns the members' URLs within its refresh.
     let file = g.members[&1].data.join("engine.json");
     g.wait(

@@ -142,7 +142,8 @@ enum OpenError {
 }
 
 impl Peer {
-    /// Opens an append stream to the peer (see the `stream` module).
+    /// Opens an append stream to the peer (see the `stream` module),
+    /// within `ttl`.
     async fn open_stream(&self, ttl: Duration) -> Result<AppendStream, OpenError> {
         let resp = self
             .net
@@ -151,7 +152,7 @@ impl Peer {
             .header(COOKIE_HEADER, &*self.net.cookie)
             .header(reqwest::header::CONNECTION, "upgrade")
             .header(reqwest::header::UPGRADE, STREAM_PROTOCOL)
-            .timeout(ttl.max(self.net.rpc_timeout_min))
+            .timeout(ttl)
             .send()
             .await
             .map_err(|e| OpenError::Unreachable(e.to_string()))?;
@@ -193,6 +194,10 @@ impl Peer {
                 self.stream = None;
             }
         }
+        // Over HTTP for a while: its call encodes the append itself.
+        if self.stream.is_none() && self.http_until.is_some_and(|t| Instant::now() < t) {
+            return None;
+        }
         let body = match rmp_serde::to_vec_named(rpc) {
             Ok(b) => b,
             Err(e) => return Some(Err(CallError::Unreachable(e.to_string()))),
@@ -203,9 +208,6 @@ impl Peer {
         for retry in [true, false] {
             let fresh = self.stream.is_none();
             if fresh {
-                if self.http_until.is_some_and(|t| Instant::now() < t) {
-                    return None;
-                }
                 match self.open_stream(ttl).await {
                     Ok(s) => self.stream = Some(Mutex::new(s)),
                     Err(OpenError::NotOffered(why)) => {
@@ -302,7 +304,7 @@ impl Peer {
     ) -> Result<Resp, CallError<E>> {
         let body =
             rmp_serde::to_vec_named(req).map_err(|e| CallError::Unreachable(e.to_string()))?;
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let resp = self
             .net
             .http
@@ -423,49 +425,30 @@ impl RaftNetwork<TypeConfig> for Peer {
 mod tests {
     use std::sync::atomic::AtomicUsize;
 
+    use axum::response::IntoResponse;
     use axum::routing::{get, post};
     use openraft::Vote;
 
     use super::*;
 
-    /// A peer of before the append stream: `/raft/append` only, counting
-    /// what it was asked.
-    async fn older_peer() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
-        let (asked_stream, appends) =
-            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let (s, a) = (asked_stream.clone(), appends.clone());
-        let app = axum::Router::new()
-            .route(
-                "/raft/append",
-                post(move || async move {
-                    a.fetch_add(1, Ordering::SeqCst);
-                    let answer: Result<AppendEntriesResponse<u64>, RaftError<u64>> =
-                        Ok(AppendEntriesResponse::Success);
-                    rmp_serde::to_vec_named(&answer).unwrap()
-                }),
-            )
-            .route(
-                "/raft/stream",
-                get(move || async move {
-                    s.fetch_add(1, Ordering::SeqCst);
-                    axum::http::StatusCode::NOT_FOUND
-                }),
-            );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        (addr, asked_stream, appends)
+    /// What a test peer's `/raft/stream` does.
+    #[derive(Clone, Copy)]
+    enum Streams {
+        /// Answers 404: a peer of before the append stream.
+        NotOffered,
+        /// Each stream answers this many appends (Success), then closes.
+        Answering(usize),
+        /// Each stream takes appends and never answers.
+        Silent,
     }
 
-    /// A peer whose streams each answer `answers` appends (Success), then
-    /// close (`Some`), or take appends and never answer (`None`); HTTP
-    /// appends answered too. Counts the streams opened and HTTP appends.
-    async fn streaming_peer(
-        answers: Option<usize>,
-    ) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    /// A peer whose `/raft/stream` does as `streams` says and whose
+    /// `/raft/append` answers Success; counts the streams asked for and the
+    /// appends over HTTP.
+    async fn test_peer(streams: Streams) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
         use crate::replica::stream::{read_frame, write_frame, ANSWER};
-        let (opened, appends) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let (o, a) = (opened.clone(), appends.clone());
+        let (asked, appends) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (o, a) = (asked.clone(), appends.clone());
         let success = || {
             let answer: Result<AppendEntriesResponse<u64>, RaftError<u64>> =
                 Ok(AppendEntriesResponse::Success);
@@ -483,6 +466,13 @@ mod tests {
                 "/raft/stream",
                 get(move |mut req: axum::extract::Request| async move {
                     o.fetch_add(1, Ordering::SeqCst);
+                    let answers = match streams {
+                        Streams::NotOffered => {
+                            return axum::http::StatusCode::NOT_FOUND.into_response()
+                        }
+                        Streams::Answering(n) => Some(n),
+                        Streams::Silent => None,
+                    };
                     let upgrade = hyper::upgrade::on(&mut req);
                     tokio::spawn(async move {
                         let mut io = hyper_util::rt::TokioIo::new(upgrade.await.unwrap());
@@ -511,7 +501,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        (addr, opened, appends)
+        (addr, asked, appends)
     }
 
     fn heartbeat() -> AppendEntriesRequest<TypeConfig> {
@@ -532,7 +522,7 @@ mod tests {
     async fn an_append_on_a_stream_the_peer_closed_goes_again_on_a_fresh_one() {
         // Each stream answers one append and closes, as a peer closes an
         // idle one: every append still succeeds, none over HTTP.
-        let (addr, opened, appends) = streaming_peer(Some(1)).await;
+        let (addr, opened, appends) = test_peer(Streams::Answering(1)).await;
         let mut peer = peer_at(addr, Duration::from_millis(500)).await;
         for _ in 0..3 {
             let answer = peer
@@ -549,7 +539,7 @@ mod tests {
 
     #[tokio::test]
     async fn streams_that_open_and_never_answer_give_way_to_http() {
-        let (addr, opened, appends) = streaming_peer(None).await;
+        let (addr, opened, appends) = test_peer(Streams::Silent).await;
         // Deadlines of a second: an open or an HTTP append on a loaded machine
         // must not be taken for a stream that never answers.
         let mut peer = peer_at(addr, Duration::from_secs(1)).await;
@@ -576,19 +566,11 @@ mod tests {
 
     #[tokio::test]
     async fn appends_to_a_peer_without_the_stream_go_over_http() {
-        let (addr, asked_stream, appends) = older_peer().await;
-        let mut net =
-            Network::new("cookie", BTreeMap::new(), Duration::from_millis(500), None).unwrap();
-        let mut peer = net.new_client(2, &Member { raft: addr }).await;
-        let heartbeat = AppendEntriesRequest::<TypeConfig> {
-            vote: Vote::new_committed(1, 1),
-            prev_log_id: None,
-            entries: Vec::new(),
-            leader_commit: None,
-        };
+        let (addr, asked_stream, appends) = test_peer(Streams::NotOffered).await;
+        let mut peer = peer_at(addr, Duration::from_millis(500)).await;
         for _ in 0..3 {
             let answer = peer
-                .append_entries(heartbeat.clone(), RPCOption::new(Duration::from_secs(5)))
+                .append_entries(heartbeat(), RPCOption::new(Duration::from_secs(5)))
                 .await;
             assert!(
                 matches!(answer, Ok(AppendEntriesResponse::Success)),

@@ -240,13 +240,18 @@ fn refused() -> Response {
 
 fn msgpack<T: Serialize>(value: &T) -> Response {
     match rmp_serde::to_vec_named(value) {
-        Ok(bytes) => (
-            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
-            bytes,
-        )
-            .into_response(),
+        Ok(bytes) => msgpack_body(bytes),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
+}
+
+/// An answer of MessagePack `bytes`.
+fn msgpack_body(bytes: Vec<u8>) -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
+        bytes,
+    )
+        .into_response()
 }
 
 /// This member's current term, for the guard.
@@ -304,11 +309,7 @@ fn no_room_why(s: &Rpc) -> Option<(StatusCode, String)> {
 
 async fn append(State(s): State<Rpc>, body: Bytes) -> Response {
     match append_answer(&s, &body).await {
-        Ok(bytes) => (
-            [(axum::http::header::CONTENT_TYPE, "application/msgpack")],
-            bytes,
-        )
-            .into_response(),
+        Ok(bytes) => msgpack_body(bytes),
         Err(refused) => refused.into_response(),
     }
 }

@@ -450,6 +450,15 @@ mod tests {
         }
     }
 
+    /// Appends one set and waits until it is submitted, an entry of its
+    /// own: its sequence.
+    fn append_submitted(p: &Pipeline, fake: &Fake) -> u64 {
+        let before = fake.log.lock().unwrap().len();
+        let seq = append(p).unwrap();
+        until("submitted", || fake.log.lock().unwrap().len() == before + 1);
+        seq
+    }
+
     fn append(p: &Pipeline) -> Result<u64, String> {
         Ok(p.append(WriteSet::default(), |_| Ok(None))?
             .expect("no guard"))
@@ -460,9 +469,8 @@ mod tests {
         let fake = Arc::new(Fake::default());
         let p = Pipeline::start(Arc::new(Shared(fake.clone())));
         let mut seqs = Vec::new();
-        for n in 1..=3 {
-            seqs.push(append(&p).unwrap());
-            until("submitted", || fake.log.lock().unwrap().len() == n);
+        for _ in 1..=3 {
+            seqs.push(append_submitted(&p, &fake));
         }
         assert_eq!(seqs, vec![1, 2, 3]);
         // Three entries in flight at once, none committed.
@@ -491,9 +499,8 @@ mod tests {
         let p = Pipeline::start(Arc::new(Shared(fake.clone())));
         // One set per entry, nothing committed: the completer holds the
         // first and waits, the rest queue behind it.
-        for n in 1..=IN_FLIGHT_MAX {
-            append(&p).unwrap();
-            until("submitted", || fake.log.lock().unwrap().len() == n);
+        for _ in 1..=IN_FLIGHT_MAX {
+            append_submitted(&p, &fake);
         }
         append(&p).unwrap();
         std::thread::sleep(Duration::from_millis(100));
@@ -520,9 +527,8 @@ mod tests {
     fn an_entry_applied_here_answers_its_writers_before_the_cores_answer() {
         let fake = Arc::new(Fake::default());
         let p = Pipeline::start(Arc::new(Shared(fake.clone())));
-        for n in 1..=2 {
-            append(&p).unwrap();
-            until("submitted", || fake.log.lock().unwrap().len() == n);
+        for _ in 1..=2 {
+            append_submitted(&p, &fake);
         }
         let (first, second) = (proposal(&fake, 0), proposal(&fake, 1));
         assert_eq!((first.first, first.upto, second.first), (1, 1, 2));
@@ -564,8 +570,7 @@ mod tests {
             ..Fake::default()
         });
         let p = Pipeline::start(Arc::new(Shared(fake.clone())));
-        append(&p).unwrap();
-        until("submitted", || fake.log.lock().unwrap().len() == 1);
+        append_submitted(&p, &fake);
         p.applied_here(&proposal(&fake, 0), &[true]);
         p.wait(1).unwrap();
         // The core's answer for it is an error (a deadline run out as the
@@ -573,8 +578,7 @@ mod tests {
         release(&fake, usize::MAX);
         until("completed", || p.lock().in_flight_count() == 0);
         assert!(p.lock().failed.is_none());
-        let seq = append(&p).unwrap();
-        until("submitted", || fake.log.lock().unwrap().len() == 2);
+        let seq = append_submitted(&p, &fake);
         p.applied_here(&proposal(&fake, 1), &[true]);
         p.wait(seq).unwrap();
         p.stop();
@@ -587,9 +591,8 @@ mod tests {
             ..Fake::default()
         });
         let p = Pipeline::start(Arc::new(Shared(fake.clone())));
-        for n in 1..=2 {
-            append(&p).unwrap();
-            until("submitted", || fake.log.lock().unwrap().len() == n);
+        for _ in 1..=2 {
+            append_submitted(&p, &fake);
         }
         // The first entry's guard did not hold: not answered here; the
         // second, applied behind it, must not answer the first's writer.
@@ -609,9 +612,8 @@ mod tests {
             ..Fake::default()
         });
         let p = Pipeline::start(Arc::new(Shared(fake.clone())));
-        for n in 1..=3 {
-            append(&p).unwrap();
-            until("submitted", || fake.log.lock().unwrap().len() == n);
+        for _ in 1..=3 {
+            append_submitted(&p, &fake);
         }
         release(&fake, 3);
         p.wait(1).unwrap();
