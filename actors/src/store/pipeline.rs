@@ -80,6 +80,17 @@ impl State {
         self.in_flight.len() + usize::from(self.completing)
     }
 
+    /// Every set up to `upto` is answered, committed and applied here: its
+    /// records leave the overlay (sled has them), unless the store failed.
+    fn settle(&mut self, upto: u64) {
+        self.flushed = self.flushed.max(upto);
+        let committed = self.failed.is_none();
+        if committed {
+            self.overlay.retain(|_, (seq, _)| *seq > upto);
+        }
+        self.answered(committed);
+    }
+
     /// Times the entries answered since the last call, by whichever path
     /// answered them first (`committed`: their writers are told success).
     fn answered(&mut self, committed: bool) {
@@ -234,7 +245,6 @@ impl Pipeline {
                 }
                 Err(e) => Some(e),
             };
-            st.flushed = st.flushed.max(next.upto);
             if let Some(why) = failure {
                 if st.failed.is_none() {
                     st.failed = Some((next.first, why));
@@ -245,12 +255,10 @@ impl Pipeline {
                 st.pending.clear();
                 st.flushed = st.appended;
                 st.overlay.clear();
-            } else if st.failed.is_none() {
-                let upto = next.upto;
-                st.overlay.retain(|_, (seq, _)| *seq > upto);
+                st.answered(false);
+            } else {
+                st.settle(next.upto);
             }
-            let committed = st.failed.is_none();
-            st.answered(committed);
             self.cv.notify_all();
         }
     }
@@ -279,13 +287,7 @@ impl Pipeline {
             proposal.upto <= st.appended,
             "applied past what was appended"
         );
-        st.flushed = proposal.upto;
-        if st.failed.is_none() {
-            let upto = proposal.upto;
-            st.overlay.retain(|_, (seq, _)| *seq > upto);
-        }
-        let committed = st.failed.is_none();
-        st.answered(committed);
+        st.settle(proposal.upto);
         self.cv.notify_all();
     }
 
