@@ -7,11 +7,10 @@
 //! times a whole close and shows that it wrote sled's page table.
 //!
 //! The child is this test binary run again (`close_child`, a no-op unless
-//! `WEIR_CLOSE_CHILD_DIR` is set).
+//! `store_support::spawn_child` started it).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use weir_actors::store::{Durability, Store, StoreSettings};
@@ -20,8 +19,6 @@ use weir_core::codec;
 mod store_support;
 use store_support::{copy_dir, page_table_lsn};
 
-const CHILD_DIR_ENV: &str = "WEIR_CLOSE_CHILD_DIR";
-const CHILD_ROUND_ENV: &str = "WEIR_CLOSE_CHILD_ROUND";
 /// Values each child writes, of [`VALUE_BYTES`]: 1.2 MB, over the MiB of
 /// log after which a close writes sled's page table.
 const VALUES: usize = 300;
@@ -42,11 +39,10 @@ fn key(round: u64, i: usize) -> String {
 
 #[test]
 fn close_child() {
-    let Some(dir) = std::env::var_os(CHILD_DIR_ENV) else {
+    let Some((dir, round)) = store_support::child_of() else {
         return;
     };
-    let round: u64 = std::env::var(CHILD_ROUND_ENV).unwrap().parse().unwrap();
-    let (store, _) = Store::open(Path::new(&dir), settings()).expect("the store opens");
+    let (store, _) = Store::open(&dir, settings()).expect("the store opens");
     for chunk in 0..VALUES / 10 {
         let puts: Vec<(String, Vec<u8>)> = (chunk * 10..chunk * 10 + 10)
             .map(|i| {
@@ -68,16 +64,8 @@ fn close_child() {
 /// starts its close (none: lets it finish); how long its close took, if it
 /// finished it.
 fn run_child(dir: &Path, round: u64, kill_after: Option<Duration>) -> Option<Duration> {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "close_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_DIR_ENV, dir)
-        .env(CHILD_ROUND_ENV, round.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(
-            std::fs::File::create(dir.with_extension("stderr")).unwrap(),
-        ))
-        .spawn()
-        .expect("child spawns");
+    let mut child =
+        store_support::spawn_child("close_child", dir, round, &dir.with_extension("stderr"));
     // libtest's "test close_child ... " may lead a line.
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let closing = lines
