@@ -1,0 +1,108 @@
+//! A durable commit wakes one of sled's I/O threads, not all of them.
+//!
+//! Each commit flushes sled's log, and sled hands that write to its own
+//! pool of I/O threads (seven or more, idle between commits). sled 0.34.7
+//! woke every idle thread of that pool for each task: seven context
+//! switches and a race for one mutex per commit, on a machine of two cores
+//! that the commit's own threads need. weir builds sled from
+//! `vendor/sled`, where a task wakes one thread (`vendor/sled/WEIR.md`).
+//! This test counts the wake-ups of sled's I/O threads (their voluntary
+//! context switches, from `/proc/self/task`) over a run of commits of one
+//! op each, so it fails if weir is built against the upstream pool again.
+//!
+//! Its own binary: sled's pool is global to the process, and no other
+//! test's commits may run while it counts.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use weir_actors::store::{Commit, Durability, Store, StoreSettings};
+use weir_core::queue::{Job, Op};
+
+/// Commits counted: each one flushes sled's log once.
+const COMMITS: usize = 300;
+/// Wake-ups of sled's I/O threads allowed per commit. The thread that
+/// writes a commit is woken once for it and waits once more, for the
+/// device in `sync_file_range`: 2.1 per commit measured, against 8.0 with
+/// the upstream pool (2026-12-07).
+const WAKEUPS_PER_COMMIT_MAX: f64 = 4.0;
+
+/// Voluntary context switches of each of this process's threads named
+/// `sled-io-*`, by thread id.
+fn sled_io_switches() -> HashMap<String, u64> {
+    let mut found = HashMap::new();
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task lists threads") {
+        let Ok(task) = task else { continue };
+        let path = task.path();
+        // A thread that ended between the listing and the read is skipped:
+        // sled's idle threads beyond its seven may end after a second.
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if !comm.starts_with("sled-io") {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(path.join("status")) else {
+            continue;
+        };
+        let switches = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("status names voluntary_ctxt_switches");
+        found.insert(task.file_name().to_string_lossy().into_owned(), switches);
+    }
+    found
+}
+
+fn commit(store: &Store, key: &str) {
+    let commit = Commit {
+        ops: vec![Op::Enqueue(Job::new(key, "noop", "p"))],
+        ..Commit::default()
+    };
+    store.commit(&commit).expect("commit");
+}
+
+fn open(dir: &Path) -> Store {
+    let settings = StoreSettings {
+        durability: Durability::Fsync,
+        ..StoreSettings::default()
+    };
+    Store::open(dir, settings).expect("store opens").0
+}
+
+#[test]
+fn a_commit_wakes_one_sled_io_thread_not_all() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path());
+    // The pool's threads start with the first write, and a few commits
+    // let the ones sled adds settle.
+    for i in 0..20 {
+        commit(&store, &format!("warm-{i}"));
+    }
+    let before = sled_io_switches();
+    let idle_threads = before.len();
+    assert!(
+        idle_threads >= 7,
+        "sled's I/O pool has {idle_threads} threads; the test expects its seven idle ones"
+    );
+    for i in 0..COMMITS {
+        commit(&store, &format!("job-{i}"));
+    }
+    let after = sled_io_switches();
+    // A thread that started during the run counts from zero.
+    let wakeups: u64 = after
+        .iter()
+        .map(|(tid, n)| n - before.get(tid).copied().unwrap_or(0))
+        .sum();
+    let per_commit = wakeups as f64 / COMMITS as f64;
+    assert!(
+        per_commit <= WAKEUPS_PER_COMMIT_MAX,
+        "{wakeups} wake-ups of sled's {} I/O threads over {COMMITS} commits: \
+         {per_commit:.1} per commit, more than {WAKEUPS_PER_COMMIT_MAX} \
+         (is sled built from vendor/sled?)",
+        after.len()
+    );
+    // The commits were made: each one is in the store.
+    assert_eq!(store.last_seq(), (20 + COMMITS) as u64);
+}
