@@ -41,8 +41,18 @@ pub struct EngineInfo {
 }
 
 /// Writes `path` atomically (temp file + rename) with mode 0600.
+///
+/// Each call has a temp file of its own (the pid and a count): two writes
+/// of one file at once in one process (a replicated member's API starting
+/// as it leads, while its members' refresh rewrites the same
+/// `engine.json`) each rename their own, and the last one stands. With
+/// one temp name per process, the first rename took the second writer's
+/// file away and its rename failed with ENOENT, which stopped the member
+/// that had just been elected.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -206,6 +216,40 @@ mod tests {
         info.pid = 4_194_305;
         write_engine_file(dir.path(), &info).unwrap();
         assert_eq!(find_engine(dir.path()).unwrap(), None);
+    }
+
+    #[test]
+    fn concurrent_writes_of_one_file_all_land_and_one_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ENGINE_FILE);
+        let writers: Vec<_> = (0..8)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    for i in 0..50 {
+                        write_private(&path, format!("writer {w} write {i}").as_bytes())
+                            .unwrap_or_else(|e| panic!("writer {w}, write {i}: {e}"));
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().expect("every write succeeds");
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("writer ") && text.ends_with(" write 49"),
+            "{text}"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            left,
+            vec![std::ffi::OsString::from(ENGINE_FILE)],
+            "no temp file left"
+        );
     }
 
     #[test]
