@@ -10,7 +10,7 @@
 //! |---|---|
 //! | `chain_ms`, `fsync_ms`, `chain_over_fsync` | `chain`: per node, its fsync floor |
 //! | `burst_p99_ms`, `burst_floor_p99_ms`, `burst_over_floor` | `keys`: the prepared burst of 10,000 keys; 10,000 bare tokio tasks due at one instant |
-//! | `recovery_100k_ms`, `recovery_100k_rss_bytes`, `recovery_100k_rss_anon_bytes` | `recovery --quick` (100k tickets) |
+//! | `recovery_100k_ms`, `recovery_100k_rss_bytes`, `recovery_100k_rss_anon_bytes`, `recovery_100k_raw_sled_open_ms` | `recovery --quick` (100k tickets; sled's own open of the same files) |
 //! | `one_worker_per_s`, `one_worker_over_commit` | `sweep`: pool of 1 against one raw commit per job |
 //! | `drain_over_raw` | `drain`: against raw sled at weir's batch size |
 //! | `replicated_*`, `raft_floor_ms` | `replicated` |
@@ -320,6 +320,10 @@ pub fn assemble(
         fmt(get("recovery", "rss_anon_bytes"), 0),
     );
     put(
+        "recovery_100k_raw_sled_open_ms",
+        fmt(get("recovery", "raw_sled_open_ms"), 1),
+    );
+    put(
         "recovery_100k_apalis_ms",
         RECOVERY_100K_APALIS_MS.to_string(),
     );
@@ -522,6 +526,7 @@ mod tests {
                 ("first_dispatch_ms", "31.5"),
                 ("rss_bytes", "28311552"),
                 ("rss_anon_bytes", "9437184"),
+                ("raw_sled_open_ms", "12.34"),
             ])),
         );
         r.insert(
@@ -602,6 +607,7 @@ mod tests {
             ("recovery_100k_ms", "31.5"),
             ("recovery_100k_rss_bytes", "28311552"),
             ("recovery_100k_rss_anon_bytes", "9437184"),
+            ("recovery_100k_raw_sled_open_ms", "12.3"),
             ("one_worker_over_commit", "0.750"),
             ("drain_over_raw", "0.632"),
             ("drain_w32_over_raw", "0.550"),

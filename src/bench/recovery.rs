@@ -3,6 +3,9 @@
 //! a fresh process (this binary again, so the RSS is the recovery's alone)
 //! opens it and the figure is the time from the start of `open` to the
 //! first task body starting, and the process's RSS at that moment.
+//! Beside it, the floor: sled's own open of a copy of the same files, in
+//! a fresh process too (`raw_sled_open_ms`), which every recovery on sled
+//! 0.34 pays before it reads a ticket.
 //!
 //! To profile the open alone: `WEIR_BENCH_RECOVERY_FILL=DIR` only fills
 //! `DIR` and closes it; `WEIR_BENCH_RECOVERY_DIR=DIR` (on a copy: an open
@@ -23,6 +26,9 @@ use crate::Engine;
 const CHILD_ENV: &str = "WEIR_BENCH_RECOVERY_DIR";
 /// Set to fill a store there and stop.
 const FILL_ENV: &str = "WEIR_BENCH_RECOVERY_FILL";
+/// Set in the floor's child process: sled's folder of a copy of the
+/// filled store, to open with sled alone.
+const RAW_ENV: &str = "WEIR_BENCH_RECOVERY_RAW";
 
 fn failed<E: std::fmt::Display>(e: E) -> BenchError {
     BenchError::Failed(e.to_string())
@@ -86,6 +92,62 @@ async fn recover(dir: &std::path::Path) -> Result<(), BenchError> {
     std::process::exit(0);
 }
 
+/// The floor's child: sled's own open of the store's files, with the
+/// settings weir opens them with, and nothing else. What any recovery on
+/// sled 0.34 pays before it can read a ticket.
+fn raw_open(sled_dir: &std::path::Path) -> Result<(), BenchError> {
+    let settings = weir_actors::store::StoreSettings::default();
+    let began = Instant::now();
+    let db = sled::Config::new()
+        .path(sled_dir)
+        .cache_capacity(settings.cache_bytes)
+        .flush_every_ms(Some(settings.background_flush_ms.max(1)))
+        .open()
+        .map_err(failed)?;
+    let opened = began.elapsed();
+    println!("RAW open_ms={:.1}", opened.as_secs_f64() * 1e3);
+    drop(db);
+    std::process::exit(0);
+}
+
+/// Copies the files of `from` into `to` (one level of folders, as sled's
+/// folder has: `db`, `conf`, snapshots, `blobs/`).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs this binary's `bench recovery` as a child with `env` set to
+/// `dir`; the line of its stdout that starts with `prefix`, or why there
+/// is none.
+fn child_line(env: &str, dir: &std::path::Path, prefix: &str) -> Result<String, BenchError> {
+    let exe = std::env::current_exe().map_err(failed)?;
+    let out = std::process::Command::new(exe)
+        .args(["bench", "recovery"])
+        .env(env, dir)
+        .output()
+        .map_err(failed)?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            BenchError::Failed(format!(
+                "the child process printed no `{prefix}` line: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })
+}
+
 /// Runs `weir bench recovery`.
 pub fn run(quick: bool) -> Result<(), BenchError> {
     run_pending(if quick { 100_000 } else { 1_000_000 })
@@ -103,6 +165,9 @@ pub fn run_pending(pending: usize) -> Result<(), BenchError> {
     if let Ok(dir) = std::env::var(FILL_ENV) {
         return rt.block_on(fill(std::path::Path::new(&dir), pending));
     }
+    if let Ok(dir) = std::env::var(RAW_ENV) {
+        return raw_open(std::path::Path::new(&dir));
+    }
     let dir = tempfile_dir()?;
     let store = dir.join("recovery");
     let filled = Instant::now();
@@ -114,27 +179,19 @@ pub fn run_pending(pending: usize) -> Result<(), BenchError> {
     // What the recovering open reads: sled's open scans all the log
     // written since its last open, here the whole fill.
     let store_bytes = super::store::dir_bytes(&store);
-    let exe = std::env::current_exe().map_err(failed)?;
-    let out = std::process::Command::new(exe)
-        .args(["bench", "recovery"])
-        .env(CHILD_ENV, &store)
-        .output()
-        .map_err(failed)?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("CHILD "))
-        .ok_or_else(|| {
-            BenchError::Failed(format!(
-                "the recovering process printed no figures: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        })?;
-    let field = |k: &str| -> String {
+    // The floor opens a copy of sled's files as the fill left them: an
+    // open changes them (sled zeroes its free segments).
+    let raw_copy = dir.join("raw-sled");
+    copy_tree(&store.join("sled"), &raw_copy).map_err(failed)?;
+    let line = child_line(CHILD_ENV, &store, "CHILD ")?;
+    let raw_line = child_line(RAW_ENV, &raw_copy, "RAW ")?;
+    let field_of = |line: &str, k: &str| -> String {
         line.split_whitespace()
             .find_map(|kv| kv.strip_prefix(&format!("{k}=")).map(str::to_string))
             .unwrap_or_default()
     };
+    let field = |k: &str| field_of(&line, k);
+    let raw_open_ms = field_of(&raw_line, "open_ms");
     // The goals of the issue, and the peers' figures at 100k pending
     // (BENCHMARKS.md, benches/compare.sh).
     let (goal_ms, goal_mib) = if pending > 1_000_000 {
@@ -154,6 +211,9 @@ pub fn run_pending(pending: usize) -> Result<(), BenchError> {
         store_bytes as f64 / 1e6
     );
     println!(
+        "floor: sled's own open of the same files in a fresh process, nothing else: {raw_open_ms} ms"
+    );
+    println!(
         "{}",
         result_line(
             "recovery",
@@ -164,6 +224,7 @@ pub fn run_pending(pending: usize) -> Result<(), BenchError> {
                 ("rss_bytes", field("rss_bytes")),
                 ("rss_anon_bytes", field("rss_anon_bytes")),
                 ("store_bytes", store_bytes.to_string()),
+                ("raw_sled_open_ms", raw_open_ms),
             ]
         )
     );
