@@ -15,8 +15,10 @@
 //! little-endian. One append is one write and one fdatasync, so a crash
 //! can cut only the last frame of the last segment: at open, a last frame
 //! that is short, runs past the file's end, fails its checksum as the
-//! file's last frame, or is zeros to the end, is a write the crash cut
-//! (never acknowledged) and is dropped with a warning. Any other frame
+//! file's last frame, is zeros to the end, or has a header of zeros with
+//! no whole frame after it (a power cut kept later pages of the write but
+//! not its first), is a write the crash cut (never acknowledged) and is
+//! dropped with a warning. Any other frame
 //! that does not read is damage: the open is refused naming the file and
 //! the offset, so that nothing acknowledged is dropped in silence.
 
@@ -122,6 +124,14 @@ fn parse_frame(bytes: &[u8], at: usize) -> Frame {
     }
     let word = |i: usize| u32::from_le_bytes(rest[i..i + 4].try_into().unwrap_or([0; 4]));
     let (magic, len, crc) = (word(0), word(4) as usize, word(8));
+    if rest[..HEADER_BYTES].iter().all(|b| *b == 0) && !whole_frame_after(bytes, at) {
+        // A power cut can keep some pages of the last append and not
+        // others; the header's page is then as it was before the append,
+        // zeros past the file's old end. A frame that reads after it
+        // would prove this one synced (appends run one at a time, each
+        // synced before the next is written): damage, below.
+        return Frame::Cut("a header of zeros with no whole frame after it (the last write's first page never reached the disk)");
+    }
     if magic != MAGIC {
         return Frame::Bad(format!("no frame at offset {at} (magic {magic:#x})"));
     }
@@ -158,6 +168,26 @@ fn parse_frame(bytes: &[u8], at: usize) -> Frame {
         i = from + n as usize;
     }
     Frame::Whole(out, (at + end) as u64)
+}
+
+/// Whether a whole frame (its magic, a length within the file and its
+/// checksum) starts anywhere after `at`: only on an open that found a
+/// frame that does not read, so its scan of the file is not on any path
+/// an append takes.
+fn whole_frame_after(bytes: &[u8], at: usize) -> bool {
+    let magic = MAGIC.to_le_bytes();
+    let mut from = at + 1;
+    while let Some(i) = bytes
+        .get(from..)
+        .and_then(|rest| rest.windows(4).position(|w| w == magic))
+    {
+        let p = from + i;
+        if matches!(parse_frame(bytes, p), Frame::Whole(..)) {
+            return true;
+        }
+        from = p + 1;
+    }
+    false
 }
 
 impl RaftWal {
@@ -758,6 +788,40 @@ mod tests {
         std::fs::write(&path, &bad).unwrap();
         let (_store, wal) = open(&dir);
         assert!(wal.err().unwrap().to_string().contains("offset 0"));
+    }
+
+    #[test]
+    fn a_last_write_whose_header_never_reached_the_disk_is_dropped_and_no_other() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let (path, whole) = two_frames(&dir);
+        let first_len = u32::from_le_bytes(whole[4..8].try_into().unwrap()) as usize;
+        let second = HEADER_BYTES + first_len;
+        // The second (last) frame's header as before its append: zeros,
+        // its entries' bytes on the disk after it.
+        let mut torn = whole.clone();
+        torn[second..second + HEADER_BYTES].fill(0);
+        assert!(torn[second + HEADER_BYTES..].iter().any(|b| *b != 0));
+        std::fs::write(&path, &torn).unwrap();
+        assert_eq!(reopened(&dir), entries(1, 2), "the torn last write dropped");
+        // The file was cut at that frame: appends go on after entry 2.
+        let (store, wal) = open(&dir);
+        let mut wal = wal.unwrap();
+        wal.append(&entries(3, 4)).unwrap();
+        drop((wal, store));
+        assert_eq!(reopened(&dir), entries(1, 4));
+        // The first frame's header zeroed with a whole frame after it: that
+        // frame was synced before the next was written, so it is damage.
+        let (path, whole) = two_frames(&tmp.path().join("other"));
+        let mut zeroed = whole.clone();
+        zeroed[..HEADER_BYTES].fill(0);
+        std::fs::write(&path, &zeroed).unwrap();
+        let (_store, wal) = open(&tmp.path().join("other"));
+        let e = wal.err().expect("damage refuses the open").to_string();
+        assert!(
+            e.contains(&path.display().to_string()) && e.contains("offset 0"),
+            "{e}"
+        );
     }
 
     #[test]
