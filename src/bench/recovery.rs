@@ -170,20 +170,38 @@ pub fn run_pending(pending: usize) -> Result<(), BenchError> {
     }
     let dir = tempfile_dir()?;
     let store = dir.join("recovery");
+    let measured = measure(&rt, &dir, &store, pending);
+    if std::env::var_os("WEIR_BENCH_KEEP").is_some() {
+        println!("kept the store at {}", store.display());
+    } else {
+        // Also when a step failed: a store of 1M tickets is 100+ MB.
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    measured
+}
+
+/// Fills `store` with `pending` tickets, recovers it in a child process,
+/// opens a copy with sled alone in another, and prints the figures.
+fn measure(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    store: &std::path::Path,
+    pending: usize,
+) -> Result<(), BenchError> {
     let filled = Instant::now();
-    rt.block_on(fill(&store, pending))?;
+    rt.block_on(fill(store, pending))?;
     println!(
         "filled {pending} pending tickets in {:.1} s (fsync, batches of 10,000, dispatch paused)",
         filled.elapsed().as_secs_f64()
     );
     // What the recovering open reads: sled's open scans all the log
     // written since its last open, here the whole fill.
-    let store_bytes = super::store::dir_bytes(&store);
+    let store_bytes = super::store::dir_bytes(store);
     // The floor opens a copy of sled's files as the fill left them: an
     // open changes them (sled zeroes its free segments).
     let raw_copy = dir.join("raw-sled");
     copy_tree(&store.join("sled"), &raw_copy).map_err(failed)?;
-    let line = child_line(CHILD_ENV, &store, "CHILD ")?;
+    let line = child_line(CHILD_ENV, store, "CHILD ")?;
     let raw_line = child_line(RAW_ENV, &raw_copy, "RAW ")?;
     let field_of = |line: &str, k: &str| -> String {
         line.split_whitespace()
@@ -228,10 +246,5 @@ pub fn run_pending(pending: usize) -> Result<(), BenchError> {
             ]
         )
     );
-    if std::env::var_os("WEIR_BENCH_KEEP").is_some() {
-        println!("kept the store at {}", store.display());
-    } else {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
     Ok(())
 }

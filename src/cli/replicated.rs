@@ -449,7 +449,10 @@ impl EngineFile {
     }
 
     fn write(&self) {
-        let info = self.info.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        // Written under the lock: the member's own path and the refresh
+        // task write it, and the one that read the info last must also
+        // rename last, or an older members' list would stand.
+        let info = self.info.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = discovery::write_engine_file(&self.data, &info) {
             tracing::warn!(error = %e, "cannot write engine.json");
         }

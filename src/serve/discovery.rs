@@ -53,7 +53,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    {
+    let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -62,8 +62,15 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        // Each call's temp file is its own: one a failed write leaves
+        // would stay for good.
+        let _ = std::fs::remove_file(&tmp);
     }
-    std::fs::rename(&tmp, path)
+    written
 }
 
 /// Writes the engine file of `data_dir`.

@@ -40,6 +40,12 @@ pub const SEGMENT_BYTES_MAX: u64 = 64 << 20;
 pub const ENTRY_BYTES_MAX: usize = 256 << 20;
 
 const MAGIC: u32 = 0x5745_4952; // "WEIR"
+/// The smallest unit a power cut keeps or loses whole: a header of zeros
+/// is a lost write only when the zeros run to the end of its sector.
+const TORN_SECTOR_BYTES: usize = 512;
+/// Places after a header of zeros that hold the magic and are checked for
+/// a whole frame, at most (see `whole_frame_after`).
+const WHOLE_FRAME_CANDIDATES_MAX: usize = 64;
 const HEADER_BYTES: usize = 12;
 const ENTRY_HEADER_BYTES: usize = 12;
 const PREFIX: &str = "wal-";
@@ -124,13 +130,16 @@ fn parse_frame(bytes: &[u8], at: usize) -> Frame {
     }
     let word = |i: usize| u32::from_le_bytes(rest[i..i + 4].try_into().unwrap_or([0; 4]));
     let (magic, len, crc) = (word(0), word(4) as usize, word(8));
-    if rest[..HEADER_BYTES].iter().all(|b| *b == 0) && !whole_frame_after(bytes, at) {
-        // A power cut can keep some pages of the last append and not
-        // others; the header's page is then as it was before the append,
-        // zeros past the file's old end. A frame that reads after it
-        // would prove this one synced (appends run one at a time, each
-        // synced before the next is written): damage, below.
-        return Frame::Cut("a header of zeros with no whole frame after it (the last write's first page never reached the disk)");
+    // A power cut can keep some pages of the last append and not others;
+    // the header's page is then as it was before the append: zeros past
+    // the file's old end, at least to the end of the header's sector. A
+    // frame that reads after it would prove this one synced (appends run
+    // one at a time, each synced before the next is written): damage,
+    // below. Zeros over the header alone are not a lost sector: damage.
+    let sector_end = ((at / TORN_SECTOR_BYTES + 1) * TORN_SECTOR_BYTES).min(bytes.len());
+    let zeros_to = (at + HEADER_BYTES).max(sector_end);
+    if bytes[at..zeros_to].iter().all(|b| *b == 0) && !whole_frame_after(bytes, at) {
+        return Frame::Cut("a header of zeros to the end of its sector with no whole frame after it (the last write's first page never reached the disk)");
     }
     if magic != MAGIC {
         return Frame::Bad(format!("no frame at offset {at} (magic {magic:#x})"));
@@ -172,15 +181,23 @@ fn parse_frame(bytes: &[u8], at: usize) -> Frame {
 
 /// Whether a whole frame (its magic, a length within the file and its
 /// checksum) starts anywhere after `at`: only on an open that found a
-/// frame that does not read, so its scan of the file is not on any path
-/// an append takes.
+/// header of zeros, so its scan of the file is not on any path an append
+/// takes. Entry bytes may hold the magic; past
+/// `WHOLE_FRAME_CANDIDATES_MAX` candidates (each a checksum over up to
+/// the rest of the segment) it answers yes, and the open reports damage
+/// rather than drop what may be a synced write.
 fn whole_frame_after(bytes: &[u8], at: usize) -> bool {
     let magic = MAGIC.to_le_bytes();
     let mut from = at + 1;
+    let mut candidates = 0;
     while let Some(i) = bytes
         .get(from..)
         .and_then(|rest| rest.windows(4).position(|w| w == magic))
     {
+        candidates += 1;
+        if candidates > WHOLE_FRAME_CANDIDATES_MAX {
+            return true;
+        }
         let p = from + i;
         if matches!(parse_frame(bytes, p), Frame::Whole(..)) {
             return true;
@@ -790,36 +807,82 @@ mod tests {
         assert!(wal.err().unwrap().to_string().contains("offset 0"));
     }
 
+    /// A log of entries 1-2 (small) and 3, then 4 (1,500 bytes each, so
+    /// their frames span sectors), in three frames: its file, bytes and
+    /// where each frame starts.
+    fn spanning_frames(dir: &Path) -> (PathBuf, Vec<u8>, Vec<usize>) {
+        let big = |i: u64| vec![(i, vec![i as u8; 1_500])];
+        let (_store, wal) = open(dir);
+        let mut wal = wal.unwrap();
+        wal.append(&entries(1, 2)).unwrap();
+        wal.append(&big(3)).unwrap();
+        wal.append(&big(4)).unwrap();
+        let path = wal.segment_paths().pop().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let mut starts = vec![0];
+        while starts.len() < 3 {
+            let at = *starts.last().unwrap();
+            let len = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+            starts.push(at + HEADER_BYTES + len);
+        }
+        (path, bytes, starts)
+    }
+
+    /// `bytes` with zeros from `at` to the end of its sector.
+    fn sector_lost(bytes: &[u8], at: usize) -> Vec<u8> {
+        let mut torn = bytes.to_vec();
+        let end = (at / TORN_SECTOR_BYTES + 1) * TORN_SECTOR_BYTES;
+        torn[at..end.min(bytes.len())].fill(0);
+        torn
+    }
+
     #[test]
-    fn a_last_write_whose_header_never_reached_the_disk_is_dropped_and_no_other() {
+    fn a_last_write_whose_first_sector_never_reached_the_disk_is_dropped_and_no_other() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
-        let (path, whole) = two_frames(&dir);
-        let first_len = u32::from_le_bytes(whole[4..8].try_into().unwrap()) as usize;
-        let second = HEADER_BYTES + first_len;
-        // The second (last) frame's header as before its append: zeros,
-        // its entries' bytes on the disk after it.
-        let mut torn = whole.clone();
-        torn[second..second + HEADER_BYTES].fill(0);
-        assert!(torn[second + HEADER_BYTES..].iter().any(|b| *b != 0));
+        let (path, whole, starts) = spanning_frames(&dir);
+        let last = starts[2];
+        // The last frame's first sector as before its append (zeros past
+        // the old end), its later sectors on the disk.
+        let torn = sector_lost(&whole, last);
+        assert!(torn[last + HEADER_BYTES..].iter().any(|b| *b != 0));
         std::fs::write(&path, &torn).unwrap();
-        assert_eq!(reopened(&dir), entries(1, 2), "the torn last write dropped");
-        // The file was cut at that frame: appends go on after entry 2.
+        let mut want = entries(1, 2);
+        want.push((3, vec![3; 1_500]));
+        assert_eq!(reopened(&dir), want, "the torn last write dropped");
+        // The file was cut at that frame: appends go on after entry 3.
         let (store, wal) = open(&dir);
         let mut wal = wal.unwrap();
-        wal.append(&entries(3, 4)).unwrap();
+        wal.append(&[entry(4)]).unwrap();
         drop((wal, store));
-        assert_eq!(reopened(&dir), entries(1, 4));
-        // The first frame's header zeroed with a whole frame after it: that
-        // frame was synced before the next was written, so it is damage.
-        let (path, whole) = two_frames(&tmp.path().join("other"));
+        want.push(entry(4));
+        assert_eq!(reopened(&dir), want);
+
+        // Zeros over the last header alone are not a lost sector: damage.
+        let other = tmp.path().join("header-only");
+        let (path, whole, starts) = spanning_frames(&other);
         let mut zeroed = whole.clone();
-        zeroed[..HEADER_BYTES].fill(0);
+        zeroed[starts[2]..starts[2] + HEADER_BYTES].fill(0);
         std::fs::write(&path, &zeroed).unwrap();
-        let (_store, wal) = open(&tmp.path().join("other"));
-        let e = wal.err().expect("damage refuses the open").to_string();
+        let e = open(&other)
+            .1
+            .err()
+            .expect("damage refuses the open")
+            .to_string();
+        assert!(e.contains(&format!("offset {}", starts[2])), "{e}");
+
+        // A lost first sector with a whole frame after it: that frame was
+        // synced after this one, so this one is damage.
+        let other = tmp.path().join("not-last");
+        let (path, whole, starts) = spanning_frames(&other);
+        std::fs::write(&path, sector_lost(&whole, starts[1])).unwrap();
+        let e = open(&other)
+            .1
+            .err()
+            .expect("damage refuses the open")
+            .to_string();
         assert!(
-            e.contains(&path.display().to_string()) && e.contains("offset 0"),
+            e.contains(&path.display().to_string()) && e.contains(&format!("offset {}", starts[1])),
             "{e}"
         );
     }
