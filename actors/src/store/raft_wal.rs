@@ -15,9 +15,10 @@
 //! little-endian. One append is one write and one fdatasync, so a crash
 //! can cut only the last frame of the last segment: at open, a last frame
 //! that is short, runs past the file's end, fails its checksum as the
-//! file's last frame, is zeros to the end, or has a header of zeros with
-//! no whole frame after it (a power cut kept later pages of the write but
-//! not its first), is a write the crash cut (never acknowledged) and is
+//! file's last frame, is zeros to the end, or has zeros from its header
+//! to the end of that sector with no whole frame after it (a power cut
+//! kept later pages of the write but not its first), is a write the crash
+//! cut (never acknowledged) and is
 //! dropped with a warning. Any other frame
 //! that does not read is damage: the open is refused naming the file and
 //! the offset, so that nothing acknowledged is dropped in silence.
