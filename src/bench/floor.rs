@@ -94,6 +94,56 @@ pub fn append_latencies(
     Ok(out)
 }
 
+/// The median round trip between two threads that sleep while they wait
+/// (a condition variable each way, no spinning), over `n` after `warmup`,
+/// in ms: two wake-ups of a parked thread, what each hand-off of work
+/// between threads costs when the other side was idle, as the commit's
+/// blocking thread and sled's I/O thread are between the commits of a
+/// chain.
+pub fn thread_rtt_ms(warmup: usize, n: usize) -> Result<f64, BenchError> {
+    use std::sync::{Arc, Condvar, Mutex};
+    // Odd: asked; even: answered. u64::MAX: stop.
+    let turn = Arc::new((Mutex::new(0u64), Condvar::new()));
+    let echo = {
+        let turn = turn.clone();
+        std::thread::spawn(move || {
+            let (m, cv) = &*turn;
+            let mut t = m.lock().unwrap_or_else(|p| p.into_inner());
+            loop {
+                while *t % 2 == 0 {
+                    t = cv.wait(t).unwrap_or_else(|p| p.into_inner());
+                }
+                if *t == u64::MAX {
+                    return;
+                }
+                *t += 1;
+                cv.notify_all();
+            }
+        })
+    };
+    let (m, cv) = &*turn;
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        // Time for the other side to fall asleep, as between two commits.
+        std::thread::sleep(Duration::from_micros(200));
+        let started = Instant::now();
+        let mut t = m.lock().unwrap_or_else(|p| p.into_inner());
+        *t += 1;
+        cv.notify_all();
+        while *t % 2 == 1 {
+            t = cv.wait(t).unwrap_or_else(|p| p.into_inner());
+        }
+        drop(t);
+        if i >= warmup {
+            samples.push(started.elapsed());
+        }
+    }
+    *m.lock().unwrap_or_else(|p| p.into_inner()) = u64::MAX;
+    cv.notify_all();
+    let _ = echo.join();
+    median_ms(&mut samples).ok_or_else(|| failed("no round trip sample"))
+}
+
 /// What one Raft commit of a group of three cannot go below.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RaftFloor {
@@ -178,5 +228,6 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         assert!(f.fsync_ms > 0.0, "{f:?}");
         assert!(f.rtt_ms > 0.0, "{f:?}");
+        assert!(thread_rtt_ms(10, 100).expect("the threads answer") > 0.0);
     }
 }

@@ -288,6 +288,12 @@ pub fn run_chain(quick: bool) -> Result<(), BenchError> {
         let floor = fsync_latencies(&dir.join("raw"), 100, 500)?;
         let floor_us = percentile_us(&floor, 0.50);
         let floor_p99_us = percentile_us(&floor, 0.99);
+        // The machine's own parts of that floor and of the hops around
+        // it: a small append and fdatasync of a plain file, and a round
+        // trip between two threads.
+        let mut appends = super::floor::append_latencies(&dir.join("file"), 50, 300)?;
+        let file_fsync_us = super::floor::median_ms(&mut appends).unwrap_or(f64::NAN) * 1e3;
+        let thread_rtt_us = super::floor::thread_rtt_ms(50, 500)? * 1e3;
         println!(
             "chain: {nodes} no-op nodes, fsync: settled in {:.1} ms ({:.0} nodes/s)",
             c.total.as_secs_f64() * 1e3,
@@ -307,6 +313,11 @@ pub fn run_chain(quick: bool) -> Result<(), BenchError> {
             p50 / floor_us
         );
         println!(
+            "the machine, same run: a small append and fdatasync of a plain file p50 {file_fsync_us:.0} us; a round trip between two threads p50 {thread_rtt_us:.0} us; per node beyond that fdatasync: {:.0} us, {:.1} such round trips",
+            per_node_ms * 1e3 - file_fsync_us,
+            (per_node_ms * 1e3 - file_fsync_us) / thread_rtt_us
+        );
+        println!(
             "{}",
             result_line(
                 "chain",
@@ -317,6 +328,8 @@ pub fn run_chain(quick: bool) -> Result<(), BenchError> {
                     ("edge_p50_us", format!("{p50:.0}")),
                     ("edge_p99_us", format!("{p99:.0}")),
                     ("fsync_floor_us", format!("{floor_us:.0}")),
+                    ("file_fsync_us", format!("{file_fsync_us:.0}")),
+                    ("thread_rtt_us", format!("{thread_rtt_us:.0}")),
                     ("settle_ms", format!("{:.1}", c.total.as_secs_f64() * 1e3)),
                 ]
             )
