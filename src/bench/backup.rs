@@ -36,7 +36,7 @@ fn failed<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> BenchError 
 }
 
 /// Copies every file under `from` into `to`, then fsyncs them.
-fn copy_tree(from: &Path, to: &Path) -> Result<u64, BenchError> {
+pub(super) fn copy_tree(from: &Path, to: &Path) -> Result<u64, BenchError> {
     std::fs::create_dir_all(to).map_err(failed("copy"))?;
     let mut bytes = 0;
     for e in std::fs::read_dir(from).map_err(failed("copy"))? {

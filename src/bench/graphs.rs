@@ -292,7 +292,9 @@ pub fn run_chain(quick: bool) -> Result<(), BenchError> {
         // it: a small append and fdatasync of a plain file, and a round
         // trip between two threads.
         let mut appends = super::floor::append_latencies(&dir.join("file"), 50, 300)?;
-        let file_fsync_us = super::floor::median_ms(&mut appends).unwrap_or(f64::NAN) * 1e3;
+        let file_fsync_us = super::floor::median_ms(&mut appends)
+            .ok_or_else(|| BenchError::Failed("no append sample".into()))?
+            * 1e3;
         let thread_rtt_us = super::floor::thread_rtt_ms(50, 500)? * 1e3;
         println!(
             "chain: {nodes} no-op nodes, fsync: settled in {:.1} ms ({:.0} nodes/s)",
@@ -312,10 +314,10 @@ pub fn run_chain(quick: bool) -> Result<(), BenchError> {
             "floor: one sled insert+flush+fsync of a 60-byte value: p50 {floor_us:.0} us, p99 {floor_p99_us:.0} us; each edge needs one durable flush (the upstream's completion with the downstream's enqueue and select), so edge p50 >= {floor_us:.0} us; edge p50 / floor = {:.2}",
             p50 / floor_us
         );
+        let beyond_fsync_us = per_node_ms * 1e3 - file_fsync_us;
         println!(
-            "the machine, same run: a small append and fdatasync of a plain file p50 {file_fsync_us:.0} us; a round trip between two threads p50 {thread_rtt_us:.0} us; per node beyond that fdatasync: {:.0} us, {:.1} such round trips",
-            per_node_ms * 1e3 - file_fsync_us,
-            (per_node_ms * 1e3 - file_fsync_us) / thread_rtt_us
+            "the machine, same run: a small append and fdatasync of a plain file p50 {file_fsync_us:.0} us; a round trip between two threads p50 {thread_rtt_us:.0} us; per node beyond that fdatasync: {beyond_fsync_us:.0} us, {:.1} such round trips",
+            beyond_fsync_us / thread_rtt_us
         );
         println!(
             "{}",

@@ -98,32 +98,13 @@ async fn recover(dir: &std::path::Path) -> Result<(), BenchError> {
 fn raw_open(sled_dir: &std::path::Path) -> Result<(), BenchError> {
     let settings = weir_actors::store::StoreSettings::default();
     let began = Instant::now();
-    let db = sled::Config::new()
-        .path(sled_dir)
-        .cache_capacity(settings.cache_bytes)
-        .flush_every_ms(Some(settings.background_flush_ms.max(1)))
+    let db = weir_actors::store::sled_config(sled_dir, &settings)
         .open()
         .map_err(failed)?;
     let opened = began.elapsed();
     println!("RAW open_ms={:.1}", opened.as_secs_f64() * 1e3);
     drop(db);
     std::process::exit(0);
-}
-
-/// Copies the files of `from` into `to` (one level of folders, as sled's
-/// folder has: `db`, `conf`, snapshots, `blobs/`).
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let target = to.join(entry.file_name());
-        if entry.file_type()?.is_dir() {
-            copy_tree(&entry.path(), &target)?;
-        } else {
-            std::fs::copy(entry.path(), target)?;
-        }
-    }
-    Ok(())
 }
 
 /// Runs this binary's `bench recovery` as a child with `env` set to
@@ -200,7 +181,7 @@ fn measure(
     // The floor opens a copy of sled's files as the fill left them: an
     // open changes them (sled zeroes its free segments).
     let raw_copy = dir.join("raw-sled");
-    copy_tree(&store.join("sled"), &raw_copy).map_err(failed)?;
+    super::backup::copy_tree(&store.join("sled"), &raw_copy)?;
     let line = child_line(CHILD_ENV, store, "CHILD ")?;
     let raw_line = child_line(RAW_ENV, &raw_copy, "RAW ")?;
     let field_of = |line: &str, k: &str| -> String {

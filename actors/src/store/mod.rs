@@ -86,7 +86,7 @@ pub use inspect::Inspect;
 pub use journal::{Commit, CommitInfo, JournalEntry};
 pub use kv::MemoryStore;
 pub use layout::decode_ticket_chunk;
-pub use open::open_for_inspection;
+pub use open::{open_for_inspection, sled_config};
 pub use raft_wal::RaftWal;
 pub use records::Expiring;
 pub use replay::{apply_journal_value, Recovered};

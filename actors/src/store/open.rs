@@ -128,6 +128,18 @@ impl Store {
     }
 }
 
+/// The configuration weir opens sled's folder `sled_dir` with (and the
+/// recovery bench's floor, so that it opens the files as weir does).
+pub fn sled_config(sled_dir: &Path, settings: &StoreSettings) -> sled::Config {
+    sled::Config::new()
+        .path(sled_dir)
+        .cache_capacity(settings.cache_bytes)
+        // weir flushes at every commit; sled's background flush adds
+        // nothing in the durable modes, but keeps `none` from losing more
+        // than half a second, and reclaims dead segments.
+        .flush_every_ms(Some(settings.background_flush_ms.max(1)))
+}
+
 /// Opens sled's files in `dir`. sled's own lock on its `db` file outlives
 /// a dropped `Db` for a moment: its background threads keep the file open
 /// until their last write ends (sled issues 1234, 1289), so a reopen in the
@@ -141,14 +153,7 @@ fn open_sled(dir: &Path, settings: &StoreSettings) -> Result<sled::Db, StoreErro
     })?;
     let waited = std::time::Instant::now();
     loop {
-        let opened = sled::Config::new()
-            .path(dir.join("sled"))
-            .cache_capacity(settings.cache_bytes)
-            // weir flushes at every commit; sled's background flush adds
-            // nothing in the durable modes, but keeps `none` from losing
-            // more than half a second, and reclaims dead segments.
-            .flush_every_ms(Some(settings.background_flush_ms.max(1)))
-            .open();
+        let opened = sled_config(&dir.join("sled"), settings).open();
         match opened {
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(ref io)) if io.to_string().contains("could not acquire lock") => {

@@ -18,8 +18,7 @@
 //! file's last frame, is zeros to the end, or has zeros from its header
 //! to the end of that sector with no whole frame after it (a power cut
 //! kept later pages of the write but not its first), is a write the crash
-//! cut (never acknowledged) and is
-//! dropped with a warning. Any other frame
+//! cut (never acknowledged) and is dropped with a warning. Any other frame
 //! that does not read is damage: the open is refused naming the file and
 //! the offset, so that nothing acknowledged is dropped in silence.
 
