@@ -48,7 +48,8 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
-    /// sled's flush of its log failed.
+    /// sled's flush of its log failed (in the `fsync` mode, its
+    /// fdatasync too: sled makes it).
     #[error("store {dir}: flush of {dir}/sled failed: {source}")]
     Flush {
         /// The data directory.

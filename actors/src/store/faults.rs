@@ -10,8 +10,10 @@
 //!   pass) or the write of a blob file;
 //! - [`FaultPoint::Flush`]: sled's flush of its log (`durability` `flush`
 //!   and `fsync`);
-//! - [`FaultPoint::Fsync`]: an fsync of sled's files, of a blob file or of
-//!   a folder (`durability = "fsync"`; blobs also in `flush`).
+//! - [`FaultPoint::Fsync`]: the fdatasync that ends sled's flush
+//!   (`durability = "fsync"`, asked before the flush: sled makes it, see
+//!   `sync`), an fsync of a blob file or of a folder (blobs also in
+//!   `flush`).
 //!
 //! Unset (the default) it costs one `Option` test per write. The
 //! `WEIR_FAULT_INJECT` environment variable ([`ENV_FAULT_INJECT`], read by

@@ -4,7 +4,6 @@
 //! snapshot and the blobs extend it from their own files.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -67,9 +66,6 @@ pub(super) struct Inner {
     pub(super) raft_log: kv::Tree,
     /// Where writes go in clustered mode (see the `replicated` module).
     pub(super) replicator: std::sync::OnceLock<Arc<super::pipeline::Pipeline>>,
-    /// The file sled writes its log to, kept open to fsync it (none for a
-    /// store in memory).
-    pub(super) db_file: Option<File>,
     /// Set after a failed write; cleared only by reopening.
     pub(super) failed: AtomicBool,
     /// The first failure that set `failed`, as its message.
@@ -104,8 +100,6 @@ pub(super) struct Inner {
     /// a backup holds it alone while it reads, so a backup is the store
     /// at one point between writes (see the `backup` module).
     pub(super) backup_gate: std::sync::RwLock<()>,
-    /// Serializes durable flushes and remembers the newest blob file synced.
-    pub(super) sync: Mutex<SyncState>,
     /// weir's own blobs (`DATA/blobs`), with their pins.
     pub(super) blobs: Blobs,
     /// Writes the mark at a clean close. After sled's handles above (fields
@@ -117,11 +111,6 @@ pub(super) struct Inner {
 
 /// A function told of the store's first failure, with its message.
 pub(super) type FailureHook = Box<dyn Fn(&str) + Send + Sync>;
-
-#[derive(Default)]
-pub(super) struct SyncState {
-    pub(super) blobs_synced_upto: u64,
-}
 
 impl Store {
     /// The data directory.

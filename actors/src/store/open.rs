@@ -4,14 +4,13 @@
 //! files, and the mark a clean close leaves.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::blobs::Blobs;
 use super::content::Content;
-use super::handle::{Inner, Store, SyncState, EXPIRY, JOURNAL, RECORDS, SNAPSHOT};
+use super::handle::{Inner, Store, EXPIRY, JOURNAL, RECORDS, SNAPSHOT};
 use super::keys::KeyRuns;
 use super::panics;
 use super::replay::Recovered;
@@ -60,8 +59,8 @@ impl Store {
             source,
         };
         // A store in memory (a simulation's) has no files to open or check.
-        let (db, db_file) = match &settings.memory {
-            Some(memory) => (kv::Db::Memory(memory.clone()), None),
+        let db = match &settings.memory {
+            Some(memory) => kv::Db::Memory(memory.clone()),
             None => {
                 // Before sled opens them: its open writes.
                 let unchanged = damage::files_unchanged(&dir);
@@ -70,12 +69,7 @@ impl Store {
                 // store as it closed, not as it is once the replay or an
                 // engine writes.
                 damage::check_content(&dir, &db, unchanged)?;
-                let db_path = dir.join("sled").join("db");
-                let db_file = File::open(&db_path).map_err(|source| StoreError::Dir {
-                    dir: db_path.clone(),
-                    source,
-                })?;
-                (kv::Db::Sled(db), Some(db_file))
+                kv::Db::Sled(db)
             }
         };
         let journal = db.open_tree(JOURNAL).map_err(sled_err)?;
@@ -97,7 +91,6 @@ impl Store {
                 replica,
                 raft_log,
                 replicator: std::sync::OnceLock::new(),
-                db_file,
                 failed: AtomicBool::new(false),
                 failure: Mutex::new(None),
                 on_failure: Mutex::new(None),
@@ -111,7 +104,6 @@ impl Store {
                 key_runs: std::sync::RwLock::new(KeyRuns::default()),
                 commit_lock: Mutex::new(()),
                 backup_gate: std::sync::RwLock::new(()),
-                sync: Mutex::new(SyncState::default()),
                 blobs,
                 closing: close_mark::Closing::default(),
                 lock,
@@ -138,6 +130,7 @@ pub fn sled_config(sled_dir: &Path, settings: &StoreSettings) -> sled::Config {
         // nothing in the durable modes, but keeps `none` from losing more
         // than half a second, and reclaims dead segments.
         .flush_every_ms(Some(settings.background_flush_ms.max(1)))
+        .sync_to_device(settings.durability == Durability::Fsync)
 }
 
 /// Opens sled's files in `dir`. sled's own lock on its `db` file outlives

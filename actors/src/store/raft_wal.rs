@@ -1,12 +1,13 @@
 //! A member's Raft log in files of its own, beside sled: `raft/wal-<first
 //! index>` segments of frames appended and fdatasynced.
 //!
-//! Why not a sled tree: sled's flush waits for its write-out
-//! (`sync_file_range`) and weir then fdatasyncs sled's file for the
-//! device's cache, two waits per append where a file appended and
-//! fdatasynced pays one (measured here: 256 µs against 127–152 µs at p50),
-//! and a replicated commit pays it twice in series (the leader's append,
-//! then a follower's). The state machine stays in sled, made durable by
+//! Why not a sled tree: a durable sled commit hands its log buffer to
+//! sled's I/O thread and back (and, until sled's log write ended in its
+//! own fdatasync, paid a `sync_file_range` and then weir's fdatasync), where
+//! a file appended and fdatasynced pays one device wait on the caller's
+//! thread (measured here: 256 µs against 127–152 µs at p50, with the two
+//! waits), and a replicated commit pays it twice in series (the leader's
+//! append, then a follower's). The state machine stays in sled, made durable by
 //! sled's own flushes; an entry cut from it by a crash is applied again
 //! from this log, and the log is purged only after sled is synced past it.
 //!

@@ -12,9 +12,10 @@ use super::kv::MemoryStore;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Durability {
-    /// sled's flush, then an fsync of sled's files: a returned commit
-    /// survives a process crash, a kernel crash and a power cut (as far as
-    /// the device honours fsync). The default.
+    /// sled's flush with its log write fdatasynced (and its blob files
+    /// synced before the log names them): a returned commit survives a
+    /// process crash, a kernel crash and a power cut (as far as the device
+    /// honours fsync). The default.
     #[default]
     Fsync,
     /// sled's flush only (`sync_file_range`): survives a process crash

@@ -1,12 +1,14 @@
-//! Making what was written durable: sled's flush, then (in the `fsync`
-//! mode) an fsync of sled's files and of the blob files written since the
-//! last sync; one sync at a time.
+//! Making what was written durable: sled's flush. In the `fsync` mode
+//! sled's log writes end in an fdatasync and its blob files are synced
+//! before the log names them (`sync_to_device`, set by `sled_config`; see
+//! vendor/sled/WEIR.md), so the flush is the durable step whole: one device
+//! wait, where sled's `sync_file_range` and a second fdatasync of weir's
+//! paid two, and a listing of sled's blob folder per commit is not needed.
 
-use std::fs::File;
 use std::sync::atomic::Ordering;
 
 use super::faults::FaultPoint;
-use super::handle::{Store, SyncState};
+use super::handle::Store;
 use super::{Durability, StoreError};
 
 impl Store {
@@ -44,67 +46,16 @@ impl Store {
             Durability::None => Ok(()),
             Durability::Flush => flush(),
             Durability::Fsync => {
-                flush()?;
-                // sled's flush is sync_file_range, which does not flush the
-                // device cache (sled issue 1452); and sled writes large pages
-                // to blob files without syncing them. fsync both.
-                let mut sync = inner.sync.lock().unwrap_or_else(|p| p.into_inner());
+                // The fsync is sled's, inside its flush (see above); the
+                // injector is asked for it here, before the flush.
                 self.inject(FaultPoint::Fsync)
-                    .and_then(|()| inner.db_file.as_ref().map_or(Ok(()), File::sync_data))
                     .map_err(|source| StoreError::Fsync {
                         dir: inner.dir.clone(),
                         file: inner.dir.join("sled").join("db"),
                         source,
                     })?;
-                self.sync_blobs(&mut sync)
+                flush()
             }
         }
-    }
-
-    pub(super) fn sync_blobs(&self, sync: &mut SyncState) -> Result<(), StoreError> {
-        let blobs = self.inner.dir.join("sled").join("blobs");
-        let Ok(entries) = std::fs::read_dir(&blobs) else {
-            return Ok(());
-        };
-        let mut newest = sync.blobs_synced_upto;
-        let mut any = false;
-        for entry in entries.flatten() {
-            let Some(lsn) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
-            if lsn <= sync.blobs_synced_upto && sync.blobs_synced_upto != 0 {
-                continue;
-            }
-            let path = entry.path();
-            // A blob garbage-collected since the listing is not an error.
-            if let Ok(f) = File::open(&path) {
-                self.inject(FaultPoint::Fsync)
-                    .and_then(|()| f.sync_data())
-                    .map_err(|source| StoreError::Fsync {
-                        dir: self.inner.dir.clone(),
-                        file: path.clone(),
-                        source,
-                    })?;
-                any = true;
-            }
-            newest = newest.max(lsn);
-        }
-        if any {
-            if let Ok(d) = File::open(&blobs) {
-                self.inject(FaultPoint::Fsync)
-                    .and_then(|()| d.sync_all())
-                    .map_err(|source| StoreError::Fsync {
-                        dir: self.inner.dir.clone(),
-                        file: blobs.clone(),
-                        source,
-                    })?;
-            }
-        }
-        sync.blobs_synced_upto = newest;
-        Ok(())
     }
 }

@@ -201,6 +201,10 @@ pub struct Inner {
     pub mode: Mode,
     #[doc(hidden)]
     pub temporary: bool,
+    /// weir: each log write ends in an fdatasync, and each blob file is
+    /// synced with its folder before the log names it (see WEIR.md).
+    #[doc(hidden)]
+    pub sync_to_device: bool,
     #[doc(hidden)]
     pub use_compression: bool,
     #[doc(hidden)]
@@ -230,6 +234,7 @@ impl Default for Inner {
             use_compression: false,
             compression_factor: 5,
             temporary: false,
+            sync_to_device: false,
             version: crate_version(),
 
             // useful in testing
@@ -510,6 +515,11 @@ impl Config {
             create_new,
             bool,
             "attempts to exclusively open the database, failing if it already exists"
+        ),
+        (
+            sync_to_device,
+            bool,
+            "weir: end each log write with an fdatasync (not sync_file_range), and sync each blob file and its folder before the log names it"
         ),
         (
             print_profile_on_drop,

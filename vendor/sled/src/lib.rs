@@ -161,7 +161,7 @@
 // at `--cap-lints allow` as it does a crate from the registry, and sled
 // 0.34.7's lint levels (the two lists above: `deny` upstream, `warn` here)
 // fail on what today's compiler finds in its code. Its code is as
-// published but for `threadpool.rs` (WEIR.md).
+// published but for the changes WEIR.md lists.
 #![allow(warnings)]
 
 macro_rules! io_fail {

@@ -728,7 +728,12 @@ impl IoBufs {
         {
             let f = &self.config.file;
             pwrite_all(f, data, log_offset)?;
-            if !self.config.temporary {
+            if !self.config.temporary && self.config.sync_to_device {
+                // weir: one device wait that also flushes the device's
+                // cache, where sync_file_range waits for the write alone
+                // and the caller's fdatasync paid a second wait.
+                f.sync_data()?;
+            } else if !self.config.temporary {
                 #[cfg(target_os = "linux")]
                 {
                     use std::os::unix::io::AsRawFd;
