@@ -247,3 +247,31 @@ fn a_sled_blob_and_its_folder_are_synced_before_the_log_write_that_names_it() {
         Some(300 << 10)
     );
 }
+
+#[test]
+fn a_durable_commit_writes_into_allocated_blocks_and_grows_no_file() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), Durability::Fsync);
+    commit(&store, "warm");
+    let log = tmp.path().join("sled").join("db");
+    let len = || std::fs::metadata(&log).unwrap().len();
+    // sled's segments are 512 KiB; its current one is allocated whole when
+    // sled starts it, so the commits that fit in it change no file size.
+    const SEGMENT_BYTES: u64 = 512 << 10;
+    let before = len();
+    assert_eq!(
+        before % SEGMENT_BYTES,
+        0,
+        "sled's log is {before} bytes, not whole segments: its segment was not allocated ahead"
+    );
+    for i in 0..COMMITS {
+        commit(&store, &format!("job-{i}"));
+        assert_eq!(len(), before, "commit {i} grew sled's log");
+    }
+    drop(store);
+    // The allocated rest of the segment reads as sled's free space: the
+    // store opens with every commit.
+    let store = open(tmp.path(), Durability::Fsync);
+    assert_eq!(store.last_seq(), (COMMITS + 1) as u64);
+}

@@ -993,6 +993,34 @@ impl SegmentAccountant {
             }
         }
 
+        #[cfg(target_os = "linux")]
+        if self.config.sync_to_device && !self.config.temporary {
+            // weir: the new segment's blocks are allocated now, once, so
+            // that a log write into it allocates no block and grows no file
+            // (measured on ext4, a small write and its fdatasync: 70-75 µs
+            // into allocated blocks, 100-110 µs appended). Blocks not yet
+            // written read as zeros, what sled writes over a free segment
+            // (`MessageKind::Corrupted` is 0), so recovery reads the rest of
+            // the segment as it reads a free one. Before the tip moves, so
+            // that a failure (ENOSPC) leaves the accountant as it was.
+            use std::os::unix::io::AsRawFd;
+            let ret = unsafe {
+                libc::fallocate(
+                    self.config.file.as_raw_fd(),
+                    0,
+                    i64::try_from(lid).unwrap(),
+                    i64::try_from(self.config.segment_size).unwrap(),
+                )
+            };
+            if ret < 0 {
+                let err = std::io::Error::last_os_error();
+                // A file system without fallocate appends as upstream.
+                if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                    return Err(err.into());
+                }
+            }
+        }
+
         self.tip += self.config.segment_size as LogOffset;
 
         trace!("advancing file tip from {} to {}", lid, self.tip);
