@@ -291,8 +291,8 @@ pub fn run_chain(quick: bool) -> Result<(), BenchError> {
         let floor_us = percentile_us(&floor, 0.50);
         let floor_p99_us = percentile_us(&floor, 0.99);
         // The machine's own parts of that floor and of the hops around
-        // it: a small append and fdatasync of a plain file, and a round
-        // trip between two threads.
+        // it: a small append into allocated blocks and its fdatasync, and
+        // a round trip between two threads.
         let mut appends = super::floor::append_latencies(&dir.join("file"), 50, 300)?;
         let file_fsync_us = super::floor::median_ms(&mut appends)
             .ok_or_else(|| BenchError::Failed("no append sample".into()))?
@@ -318,7 +318,7 @@ pub fn run_chain(quick: bool) -> Result<(), BenchError> {
         );
         let beyond_fsync_us = per_node_ms * 1e3 - file_fsync_us;
         println!(
-            "the machine, same run: a small append and fdatasync of a plain file p50 {file_fsync_us:.0} us; a round trip between two threads p50 {thread_rtt_us:.0} us; per node beyond that fdatasync: {beyond_fsync_us:.0} us, {:.1} such round trips",
+            "the machine, same run: a small append into allocated blocks and its fdatasync p50 {file_fsync_us:.0} us; a round trip between two threads p50 {thread_rtt_us:.0} us; per node beyond that fdatasync: {beyond_fsync_us:.0} us, {:.1} such round trips",
             beyond_fsync_us / thread_rtt_us
         );
         println!(

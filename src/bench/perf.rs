@@ -8,7 +8,7 @@
 //!
 //! | key | from |
 //! |---|---|
-//! | `chain_ms`, `fsync_ms`, `chain_over_fsync`, `file_fsync_us`, `thread_rtt_us` | `chain`: per node, its floor (a sled commit), and the machine's parts of it: a plain file's append and fdatasync, a round trip between two threads |
+//! | `chain_ms`, `fsync_ms`, `chain_over_fsync`, `file_fsync_us`, `thread_rtt_us` | `chain`: per node, its floor (a sled commit), and the machine's parts of it: a plain file's append into allocated blocks and its fdatasync, a round trip between two threads |
 //! | `burst_p99_ms`, `burst_floor_p99_ms`, `burst_over_floor` | `keys`: the prepared burst of 10,000 keys; 10,000 bare tokio tasks due at one instant |
 //! | `recovery_100k_ms`, `recovery_100k_rss_bytes`, `recovery_100k_rss_anon_bytes`, `recovery_100k_raw_sled_open_ms` | `recovery --quick` (100k tickets; sled's own open of the same files) |
 //! | `one_worker_per_s`, `one_worker_over_commit` | `sweep`: pool of 1 against one raw commit per job |

@@ -144,21 +144,31 @@ pub(crate) fn create_reserve(dir: &Path, bytes: u64) -> io::Result<()> {
     made
 }
 
+/// Allocates `bytes` of `file` from `offset` (`fallocate`, the file's size
+/// grown to cover them); `false` where the filesystem has no `fallocate`.
+pub(super) fn fallocate_range(file: &File, offset: u64, bytes: u64) -> io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
+    let too_large = |_| io::Error::new(io::ErrorKind::InvalidInput, "allocation too large");
+    let at = libc::off_t::try_from(offset).map_err(too_large)?;
+    let len = libc::off_t::try_from(bytes).map_err(too_large)?;
+    // SAFETY: fallocate on a descriptor we own; no memory is involved.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, at, len) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        return Ok(false);
+    }
+    Err(err)
+}
+
 /// Allocates `bytes` to `file`: `fallocate` where the filesystem has it,
 /// else zeros written (a sparse file would reserve nothing).
 fn allocate(file: &File, bytes: u64) -> io::Result<()> {
     use std::io::Write;
-    use std::os::unix::io::AsRawFd;
-    let len = libc::off_t::try_from(bytes)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "reserve too large"))?;
-    // SAFETY: fallocate on a descriptor we own; no memory is involved.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
-    if rc == 0 {
+    if fallocate_range(file, 0, bytes)? {
         return Ok(());
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-        return Err(err);
     }
     let zeros = vec![0u8; 1 << 20];
     let mut left = bytes;
