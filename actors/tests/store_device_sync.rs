@@ -1,11 +1,11 @@
 //! What a commit asks of the device: in the `fsync` mode, sled's log write
 //! ends in an fdatasync of its file (one device wait, the device's cache
-//! flushed) and no `sync_file_range`; a sled blob file and its folder are
-//! synced before the log write that names the blob; in the `flush` mode the
-//! log write is a `sync_file_range` and nothing is fdatasynced. weir builds
-//! sled from `vendor/sled`, whose `sync_to_device` setting does this
-//! (`vendor/sled/WEIR.md`); weir's `fsync` mode makes no sync of its own
-//! after sled's flush.
+//! flushed), then weir asks on its own handle whether write-back failed (a
+//! `sync_file_range` that only waits), and no range call writes; a sled
+//! blob file and its folder are synced before the log write that names the
+//! blob; in the `flush` mode the log write is a `sync_file_range` and
+//! nothing is fdatasynced. weir builds sled from `vendor/sled`, whose
+//! `sync_to_device` setting does this (`vendor/sled/WEIR.md`).
 //!
 //! How it sees the calls: this binary defines `fdatasync`, `fsync` and
 //! `sync_file_range` itself, so every call of the process (the standard
@@ -27,13 +27,17 @@ use weir_core::queue::{Job, Op};
 enum Event {
     Fdatasync(PathBuf),
     Fsync(PathBuf),
-    SyncFileRange(PathBuf),
+    /// With its flags.
+    SyncFileRange(PathBuf, c_uint),
     /// The test's own marks: a commit starts, a commit was acknowledged.
     Start(usize),
     Acked(usize),
 }
 
 static RECORDING: AtomicBool = AtomicBool::new(false);
+/// While set, a `sync_file_range` that only waits (weir's question after a
+/// flush) fails with EIO, as it does when the file's write-back failed.
+static WAIT_FAILS: AtomicBool = AtomicBool::new(false);
 static EVENTS: Mutex<Vec<Event>> = Mutex::new(Vec::new());
 /// One test records at a time: the calls of the whole process land in one
 /// list.
@@ -75,7 +79,11 @@ pub unsafe extern "C" fn sync_file_range(
     nbytes: libc::off64_t,
     flags: c_uint,
 ) -> c_int {
-    record(|| Event::SyncFileRange(fd_path(fd)));
+    record(|| Event::SyncFileRange(fd_path(fd), flags));
+    if flags == libc::SYNC_FILE_RANGE_WAIT_AFTER && WAIT_FAILS.load(Ordering::SeqCst) {
+        *libc::__errno_location() = libc::EIO;
+        return -1;
+    }
     libc::syscall(libc::SYS_sync_file_range, fd, offset, nbytes, flags) as c_int
 }
 
@@ -127,7 +135,7 @@ fn during(events: &[Event], i: usize) -> &[Event] {
 const COMMITS: usize = 20;
 
 #[test]
-fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_no_sync_file_range() {
+fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_a_write_back_check() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let store = open(tmp.path(), Durability::Fsync);
@@ -140,12 +148,22 @@ fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_no_sync_
             mark(Event::Acked(i));
         }
     });
+    let asked = Event::SyncFileRange(log.clone(), libc::SYNC_FILE_RANGE_WAIT_AFTER);
     for i in 0..COMMITS {
         let calls = during(&events, i);
+        let synced = calls
+            .iter()
+            .position(|e| *e == Event::Fdatasync(log.clone()));
+        let Some(synced) = synced else {
+            panic!(
+                "commit {i}: no fdatasync of sled's log before its acknowledgement \
+                 (is sled built from vendor/sled?): {calls:?}"
+            );
+        };
+        // Then weir asks, on its own handle, whether write-back failed.
         assert!(
-            calls.contains(&Event::Fdatasync(log.clone())),
-            "commit {i}: no fdatasync of sled's log before its acknowledgement \
-             (is sled built from vendor/sled?): {calls:?}"
+            calls[synced..].contains(&asked),
+            "commit {i}: no write-back check after the fdatasync: {calls:?}"
         );
     }
     // One per commit is the whole durable step. A commit whose bytes cross
@@ -160,13 +178,14 @@ fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_no_sync_
         "{fdatasyncs} fdatasyncs of sled's log over {COMMITS} commits: a \
          second device wait per commit"
     );
-    let ranges: Vec<_> = events
+    // No range call writes anything: sled's write-out and wait is gone.
+    let writes: Vec<_> = events
         .iter()
-        .filter(|e| matches!(e, Event::SyncFileRange(_)))
+        .filter(|e| matches!(e, Event::SyncFileRange(_, f) if f & libc::SYNC_FILE_RANGE_WRITE != 0))
         .collect();
     assert!(
-        ranges.is_empty(),
-        "sync_file_range in the fsync mode: {ranges:?}"
+        writes.is_empty(),
+        "sync_file_range writing in the fsync mode: {writes:?}"
     );
     assert_eq!(store.last_seq(), (COMMITS + 1) as u64);
 }
@@ -188,7 +207,10 @@ fn the_flush_mode_waits_for_the_write_and_makes_no_fdatasync() {
     for i in 0..COMMITS {
         let calls = during(&events, i);
         assert!(
-            calls.contains(&Event::SyncFileRange(log.clone())),
+            calls.iter().any(|e| matches!(
+                e,
+                Event::SyncFileRange(p, f) if *p == log && f & libc::SYNC_FILE_RANGE_WRITE != 0
+            )),
             "commit {i}: no sync_file_range of sled's log before its acknowledgement: {calls:?}"
         );
     }
@@ -274,4 +296,70 @@ fn a_durable_commit_writes_into_allocated_blocks_and_grows_no_file() {
     // store opens with every commit.
     let store = open(tmp.path(), Durability::Fsync);
     assert_eq!(store.last_seq(), (COMMITS + 1) as u64);
+}
+
+#[test]
+fn a_write_back_error_reported_to_weirs_handle_fails_the_commit_and_stops_the_store() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), Durability::Fsync);
+    commit(&store, "warm");
+    // sled's fdatasync succeeds (its background flush took the error, say);
+    // the question on weir's own handle reports it.
+    WAIT_FAILS.store(true, Ordering::SeqCst);
+    let got = store.commit(&Commit {
+        ops: vec![Op::Enqueue(Job::new("lost", "noop", "p"))],
+        ..Commit::default()
+    });
+    WAIT_FAILS.store(false, Ordering::SeqCst);
+    let e = got
+        .expect_err("a commit whose write-back failed was acknowledged")
+        .to_string();
+    assert!(
+        e.contains("fsync of") && e.contains("sled/db") && e.contains("Input/output error"),
+        "the error names the fsync, the file and the OS error: {e}"
+    );
+    assert!(store.is_failed(), "fail-stop after a write-back error");
+    assert!(
+        store.commit(&Commit::default()).is_err(),
+        "a write after it"
+    );
+}
+
+#[test]
+fn an_open_in_the_fsync_mode_syncs_the_blobs_a_flush_mode_store_left() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = open(tmp.path(), Durability::Flush);
+        let records = store.raw_tree("records").expect("the records tree");
+        records
+            .insert(b"big", vec![7u8; 300 << 10])
+            .expect("insert");
+        store.sync().expect("sync");
+        // Removed again, so that weir's open finds only records of its
+        // own; the blob file stays until sled collects it.
+        records.remove(b"big").expect("remove");
+        store.sync().expect("sync");
+    }
+    let blobs = tmp
+        .path()
+        .join("sled")
+        .join("blobs")
+        .canonicalize()
+        .unwrap();
+    let left: Vec<PathBuf> = std::fs::read_dir(&blobs)
+        .unwrap()
+        .map(|e| e.unwrap().path().canonicalize().unwrap())
+        .collect();
+    assert!(!left.is_empty(), "the flush-mode store left no blob file");
+    let events = recorded(|| {
+        open(tmp.path(), Durability::Fsync);
+    });
+    let synced = left
+        .iter()
+        .filter(|b| events.contains(&Event::Fdatasync((*b).clone())))
+        .count();
+    assert!(synced > 0, "the open synced none of {left:?}: {events:?}");
+    assert!(events.contains(&Event::Fsync(blobs.clone())), "{events:?}");
 }

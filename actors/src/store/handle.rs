@@ -4,6 +4,7 @@
 //! snapshot and the blobs extend it from their own files.
 
 use std::collections::BTreeSet;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -66,6 +67,10 @@ pub(super) struct Inner {
     pub(super) raft_log: kv::Tree,
     /// Where writes go in clustered mode (see the `replicated` module).
     pub(super) replicator: std::sync::OnceLock<Arc<super::pipeline::Pipeline>>,
+    /// weir's own handle of the file sled writes its log to (none for a
+    /// store in memory): where a sync asks whether write-back failed (see
+    /// the `sync` module).
+    pub(super) db_file: Option<File>,
     /// Set after a failed write; cleared only by reopening.
     pub(super) failed: AtomicBool,
     /// The first failure that set `failed`, as its message.

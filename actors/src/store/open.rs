@@ -4,6 +4,7 @@
 //! files, and the mark a clean close leaves.
 
 use std::collections::BTreeSet;
+use std::fs::File;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,8 +60,8 @@ impl Store {
             source,
         };
         // A store in memory (a simulation's) has no files to open or check.
-        let db = match &settings.memory {
-            Some(memory) => kv::Db::Memory(memory.clone()),
+        let (db, db_file) = match &settings.memory {
+            Some(memory) => (kv::Db::Memory(memory.clone()), None),
             None => {
                 // Before sled opens them: its open writes.
                 let unchanged = damage::files_unchanged(&dir);
@@ -69,7 +70,15 @@ impl Store {
                 // store as it closed, not as it is once the replay or an
                 // engine writes.
                 damage::check_content(&dir, &db, unchanged)?;
-                kv::Db::Sled(db)
+                let db_path = dir.join("sled").join("db");
+                let db_file = File::open(&db_path).map_err(|source| StoreError::Dir {
+                    dir: db_path.clone(),
+                    source,
+                })?;
+                if settings.durability == Durability::Fsync {
+                    super::sync::sync_sled_blobs(&dir)?;
+                }
+                (kv::Db::Sled(db), Some(db_file))
             }
         };
         let journal = db.open_tree(JOURNAL).map_err(sled_err)?;
@@ -91,6 +100,7 @@ impl Store {
                 replica,
                 raft_log,
                 replicator: std::sync::OnceLock::new(),
+                db_file,
                 failed: AtomicBool::new(false),
                 failure: Mutex::new(None),
                 on_failure: Mutex::new(None),
