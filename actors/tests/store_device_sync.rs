@@ -134,13 +134,13 @@ fn during(events: &[Event], i: usize) -> &[Event] {
 
 const COMMITS: usize = 20;
 
-#[test]
-fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_a_write_back_check() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path(), Durability::Fsync);
+/// A store in `dir` opened in `durability`, one commit made, then
+/// [`COMMITS`] commits recorded, each between its marks: the store, the
+/// path of sled's log and the calls.
+fn marked_commits(dir: &Path, durability: Durability) -> (Store, PathBuf, Vec<Event>) {
+    let store = open(dir, durability);
     commit(&store, "warm");
-    let log = tmp.path().join("sled").join("db").canonicalize().unwrap();
+    let log = dir.join("sled").join("db").canonicalize().unwrap();
     let events = recorded(|| {
         for i in 0..COMMITS {
             mark(Event::Start(i));
@@ -148,6 +148,14 @@ fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_a_write_
             mark(Event::Acked(i));
         }
     });
+    (store, log, events)
+}
+
+#[test]
+fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_a_write_back_check() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, log, events) = marked_commits(tmp.path(), Durability::Fsync);
     let asked = Event::SyncFileRange(log.clone(), libc::SYNC_FILE_RANGE_WAIT_AFTER);
     for i in 0..COMMITS {
         let calls = during(&events, i);
@@ -194,16 +202,7 @@ fn a_durable_commit_is_acknowledged_after_an_fdatasync_of_sleds_log_and_a_write_
 fn the_flush_mode_waits_for_the_write_and_makes_no_fdatasync() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let tmp = tempfile::tempdir().unwrap();
-    let store = open(tmp.path(), Durability::Flush);
-    commit(&store, "warm");
-    let log = tmp.path().join("sled").join("db").canonicalize().unwrap();
-    let events = recorded(|| {
-        for i in 0..COMMITS {
-            mark(Event::Start(i));
-            commit(&store, &format!("job-{i}"));
-            mark(Event::Acked(i));
-        }
-    });
+    let (_store, log, events) = marked_commits(tmp.path(), Durability::Flush);
     for i in 0..COMMITS {
         let calls = during(&events, i);
         assert!(

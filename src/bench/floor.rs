@@ -79,7 +79,6 @@ pub fn append_latencies(
     appends: usize,
 ) -> Result<Vec<Duration>, BenchError> {
     use std::os::unix::fs::FileExt;
-    use std::os::unix::io::AsRawFd;
     std::fs::create_dir_all(dir).map_err(failed)?;
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -88,14 +87,8 @@ pub fn append_latencies(
         .open(dir.join("log"))
         .map_err(failed)?;
     let value = [7u8; 60];
-    let total = ((warmup + appends) * value.len()) as libc::off_t;
-    // SAFETY: fallocate on a descriptor we own; no memory is involved.
-    if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, total) } != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
-            return Err(failed(err));
-        }
-    }
+    let total = ((warmup + appends) * value.len()) as u64;
+    weir_actors::store::fallocate_range(&file, 0, total).map_err(failed)?;
     file.sync_all().map_err(failed)?;
     let mut out = Vec::with_capacity(appends);
     for i in 0..warmup + appends {

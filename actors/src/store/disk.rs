@@ -146,7 +146,7 @@ pub(crate) fn create_reserve(dir: &Path, bytes: u64) -> io::Result<()> {
 
 /// Allocates `bytes` of `file` from `offset` (`fallocate`, the file's size
 /// grown to cover them); `false` where the filesystem has no `fallocate`.
-pub(super) fn fallocate_range(file: &File, offset: u64, bytes: u64) -> io::Result<bool> {
+pub fn fallocate_range(file: &File, offset: u64, bytes: u64) -> io::Result<bool> {
     use std::os::unix::io::AsRawFd;
     let too_large = |_| io::Error::new(io::ErrorKind::InvalidInput, "allocation too large");
     let at = libc::off_t::try_from(offset).map_err(too_large)?;

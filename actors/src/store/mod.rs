@@ -77,7 +77,7 @@ mod write_set;
 pub use blobs::{BlobRef, BLOBS_DIR, BLOB_INLINE_BYTES_MAX};
 pub use carried::{CarriedPut, CarriedRecords};
 pub use cold::StoreCold;
-pub use disk::{statvfs_space, DiskSpace, FreeSpaceProbe};
+pub use disk::{fallocate_range, statvfs_space, DiskSpace, FreeSpaceProbe};
 pub use error::StoreError;
 pub use faults::{FaultErrno, FaultInjector, FaultPoint, ENV_FAULT_INJECT};
 pub use handle::{DiskRoom, Store};

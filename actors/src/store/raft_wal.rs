@@ -282,6 +282,9 @@ impl RaftWal {
             let bytes = std::fs::read(&path).map_err(|e| self.io_error(&path, "read", e))?;
             let mut at = 0usize;
             let mut expected = first;
+            // Whether the scan ended on a write a crash cut (else on the
+            // file's end or on zeros allocated ahead).
+            let mut cut = false;
             loop {
                 match parse_frame(&bytes, at) {
                     Frame::End => break,
@@ -316,6 +319,7 @@ impl RaftWal {
                             why,
                             "raft log: a last write cut by a crash dropped (never acknowledged)"
                         );
+                        cut = true;
                         break;
                     }
                     Frame::Cut(why) => {
@@ -342,7 +346,7 @@ impl RaftWal {
             }
             // A cut write goes; zeros after the last frame stay allocated.
             let mut allocated = bytes.len() as u64;
-            if bytes[at..].iter().any(|b| *b != 0) {
+            if cut {
                 file.set_len(at as u64)
                     .map_err(|e| self.io_error(&path, "cut the crash's last write from", e))?;
                 self.sync_file(&file, &path)?;
@@ -487,7 +491,7 @@ impl RaftWal {
                 .and_then(|()| super::disk::fallocate_range(&seg.file, allocated, to - allocated))
                 .map_err(|e| self.io_error(&seg.path, "allocate space in", e))?;
             // Without fallocate the write grows the file, as it did.
-            allocated = to.max(allocated);
+            allocated = to;
         }
         self.store
             .inject(FaultPoint::Write)
@@ -497,7 +501,7 @@ impl RaftWal {
         self.index_frame(segment, frame_at, entries);
         if let Some(seg) = self.segments.get_mut(&segment) {
             seg.len = end;
-            seg.allocated = allocated.max(end);
+            seg.allocated = allocated;
         }
         Ok(())
     }

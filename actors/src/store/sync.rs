@@ -61,15 +61,17 @@ pub(super) fn sync_sled_blobs(dir: &Path) -> Result<(), StoreError> {
     let mut any = false;
     for entry in entries {
         let path = entry.map_err(fsync_err(&blobs))?.path();
-        File::open(&path)
-            .and_then(|f| f.sync_data())
-            .map_err(fsync_err(&path))?;
+        match File::open(&path) {
+            Ok(f) => f.sync_data().map_err(fsync_err(&path))?,
+            // sled's background flush, running since its open, may collect
+            // a blob between the listing and here.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(fsync_err(&path)(e)),
+        }
         any = true;
     }
     if any {
-        File::open(&blobs)
-            .and_then(|d| d.sync_all())
-            .map_err(fsync_err(&blobs))?;
+        super::blobs::sync_dir(&blobs).map_err(fsync_err(&blobs))?;
     }
     Ok(())
 }
