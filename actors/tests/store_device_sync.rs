@@ -38,6 +38,9 @@ static RECORDING: AtomicBool = AtomicBool::new(false);
 /// While set, a `sync_file_range` that only waits (weir's question after a
 /// flush) fails with EIO, as it does when the file's write-back failed.
 static WAIT_FAILS: AtomicBool = AtomicBool::new(false);
+/// While set, an fdatasync of sled's log fails with EIO, as the device's
+/// does when a write is lost.
+static LOG_SYNC_FAILS: AtomicBool = AtomicBool::new(false);
 static EVENTS: Mutex<Vec<Event>> = Mutex::new(Vec::new());
 /// One test records at a time: the calls of the whole process land in one
 /// list.
@@ -59,6 +62,10 @@ fn fd_path(fd: c_int) -> PathBuf {
 #[no_mangle]
 pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
     record(|| Event::Fdatasync(fd_path(fd)));
+    if LOG_SYNC_FAILS.load(Ordering::SeqCst) && fd_path(fd).ends_with("sled/db") {
+        *libc::__errno_location() = libc::EIO;
+        return -1;
+    }
     libc::syscall(libc::SYS_fdatasync, fd) as c_int
 }
 
@@ -322,6 +329,44 @@ fn a_write_back_error_reported_to_weirs_handle_fails_the_commit_and_stops_the_st
     assert!(
         store.commit(&Commit::default()).is_err(),
         "a write after it"
+    );
+}
+
+#[test]
+fn a_failed_fdatasync_of_sleds_log_fails_the_commit_and_loses_nothing_acknowledged() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(tmp.path(), Durability::Fsync);
+    commit(&store, "kept");
+    let kept_seq = store.last_seq();
+    // sled writes a flush's buffer on the committing thread: the device's
+    // error reaches the commit itself, not a pool thread that only logs it.
+    LOG_SYNC_FAILS.store(true, Ordering::SeqCst);
+    let got = store.commit(&Commit {
+        ops: vec![Op::Enqueue(Job::new("lost", "noop", "p"))],
+        ..Commit::default()
+    });
+    let later = store.commit(&Commit {
+        ops: vec![Op::Enqueue(Job::new("later", "noop", "p"))],
+        ..Commit::default()
+    });
+    LOG_SYNC_FAILS.store(false, Ordering::SeqCst);
+    let e = got
+        .expect_err("a commit whose log fdatasync failed was acknowledged")
+        .to_string();
+    assert!(
+        e.contains("flush of") && e.contains("sled") && e.contains("Input/output error"),
+        "the error names the flush and the OS error: {e}"
+    );
+    assert!(store.is_failed(), "fail-stop after a failed log sync");
+    assert!(later.is_err(), "a write after it was acknowledged");
+    drop(store);
+    // The next open has what was acknowledged.
+    let store = open(tmp.path(), Durability::Fsync);
+    assert!(
+        store.last_seq() >= kept_seq,
+        "the acknowledged commit is gone: last seq {} < {kept_seq}",
+        store.last_seq()
     );
 }
 

@@ -938,7 +938,15 @@ pub(in crate::pagecache) fn make_stable_inner(
             // nothing to write, don't bother sealing
             // current IO buffer.
         } else {
-            maybe_seal_and_write_iobuf(iobufs, &iobuf, header, false)?;
+            maybe_seal_and_write_iobuf_inner(
+                iobufs,
+                &iobuf,
+                header,
+                false,
+                // weir: a full flush that seals the buffer writes it itself
+                // when it will wait for the device anyway (see below).
+                !partial_durability && iobufs.config.sync_to_device,
+            )?;
             stable = iobufs.stable();
             // NB we have to continue here to possibly clear
             // the next io buffer, which may have dirty
@@ -1027,6 +1035,22 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     iobuf: &Arc<IoBuf>,
     header: Header,
     from_reserve: bool,
+) -> Result<()> {
+    maybe_seal_and_write_iobuf_inner(iobufs, iobuf, header, from_reserve, false)
+}
+
+/// weir: `write_here` writes a buffer this call seals on the calling
+/// thread, not on the I/O pool. For a flush with `sync_to_device`: the
+/// flushing thread waits for the write and its fdatasync either way, and
+/// the hand-off to a pool thread and the wake-up back cost two thread
+/// switches a commit. Only from `make_stable`'s full flush, which holds no
+/// lock `write_to_log` takes.
+fn maybe_seal_and_write_iobuf_inner(
+    iobufs: &Arc<IoBufs>,
+    iobuf: &Arc<IoBuf>,
+    header: Header,
+    from_reserve: bool,
+    write_here: bool,
 ) -> Result<()> {
     if header::is_sealed(header) {
         // this buffer is already sealed. nothing to do here.
@@ -1183,6 +1207,20 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
             "asynchronously writing iobuf with lsn {} to log from maybe_seal",
             lsn
         );
+        if write_here {
+            if let Err(e) = iobufs.write_to_log(iobuf) {
+                error!(
+                    "hit error while writing iobuf with lsn {}: {:?}",
+                    lsn, e
+                );
+                iobufs.config.set_global_error(e.clone());
+                let intervals = iobufs.intervals.lock();
+                drop(intervals);
+                let _notified = iobufs.interval_updated.notify_all();
+                return Err(e);
+            }
+            return Ok(());
+        }
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
         let _result = threadpool::spawn(move || {
