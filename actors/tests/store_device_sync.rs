@@ -339,8 +339,9 @@ fn a_failed_fdatasync_of_sleds_log_fails_the_commit_and_loses_nothing_acknowledg
     let store = open(tmp.path(), Durability::Fsync);
     commit(&store, "kept");
     let kept_seq = store.last_seq();
-    // sled writes a flush's buffer on the committing thread: the device's
-    // error reaches the commit itself, not a pool thread that only logs it.
+    // The device's error fails the commit that waited for the write (sled
+    // writes a flush's buffer on the committing thread; the pool, which
+    // wrote it before, set sled's global error for the waiting flush).
     LOG_SYNC_FAILS.store(true, Ordering::SeqCst);
     let got = store.commit(&Commit {
         ops: vec![Op::Enqueue(Job::new("lost", "noop", "p"))],

@@ -25,7 +25,9 @@ const COMMITS: usize = 300;
 /// Wake-ups of sled's I/O threads allowed per commit: none is needed (the
 /// committing thread writes and syncs the log itself); the slack is for
 /// sled's own background work. 0.0 measured; 4.1–4.2 when the pool wrote
-/// each commit, 10.1–10.3 with upstream's pool (2026-12-07).
+/// each commit, 10.1–10.3 with upstream's pool (2026-12-07). Besides these,
+/// each idle pool thread wakes once a second at its wait's timeout, however
+/// slow the disk makes the run.
 const WAKEUPS_PER_COMMIT_MAX: f64 = 0.25;
 
 /// Voluntary context switches of each of this process's threads named
@@ -87,22 +89,27 @@ fn a_small_commit_wakes_no_sled_io_thread() {
         idle_threads >= 7,
         "sled's I/O pool has {idle_threads} threads; the test expects its seven idle ones"
     );
+    let started = std::time::Instant::now();
     for i in 0..COMMITS {
         commit(&store, &format!("job-{i}"));
     }
     let after = sled_io_switches();
+    // sled's idle threads time out of their wait once a second each.
+    let timeouts = idle_threads as u64 * (started.elapsed().as_secs() + 1);
     // A thread that started during the run counts from zero.
     let wakeups: u64 = after
         .iter()
         // A thread id reused by a new thread may count from below.
         .map(|(tid, n)| n.saturating_sub(before.get(tid).copied().unwrap_or(0)))
-        .sum();
+        .sum::<u64>()
+        .saturating_sub(timeouts);
     let per_commit = wakeups as f64 / COMMITS as f64;
     assert!(
         per_commit <= WAKEUPS_PER_COMMIT_MAX,
-        "{wakeups} wake-ups of sled's {} I/O threads over {COMMITS} commits: \
-         {per_commit:.1} per commit, more than {WAKEUPS_PER_COMMIT_MAX} \
-         (is sled built from vendor/sled?)",
+        "{wakeups} wake-ups of sled's {} I/O threads over {COMMITS} commits \
+         (beyond {timeouts} for their idle timeouts): {per_commit:.2} per \
+         commit, more than {WAKEUPS_PER_COMMIT_MAX} (is sled built from \
+         vendor/sled?)",
         after.len()
     );
     // The commits were made: each one is in the store.

@@ -98,7 +98,21 @@ impl Store {
         let flush = || {
             self.inject(FaultPoint::Flush)
                 .map_err(sled::Error::Io)
-                .and_then(|()| inner.db.flush())
+                .and_then(|()| {
+                    // In the fsync mode sled writes its log buffer on this
+                    // thread (vendor/sled/WEIR.md), where its pool caught a
+                    // panic of the write and left the buffer unwritten: an
+                    // assertion there is sled's bug, and the store
+                    // fail-stops on it rather than unwinding through the
+                    // commit.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.db.flush()))
+                        .unwrap_or_else(|p| {
+                            Err(sled::Error::ReportableBug(format!(
+                                "sled's log write panicked: {}",
+                                super::panics::message(p.as_ref()).unwrap_or_default()
+                            )))
+                        })
+                })
                 .map(|n| {
                     inner.logged_bytes.fetch_add(n as u64, Ordering::Relaxed);
                 })
