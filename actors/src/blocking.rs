@@ -107,18 +107,12 @@ where
     if !is_inline() {
         return Blocking::Spawned(tokio::task::spawn_blocking(f));
     }
-    let out =
-        catch_unwind(AssertUnwindSafe(f)).map_err(|p| BlockingError::Panicked(panic_message(&*p)));
+    let out = catch_unwind(AssertUnwindSafe(f)).map_err(|p| {
+        BlockingError::Panicked(
+            crate::store::panics::message(&*p).unwrap_or_else(|| "(no message)".to_string()),
+        )
+    });
     Blocking::Done(Some(out))
-}
-
-/// The message of a caught panic's payload.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".to_string())
 }
 
 /// Whether this thread may block in place (`tokio::task::block_in_place`):

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use weir_actors::store::{Commit, Durability, Store, StoreSettings};
+use weir_actors::store::{Commit, Durability, Store, StoreError, StoreSettings};
 use weir_core::queue::{Job, Op};
 
 /// One call seen, in the order the process made them.
@@ -118,12 +118,17 @@ fn open(dir: &Path, durability: Durability) -> Store {
     Store::open(dir, settings).expect("store opens").0
 }
 
-fn commit(store: &Store, key: &str) {
+/// Commits the enqueue of a job keyed `key`.
+fn try_commit(store: &Store, key: &str) -> Result<(), StoreError> {
     let commit = Commit {
         ops: vec![Op::Enqueue(Job::new(key, "noop", "p"))],
         ..Commit::default()
     };
-    store.commit(&commit).expect("commit");
+    store.commit(&commit).map(|_| ())
+}
+
+fn commit(store: &Store, key: &str) {
+    try_commit(store, key).expect("commit");
 }
 
 /// The events between the marks of commit `i`.
@@ -313,10 +318,7 @@ fn a_write_back_error_reported_to_weirs_handle_fails_the_commit_and_stops_the_st
     // sled's fdatasync succeeds (its background flush took the error, say);
     // the question on weir's own handle reports it.
     WAIT_FAILS.store(true, Ordering::SeqCst);
-    let got = store.commit(&Commit {
-        ops: vec![Op::Enqueue(Job::new("lost", "noop", "p"))],
-        ..Commit::default()
-    });
+    let got = try_commit(&store, "lost");
     WAIT_FAILS.store(false, Ordering::SeqCst);
     let e = got
         .expect_err("a commit whose write-back failed was acknowledged")
@@ -343,14 +345,8 @@ fn a_failed_fdatasync_of_sleds_log_fails_the_commit_and_loses_nothing_acknowledg
     // writes a flush's buffer on the committing thread; the pool, which
     // wrote it before, set sled's global error for the waiting flush).
     LOG_SYNC_FAILS.store(true, Ordering::SeqCst);
-    let got = store.commit(&Commit {
-        ops: vec![Op::Enqueue(Job::new("lost", "noop", "p"))],
-        ..Commit::default()
-    });
-    let later = store.commit(&Commit {
-        ops: vec![Op::Enqueue(Job::new("later", "noop", "p"))],
-        ..Commit::default()
-    });
+    let got = try_commit(&store, "lost");
+    let later = try_commit(&store, "later");
     LOG_SYNC_FAILS.store(false, Ordering::SeqCst);
     let e = got
         .expect_err("a commit whose log fdatasync failed was acknowledged")

@@ -103,7 +103,7 @@ impl QueueActorState {
                 .map_err(|p| {
                     format!(
                         "the commit panicked: {}",
-                        crate::blocking::panic_message(&*p)
+                        crate::store::panics::message(&*p).unwrap_or_default()
                     )
                 })
                 .and_then(|r| r.map_err(|e| e.to_string()));

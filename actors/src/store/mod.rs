@@ -62,7 +62,7 @@ mod lock;
 mod open;
 mod page;
 mod page_table;
-mod panics;
+pub(crate) mod panics;
 mod pipeline;
 mod raft_wal;
 mod records;

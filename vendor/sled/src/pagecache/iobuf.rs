@@ -1039,6 +1039,25 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     maybe_seal_and_write_iobuf_inner(iobufs, iobuf, header, from_reserve, false)
 }
 
+/// Stores `e`, an error of the write of the buffer at `lsn`, as the
+/// global error and wakes the threads waiting for stability. (weir: one
+/// piece for the pool's write and the flushing thread's.)
+fn fail_log_write(iobufs: &IoBufs, lsn: Lsn, e: Error) {
+    error!("hit error while writing iobuf with lsn {}: {:?}", lsn, e);
+
+    // store error before notifying so that waiting threads will see
+    // it
+    iobufs.config.set_global_error(e);
+
+    let intervals = iobufs.intervals.lock();
+
+    // having held the mutex makes this linearized
+    // with the notify below.
+    drop(intervals);
+
+    let _notified = iobufs.interval_updated.notify_all();
+}
+
 /// weir: `write_here` writes a buffer this call seals on the calling
 /// thread, not on the I/O pool. For a flush with `sync_to_device`: the
 /// flushing thread waits for the write and its fdatasync either way, and
@@ -1208,39 +1227,16 @@ fn maybe_seal_and_write_iobuf_inner(
             lsn
         );
         if write_here {
-            if let Err(e) = iobufs.write_to_log(iobuf) {
-                error!(
-                    "hit error while writing iobuf with lsn {}: {:?}",
-                    lsn, e
-                );
-                iobufs.config.set_global_error(e.clone());
-                let intervals = iobufs.intervals.lock();
-                drop(intervals);
-                let _notified = iobufs.interval_updated.notify_all();
-                return Err(e);
-            }
-            return Ok(());
+            return iobufs.write_to_log(iobuf).map_err(|e| {
+                fail_log_write(iobufs, lsn, e.clone());
+                e
+            });
         }
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
         let _result = threadpool::spawn(move || {
             if let Err(e) = iobufs.write_to_log(&iobuf) {
-                error!(
-                    "hit error while writing iobuf with lsn {}: {:?}",
-                    lsn, e
-                );
-
-                // store error before notifying so that waiting threads will see
-                // it
-                iobufs.config.set_global_error(e);
-
-                let intervals = iobufs.intervals.lock();
-
-                // having held the mutex makes this linearized
-                // with the notify below.
-                drop(intervals);
-
-                let _notified = iobufs.interval_updated.notify_all();
+                fail_log_write(&iobufs, lsn, e);
             }
         })?;
 
