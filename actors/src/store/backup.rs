@@ -31,6 +31,9 @@ use super::{Store, StoreError, StoreSettings, TreeId};
 pub const MAGIC: &[u8; 8] = b"WEIRBK01";
 /// The largest frame a backup holds (a blob, a value): larger is damage.
 pub const FRAME_BYTES_MAX: u32 = 1 << 30;
+/// A frame's payload is read into a buffer of at most this much at first,
+/// grown as its bytes arrive.
+const PAYLOAD_RESERVE_BYTES: usize = 1 << 20;
 /// Entries written to sled per batch by a restore.
 const RESTORE_BATCH_ENTRIES: usize = 4_096;
 
@@ -336,6 +339,26 @@ impl<R: Read> Reader<'_, R> {
         }
     }
 
+    /// A frame's payload of `len` bytes. Memory grows with the bytes read,
+    /// not with the length a damaged head claims (up to a GiB).
+    fn payload(&mut self, len: u32) -> Result<Vec<u8>, BackupError> {
+        let mut payload = Vec::with_capacity((len as usize).min(PAYLOAD_RESERVE_BYTES));
+        let read = (&mut self.inner)
+            .take(u64::from(len))
+            .read_to_end(&mut payload)
+            .map_err(|error| BackupError::Io {
+                source_name: self.name.to_string(),
+                error,
+            })?;
+        self.offset += read as u64;
+        if read < len as usize {
+            return Err(self.damaged(
+                "it ends inside a frame, before its trailer: an incomplete backup (interrupted?)",
+            ));
+        }
+        Ok(payload)
+    }
+
     fn magic(&mut self) -> Result<(), BackupError> {
         let mut m = [0u8; 8];
         self.exact(&mut m, "its first bytes")?;
@@ -360,8 +383,7 @@ impl<R: Read> Reader<'_, R> {
                 "a frame of {len} bytes (at most {FRAME_BYTES_MAX})"
             )));
         }
-        let mut payload = vec![0u8; len as usize];
-        self.exact(&mut payload, "a frame")?;
+        let mut payload = self.payload(len)?;
         if kind != KIND_TRAILER {
             self.hash.update(&head);
             self.hash.update(&payload);
