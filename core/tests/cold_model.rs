@@ -1,7 +1,9 @@
 //! The window-backed queue against the queue that holds every ticket in
 //! memory: for random op sequences with snapshots and restarts at random
 //! points, both answer every op alike and hold the same tickets in the
-//! same order, whatever the window size.
+//! same order, whatever the window size. Snapshots are taken at once, or
+//! taken and landed later with ops in between (as the queue actor writes
+//! them beside its commits), evicting then only what did not change since.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::convert::Infallible;
@@ -94,6 +96,35 @@ impl ColdTickets for MemCold {
     }
 }
 
+/// A snapshot being written: the store it makes, the queue's `gone` when
+/// it was taken, the journal ops it covers, and every ticket changed since.
+struct Taken {
+    cold: MemCold,
+    gone: BTreeSet<TicketId>,
+    covers: usize,
+    changed: BTreeSet<TicketId>,
+}
+
+/// The ids whose ticket differs between two views of the model.
+fn changed_between(before: &BTreeMap<TicketId, Ticket>, after: &QueueState) -> BTreeSet<TicketId> {
+    let now: BTreeMap<TicketId, &Ticket> = after.tickets().map(|t| (t.id, t)).collect();
+    let mut ids: BTreeSet<TicketId> = before
+        .iter()
+        .filter(|(id, t)| now.get(id).is_none_or(|n| *n != *t))
+        .map(|(id, _)| *id)
+        .collect();
+    ids.extend(now.keys().filter(|id| !before.contains_key(id)));
+    ids
+}
+
+/// Lands `taken`: the store becomes its snapshot, the journal loses what
+/// it covers.
+fn land(q: &mut QueueState, cold: &mut MemCold, tail: &mut Vec<Op>, taken: Taken) {
+    *cold = taken.cold;
+    tail.drain(..taken.covers);
+    q.snapshot_landed(&taken.gone);
+}
+
 /// Every live ticket of a window-backed queue: those in memory and those
 /// in the store only.
 fn logical(q: &QueueState, cold: &MemCold) -> Vec<Ticket> {
@@ -127,6 +158,13 @@ enum Step {
     /// ahead, at most so many.
     Warm(u64, u64, usize),
     Restart,
+    /// A snapshot taken now and written while ops go on (the queue
+    /// actor's): it lands at the next `Land`, a restart, or another
+    /// snapshot.
+    Take,
+    /// The snapshot taken lands; all but `keep` pending tickets of each
+    /// level that did not change since it was taken are left in the store.
+    Land(usize),
 }
 
 fn arb_step() -> impl Strategy<Value = Step> {
@@ -149,6 +187,8 @@ fn arb_step() -> impl Strategy<Value = Step> {
         1 => (1usize..4).prop_map(Step::SnapshotEvict),
         1 => (0u64..100, 0u64..60, 1usize..20).prop_map(|(now, ahead, max)| Step::Warm(now, now + ahead, max)),
         1 => Just(Step::Restart),
+        1 => Just(Step::Take),
+        1 => (1usize..4).prop_map(Step::Land),
     ]
 }
 
@@ -165,15 +205,44 @@ proptest! {
         let mut cold = MemCold::default();
         let mut tail: Vec<Op> = Vec::new();
         let mut q = QueueState::new();
+        let mut taken: Option<Taken> = None;
         for step in steps {
+            // A snapshot lands before another is taken, and before a
+            // restart reads the store (the actor waits for its write).
+            if matches!(step, Step::Snapshot | Step::SnapshotEvict(_) | Step::Take | Step::Restart) {
+                if let Some(t) = taken.take() {
+                    land(&mut q, &mut cold, &mut tail, t);
+                }
+            }
             match step {
                 Step::Op(op) => {
+                    let before: BTreeMap<TicketId, Ticket> =
+                        model.tickets().map(|t| (t.id, t.clone())).collect();
                     q.prepare(&op, &cold).unwrap();
                     let got = q.step(&op);
                     q.refill(&cold, window).unwrap();
                     let want = model.step(&op);
                     prop_assert_eq!(&got, &want, "op {:?}", op);
                     tail.push(op);
+                    if let Some(t) = taken.as_mut() {
+                        t.changed.extend(changed_between(&before, &model));
+                    }
+                }
+                Step::Take => {
+                    taken = Some(Taken {
+                        cold: MemCold::of(logical(&q, &cold), q.next_id()),
+                        gone: q.snapshot_begun(),
+                        covers: tail.len(),
+                        changed: BTreeSet::new(),
+                    });
+                }
+                Step::Land(keep) => {
+                    if let Some(t) = taken.take() {
+                        let changed = t.changed.clone();
+                        land(&mut q, &mut cold, &mut tail, t);
+                        q.evict_holding(keep, |id| changed.contains(&id));
+                        q.refill(&cold, window).unwrap();
+                    }
                 }
                 Step::Snapshot => {
                     cold = MemCold::of(logical(&q, &cold), q.next_id());

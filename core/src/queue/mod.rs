@@ -73,8 +73,14 @@ pub struct QueueState {
     /// Tickets that left the queue since the store's last snapshot while
     /// levels were cold: the store still lists them, and they must not be
     /// read in again. Kept only while `cold` is not empty (without cold
-    /// levels nothing is read from the store).
+    /// levels nothing is read from the store), or while a snapshot is
+    /// being written (`snapshot_writing`).
     gone: BTreeSet<TicketId>,
+    /// A snapshot taken earlier is being written while ops go on: a ticket
+    /// that ends now is still in the store that snapshot makes, and levels
+    /// may go cold once it lands, so it is remembered in `gone` whether
+    /// or not a level is cold now.
+    snapshot_writing: bool,
 }
 
 /// Counts of one pool.
@@ -569,7 +575,7 @@ impl QueueState {
         }
         let removed = self.keys.remove(&ticket.job.key);
         debug_assert_eq!(removed, Some(id), "key index names ticket {id}");
-        if !self.cold.is_empty() {
+        if !self.cold.is_empty() || self.snapshot_writing {
             self.gone.insert(id);
         }
     }

@@ -288,7 +288,7 @@ impl QueueState {
         self.keys.insert(ticket.job.key.clone(), id);
         self.index(&ticket);
         self.tickets.insert(id, Box::new(ticket));
-        if self.cold.is_empty() {
+        if self.cold.is_empty() && !self.snapshot_writing {
             // Nothing is read from the store any more.
             self.gone.clear();
         }
@@ -301,6 +301,17 @@ impl QueueState {
     /// [`QueueState::snapshot_taken`]: the store must hold every ticket as
     /// it is now. Returns how many tickets left memory.
     pub fn evict(&mut self, keep: usize) -> usize {
+        self.evict_holding(keep, |_| false)
+    }
+
+    /// [`QueueState::evict`] after a snapshot that was written while the
+    /// queue went on: the store holds every ticket as it was when the
+    /// snapshot was taken, so the tickets changed since (`held`) stay in
+    /// memory wherever they lie. A held ticket past its level's bound is
+    /// what an enqueue after an eviction makes too: refills skip it, and
+    /// read the cold ones before it once the level's first in memory lies
+    /// past the bound.
+    pub fn evict_holding(&mut self, keep: usize, held: impl Fn(TicketId) -> bool) -> usize {
         let keep = keep.max(1);
         let mut evicted = 0;
         let pools: Vec<Arc<str>> = self.pending.keys().cloned().collect();
@@ -310,15 +321,24 @@ impl QueueState {
                 let Some((last_kept, moved)) = order.split_level_after(priority, keep) else {
                     continue;
                 };
-                for &(_, id) in &moved {
+                let mut gone_cold = 0u64;
+                for &(due_ms, id) in &moved {
+                    if held(id) {
+                        order.insert(priority, due_ms, id);
+                        continue;
+                    }
                     let t = self
                         .tickets
                         .remove(&id)
                         .expect("pending entry names a live ticket");
                     let removed = self.keys.remove(&t.job.key);
                     debug_assert_eq!(removed, Some(id));
+                    gone_cold += 1;
                 }
-                evicted += moved.len();
+                if gone_cold == 0 {
+                    continue;
+                }
+                evicted += gone_cold as usize;
                 // Every ticket cold before lies past the old bound, every
                 // one moved now past the last kept: the lower of the two
                 // bounds them all.
@@ -329,11 +349,41 @@ impl QueueState {
                         remaining: 0,
                         bound: Some(last_kept),
                     });
-                level.remaining += moved.len() as u64;
+                level.remaining += gone_cold;
                 level.bound = level.bound.map(|b| b.min(last_kept));
             }
         }
+        if self.cold.is_empty() && !self.snapshot_writing {
+            // Nothing is read from the store: no ended ticket to filter.
+            self.gone.clear();
+        }
         evicted
+    }
+
+    /// A snapshot of this state is taken, to be written while ops go on:
+    /// from now on every ticket that ends is remembered (it is in the
+    /// store that snapshot makes). Returns the tickets remembered so far,
+    /// which that snapshot removes from the store; hand them to
+    /// [`QueueState::snapshot_landed`] once it has landed.
+    pub fn snapshot_begun(&mut self) -> std::collections::BTreeSet<TicketId> {
+        debug_assert!(!self.snapshot_writing, "one snapshot written at a time");
+        self.snapshot_writing = true;
+        self.gone.clone()
+    }
+
+    /// The snapshot begun when the queue's `gone` was `gone_at_taking`
+    /// has landed: the tickets that ended before it are out of the store's
+    /// index; the ones that ended since are still in it, and stay
+    /// remembered while a level is cold. Then call
+    /// [`QueueState::evict_holding`] with the tickets changed since.
+    pub fn snapshot_landed(&mut self, gone_at_taking: &std::collections::BTreeSet<TicketId>) {
+        self.snapshot_writing = false;
+        self.gone.retain(|id| !gone_at_taking.contains(id));
+    }
+
+    /// Whether a snapshot begun is still being written.
+    pub fn snapshot_writing(&self) -> bool {
+        self.snapshot_writing
     }
 
     /// The store has written a snapshot of this state: its index lists
