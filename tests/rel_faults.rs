@@ -175,6 +175,7 @@ async fn case(point: FaultPoint, n: u64, errno: FaultErrno) {
         FaultPoint::Write => error.contains(" failed: ") || error.contains("blob"),
         FaultPoint::Flush => error.contains("flush of"),
         FaultPoint::Fsync => error.contains("fsync of") || error.contains("blob"),
+        FaultPoint::Snapshot => error.contains("snapshot"),
     };
     assert!(named, "{what}: the error names what failed: {error}");
     let engine = Arc::into_inner(engine).expect("the driver let go of the engine");

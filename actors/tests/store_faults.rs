@@ -254,6 +254,7 @@ fn names_the_failure(msg: &str, point: FaultPoint) -> bool {
         FaultPoint::Fsync => {
             msg.contains("fsync of") || (msg.contains("blob ") && msg.contains("cannot write"))
         }
+        FaultPoint::Snapshot => msg.contains("snapshot"),
     }
 }
 

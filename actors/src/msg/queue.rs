@@ -309,6 +309,8 @@ pub enum QueueMsg {
     FlushNow,
     /// The batch in flight is durable (or failed).
     Flushed(Result<(), String>),
+    /// The snapshot being written has landed (or failed).
+    SnapshotWritten(Result<(), String>),
     /// Status of the queue.
     Status(RpcReplyPort<QueueStatus>),
     /// A ticket by key.

@@ -104,6 +104,8 @@ impl Actor for QueueActor {
             None => {
                 // Wait for the writes of the incarnation before this one,
                 // then send what it made durable and did not get to send.
+                // A snapshot it was writing lands (or fails) first.
+                drop(args.shared.snapshot_gate.clone().lock_owned().await);
                 let gate = args.shared.gate.clone().lock_owned().await;
                 if let Some(u) = args.shared.unfinished().take() {
                     if u.landed {
@@ -142,6 +144,7 @@ impl Actor for QueueActor {
             // Tickets the replayed journal tail changed: the next snapshot
             // must write them, or removing the tail would lose them.
             dirty: args_store_changed,
+            snapshot_writing: None,
             completing: HashMap::new(),
             workers: HashMap::new(),
             by_pool: BTreeMap::new(),
@@ -236,6 +239,10 @@ impl Actor for QueueActor {
         // an enqueue read into memory) before its first hand-out. Not after
         // a kill or a panic (ractor calls no `post_stop` then): the tail
         // is what recovery is for.
+        if let Some(writing) = state.snapshot_writing.take() {
+            // Its answer will not be handled: wait for the write itself.
+            let _ = writing.handle.await;
+        }
         if state.in_flight.is_none()
             && state.open.is_empty()
             && !state.dirty.is_empty()
@@ -334,9 +341,26 @@ impl Actor for QueueActor {
                 for key in std::mem::take(&mut state.in_flight_completing) {
                     state.done_completing(&key);
                 }
-                if state.store.snapshot_due() {
+                if state.store.snapshot_due() && state.snapshot_writing.is_none() {
                     state.flush_inline().await?;
-                    state.snapshot().await?;
+                    if crate::blocking::is_inline() {
+                        // A simulation's snapshot runs in its one thread.
+                        state.snapshot().await?;
+                    } else {
+                        state.begin_snapshot(&myself);
+                    }
+                }
+                state.publish_counts();
+            }
+            QueueMsg::SnapshotWritten(result) => {
+                state.snapshot_written(result)?;
+                // What came while it was written may be due already: the
+                // next one starts now, not at the next batch's end (there
+                // may be none for a while, and until a snapshot covers
+                // them the tickets changed meanwhile stay in memory).
+                if state.store.snapshot_due() && state.in_flight.is_none() {
+                    state.flush_inline().await?;
+                    state.begin_snapshot(&myself);
                 }
                 state.publish_counts();
             }

@@ -100,6 +100,9 @@ pub struct QueueShared {
     /// store before that write has landed (it would miss ops, then journal
     /// over them).
     pub(super) gate: Arc<tokio::sync::Mutex<()>>,
+    /// Held while a snapshot is written beside the commits: the next
+    /// incarnation recovers only once it has landed (or failed).
+    pub(super) snapshot_gate: Arc<tokio::sync::Mutex<()>>,
     /// The events and notices of the batch being made durable, until they
     /// have gone out. A queue that dies in between loses its effects; the
     /// next incarnation sends these if the batch landed, so that each
@@ -162,8 +165,11 @@ pub struct QueueActorState {
     pub(super) counts: watch::Sender<QueueCounts>,
     pub(super) shared: Arc<QueueShared>,
     pub(super) q: QueueState,
-    /// Ticket ids changed since the last snapshot.
+    /// Ticket ids changed since the last snapshot (since the one being
+    /// written, while one is).
     pub(super) dirty: HashSet<TicketId>,
+    /// The snapshot being written while the queue goes on, if one is.
+    pub(super) snapshot_writing: Option<SnapshotWriting>,
     /// Keys whose Complete or Cancel is not yet durable (their done record
     /// is not readable yet): an enqueue of one is a duplicate.
     pub(super) completing: HashMap<Arc<str>, u32>,
@@ -202,6 +208,17 @@ pub struct QueueActorState {
     /// removed when its ticket ends. Not journaled: after a restart a
     /// sensor shows its count of checks, and its last one from the next.
     pub(super) last_checks: HashMap<TicketId, crate::msg::queue::LastCheck>,
+}
+
+/// A snapshot being written on a blocking thread while the queue goes on.
+pub(super) struct SnapshotWriting {
+    /// The queue's `gone` when it was taken (see
+    /// `QueueState::snapshot_landed`).
+    pub(super) gone: std::collections::BTreeSet<TicketId>,
+    /// Tickets it holds (changed since the one before).
+    pub(super) changed: usize,
+    /// The write, awaited by a stop.
+    pub(super) handle: tokio::task::JoinHandle<()>,
 }
 
 impl QueueActorState {

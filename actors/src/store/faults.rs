@@ -39,11 +39,19 @@ pub enum FaultPoint {
     Flush,
     /// An fsync of a file or folder of the data directory.
     Fsync,
+    /// The start of a snapshot's write (a failure fail-stops the store, as
+    /// a failed write does; a test may also hold it there a while).
+    Snapshot,
 }
 
 impl FaultPoint {
     /// Every point.
-    pub const ALL: [FaultPoint; 3] = [FaultPoint::Write, FaultPoint::Flush, FaultPoint::Fsync];
+    pub const ALL: [FaultPoint; 4] = [
+        FaultPoint::Write,
+        FaultPoint::Flush,
+        FaultPoint::Fsync,
+        FaultPoint::Snapshot,
+    ];
 
     /// Its name in `WEIR_FAULT_INJECT`.
     pub fn as_str(self) -> &'static str {
@@ -51,6 +59,7 @@ impl FaultPoint {
             FaultPoint::Write => "write",
             FaultPoint::Flush => "flush",
             FaultPoint::Fsync => "fsync",
+            FaultPoint::Snapshot => "snapshot",
         }
     }
 }
@@ -116,7 +125,7 @@ impl FaultInjector {
         })
     }
 
-    /// Parses `POINT:N:ERRNO` (`write|flush|fsync`, N from 1,
+    /// Parses `POINT:N:ERRNO` (`write|flush|fsync|snapshot`, N from 1,
     /// `eio|enospc`), as in `WEIR_FAULT_INJECT`.
     pub fn parse(spec: &str) -> Result<FaultInjector, String> {
         let bad =
@@ -130,7 +139,7 @@ impl FaultInjector {
         let point = FaultPoint::ALL
             .into_iter()
             .find(|p| p.as_str() == point)
-            .ok_or_else(|| bad("the point is not write, flush or fsync"))?;
+            .ok_or_else(|| bad("the point is not write, flush, fsync or snapshot"))?;
         let n: u64 = n
             .parse()
             .ok()

@@ -99,6 +99,10 @@ pub(super) struct Inner {
     pub(super) tail_changed: Mutex<BTreeSet<TicketId>>,
     /// The snapshot's key index runs, decoded (see the `keys` module).
     pub(super) key_runs: std::sync::RwLock<KeyRuns>,
+    /// One snapshot written at a time: each plans its key runs from the
+    /// ones the last installed. Commits do not take it (a snapshot may be
+    /// written while they go on).
+    pub(super) snapshot_lock: Mutex<()>,
     /// One commit at a time: sequences are assigned under it.
     pub(super) commit_lock: Mutex<()>,
     /// Every write of the store's content (trees, blobs) holds it shared;

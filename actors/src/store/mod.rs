@@ -94,7 +94,7 @@ pub use settings::{
     Durability, StoreSettings, ENV_DISK_RESERVE_BYTES, ENV_DISK_RESERVE_PERCENT,
     ENV_RESERVE_FILE_BYTES,
 };
-pub use snapshot::SnapshotMeta;
+pub use snapshot::{SnapshotMeta, SnapshotPoint};
 pub(crate) use write_set::WriteBatch;
 pub use write_set::{Guard, Replicator, Submitted, TreeId, Write, WriteSet};
 

@@ -112,6 +112,7 @@ impl Store {
                 bytes_since_snapshot: AtomicU64::new(0),
                 tail_changed: Mutex::new(BTreeSet::new()),
                 key_runs: std::sync::RwLock::new(KeyRuns::default()),
+                snapshot_lock: Mutex::new(()),
                 commit_lock: Mutex::new(()),
                 backup_gate: std::sync::RwLock::new(()),
                 blobs,

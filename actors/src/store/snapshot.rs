@@ -68,12 +68,38 @@ pub(crate) fn read_meta(store: &Store) -> Result<Option<SnapshotMeta>, StoreErro
         })
 }
 
+/// The point a snapshot is taken at: the last sequence committed when
+/// the caller read its state, and the ops and bytes journaled since the
+/// snapshot before, which the new one covers. Taken with
+/// [`Store::snapshot_point`] while no commit runs; a snapshot written from
+/// it may then run while later commits go on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotPoint {
+    /// The last journal sequence the snapshot covers.
+    pub seq: u64,
+    /// Ops journaled since the snapshot before, up to `seq`.
+    pub ops: u64,
+    /// Bytes journaled since the snapshot before, up to `seq`.
+    pub bytes: u64,
+}
+
 impl Store {
+    /// The point a snapshot taken now covers. Call it while no commit
+    /// runs (the queue: between batches), with the state it describes.
+    pub fn snapshot_point(&self) -> SnapshotPoint {
+        SnapshotPoint {
+            seq: self.last_seq(),
+            ops: self.inner.ops_since_snapshot.load(Ordering::Relaxed),
+            bytes: self.inner.bytes_since_snapshot.load(Ordering::Relaxed),
+        }
+    }
+
     /// Writes a snapshot covering the journal up to `seq` (which must be the
     /// last sequence committed when the caller's state was read): `changed`
     /// lists every ticket id changed since the previous snapshot, with its
     /// ticket when live and `None` when it left. Then removes the journal
-    /// entries it covers and makes it durable.
+    /// entries it covers and makes it durable. No commit may run meanwhile;
+    /// see [`Store::write_snapshot_at`] for one that may.
     pub fn write_snapshot<'a>(
         &self,
         seq: u64,
@@ -81,8 +107,44 @@ impl Store {
         tickets: u64,
         changed: impl IntoIterator<Item = (TicketId, Option<&'a Ticket>)>,
     ) -> Result<SnapshotMeta, StoreError> {
+        let point = SnapshotPoint {
+            seq,
+            ..self.snapshot_point()
+        };
+        self.write_snapshot_at(point, next_id, tickets, changed)
+    }
+
+    /// [`Store::write_snapshot`] of the state at `point`, while commits
+    /// after it may go on: what they journal stays in the journal (past
+    /// `point.seq`) and in the counts toward the next snapshot. Cold reads
+    /// meanwhile see the snapshot before, until this one's batch lands;
+    /// its key runs are installed right after (a lookup in between finds
+    /// a key's old id, whose ticket the new chunks may no longer hold:
+    /// read as absent, as the tombstone would say).
+    pub fn write_snapshot_at<'a>(
+        &self,
+        point: SnapshotPoint,
+        next_id: TicketId,
+        tickets: u64,
+        changed: impl IntoIterator<Item = (TicketId, Option<&'a Ticket>)>,
+    ) -> Result<SnapshotMeta, StoreError> {
+        let seq = point.seq;
+        let _one_snapshot = self
+            .inner
+            .snapshot_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         self.check_writable()?;
         self.check_space()?;
+        self.inject(super::FaultPoint::Snapshot).map_err(|source| {
+            let e = StoreError::Write {
+                dir: self.dir().to_path_buf(),
+                what: "snapshot",
+                source: sled::Error::Io(source),
+            };
+            self.fail(&e);
+            e
+        })?;
         let started = std::time::Instant::now();
         let inner = &self.inner;
         let last = self.last_seq();
@@ -148,8 +210,10 @@ impl Store {
         // The key index's change: planned now, installed in memory once
         // the batch has landed (nothing reads the runs meanwhile: the
         // queue waits for its snapshot).
-        let mut runs = self.key_runs_mut();
-        let run_change = runs
+        // Planned under the read lock: lookups go on meanwhile, and no
+        // other snapshot installs runs (`snapshot_lock`).
+        let run_change = self
+            .key_runs()
             .plan(&index.finish(), tickets == 0)
             .map_err(|e| run_error(self, e))?;
         run_change.write(&mut batch);
@@ -163,6 +227,7 @@ impl Store {
         // The snapshot must be durable before the entries it covers go.
         self.sync()?;
         let synced_us = started.elapsed().as_micros() as u64;
+        let mut runs = self.key_runs_mut();
         runs.install(run_change).map_err(|e| run_error(self, e))?;
         let (key_runs, key_entries) = (runs.len(), runs.entries());
         drop(runs);
@@ -172,8 +237,14 @@ impl Store {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
-        inner.ops_since_snapshot.store(0, Ordering::Relaxed);
-        inner.bytes_since_snapshot.store(0, Ordering::Relaxed);
+        // What commits after the point journaled counts toward the next.
+        let covered = |counter: &std::sync::atomic::AtomicU64, by: u64| {
+            let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(by))
+            });
+        };
+        covered(&inner.ops_since_snapshot, point.ops);
+        covered(&inner.bytes_since_snapshot, point.bytes);
         let removed = self.remove_journal_upto(seq)?;
         tracing::debug!(
             seq,

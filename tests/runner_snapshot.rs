@@ -1,0 +1,205 @@
+//! The queue's snapshots are written beside its commits: while one is
+//! being written (held at its start by the fault injector), enqueues are
+//! acknowledged and jobs run and complete; after it lands every job runs
+//! once, and a reopen finds none left and runs none again. A snapshot that fails stops the store; the reopen has every
+//! job acknowledged before it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use weir::actors::store::{FaultInjector, FaultPoint};
+use weir::{Durability, Engine, Enqueued, Job, StoreSettings};
+
+const WINDOW: usize = 32;
+const SNAPSHOT_OPS: u64 = 300;
+
+/// The snapshot hold: while `hold` is set, a snapshot's write waits at its
+/// start until it is cleared; `inside` says one is waiting there.
+#[derive(Default)]
+struct Hold {
+    hold: AtomicBool,
+    inside: AtomicBool,
+    snapshots: AtomicU32,
+    fail: AtomicBool,
+}
+
+fn settings(hold: &Arc<Hold>) -> StoreSettings {
+    let h = hold.clone();
+    StoreSettings {
+        durability: Durability::Flush,
+        window_tickets: WINDOW,
+        snapshot_ops: SNAPSHOT_OPS,
+        faults: Some(FaultInjector::new(move |point| {
+            if point != FaultPoint::Snapshot {
+                return Ok(());
+            }
+            h.snapshots.fetch_add(1, Ordering::SeqCst);
+            if h.fail.load(Ordering::SeqCst) {
+                return Err(std::io::Error::from_raw_os_error(libc::EIO));
+            }
+            h.inside.store(true, Ordering::SeqCst);
+            let until = Instant::now() + Duration::from_secs(30);
+            while h.hold.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            h.inside.store(false, Ordering::SeqCst);
+            Ok(())
+        })),
+        ..StoreSettings::default()
+    }
+}
+
+async fn open(
+    dir: &std::path::Path,
+    hold: &Arc<Hold>,
+    ran: &Arc<Mutex<HashMap<String, u32>>>,
+) -> Engine {
+    let r = ran.clone();
+    Engine::builder(dir)
+        .store_settings(settings(hold))
+        .pool("default", 4)
+        .task_fn("work", move |ctx| {
+            let r = r.clone();
+            async move {
+                *r.lock().unwrap().entry(ctx.key.to_string()).or_default() += 1;
+                Ok(Vec::new())
+            }
+        })
+        .open()
+        .await
+        .unwrap()
+}
+
+async fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + deadline;
+    while !f() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn job(i: usize) -> Job {
+    Job::new(format!("k-{i:05}"), "work", "default")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_go_on_while_a_snapshot_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Arc::new(Hold::default());
+    let ran = Arc::new(Mutex::new(HashMap::new()));
+    let engine = open(dir.path(), &hold, &ran).await;
+    engine.pause(true).unwrap();
+    // A backlog past a snapshot's worth of ops, the snapshot held.
+    hold.hold.store(true, Ordering::SeqCst);
+    let n = 2_000;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(400) {
+        let answers = engine
+            .enqueue_many(chunk.iter().map(|&i| job(i)).collect())
+            .await
+            .unwrap();
+        assert!(answers.iter().all(|a| matches!(a, Ok(Enqueued::New(_)))));
+    }
+    wait_for("a snapshot to start", Duration::from_secs(10), || {
+        hold.inside.load(Ordering::SeqCst)
+    })
+    .await;
+    // While it is held: enqueues are acknowledged (durable), and jobs are
+    // handed out, run and complete.
+    for i in n..n + 50 {
+        let answer = engine.enqueue(job(i)).await.unwrap();
+        assert!(matches!(answer, Enqueued::New(_)), "{answer:?}");
+    }
+    engine.pause(false).unwrap();
+    wait_for(
+        "jobs to run during the snapshot",
+        Duration::from_secs(10),
+        || ran.lock().unwrap().len() >= 200,
+    )
+    .await;
+    assert!(
+        hold.inside.load(Ordering::SeqCst),
+        "the snapshot was still being written while they ran"
+    );
+    // Their completions are durable too: fewer tickets are live.
+    wait_for(
+        "completions during the snapshot",
+        Duration::from_secs(10),
+        || engine.counts().borrow().live <= n + 50 - 150,
+    )
+    .await;
+    assert!(hold.inside.load(Ordering::SeqCst), "still being written");
+    // Released: it lands, and the rest runs.
+    hold.hold.store(false, Ordering::SeqCst);
+    wait_for("every job to run", Duration::from_secs(60), || {
+        ran.lock().unwrap().len() >= n + 50
+    })
+    .await;
+    engine
+        .drain_until_idle(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(hold.snapshots.load(Ordering::SeqCst) >= 2);
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+    let twice: Vec<_> = ran
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, &c)| c != 1)
+        .map(|(k, c)| (k.clone(), *c))
+        .collect();
+    assert!(twice.is_empty(), "each job ran once: {twice:?}");
+    // A reopen has nothing left to run, and runs nothing again.
+    let engine = open(dir.path(), &hold, &ran).await;
+    let status = engine.status().await.unwrap();
+    assert_eq!(status.live, 0, "{status:?}");
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(ran.lock().unwrap().len(), n + 50);
+    assert!(ran.lock().unwrap().values().all(|&c| c == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_snapshot_stops_the_store_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = Arc::new(Hold::default());
+    let ran = Arc::new(Mutex::new(HashMap::new()));
+    let engine = open(dir.path(), &hold, &ran).await;
+    engine.pause(true).unwrap();
+    hold.fail.store(true, Ordering::SeqCst);
+    let mut acked = Vec::new();
+    for i in 0..3_000 {
+        match engine.enqueue(job(i)).await {
+            Ok(Enqueued::New(_)) => acked.push(i),
+            Ok(other) => panic!("job {i}: {other:?}"),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        hold.snapshots.load(Ordering::SeqCst) >= 1,
+        "a snapshot was due"
+    );
+    let failure = engine.store().failure().unwrap_or_default();
+    assert!(
+        failure.contains("snapshot") && failure.contains("Input/output error"),
+        "the store's failure names the snapshot and EIO: {failure:?}"
+    );
+    assert!(
+        acked.len() >= SNAPSHOT_OPS as usize,
+        "{} acknowledged",
+        acked.len()
+    );
+    let _ = engine.shutdown(Duration::from_secs(10)).await;
+    // Reopened without the fault: every acknowledged job runs, once.
+    hold.fail.store(false, Ordering::SeqCst);
+    let engine = open(dir.path(), &hold, &ran).await;
+    engine
+        .drain_until_idle(Duration::from_secs(60))
+        .await
+        .unwrap();
+    engine.shutdown(Duration::from_secs(10)).await.unwrap();
+    let ran = ran.lock().unwrap();
+    for i in &acked {
+        assert_eq!(ran.get(&format!("k-{i:05}")), Some(&1), "job {i} ran once");
+    }
+}
