@@ -351,3 +351,108 @@ fn a_damaged_key_index_run_is_refused_by_name() {
         other => panic!("a damaged key index opened: {:?}", other.map(|_| ())),
     }
 }
+
+/// A snapshot written while the queue reads the tickets kept in the store
+/// (its refills, its fault-ins): each read sees one snapshot whole. The
+/// writer moves pending tickets (selects, completes, requeues to a later
+/// instant) and writes a snapshot after each change, as the queue does
+/// beside its commits; the reader scans every level and reads each
+/// ticket the index names, which must be there, pending, at the instant
+/// and priority the index gives. Without the store's cold gate a scan
+/// could read the old index and the new chunks (a review of the
+/// concurrent snapshot found it); with std's lock, whose readers can keep
+/// a writer out, the writer here starved for a minute.
+#[test]
+fn reads_of_the_store_see_one_snapshot_while_another_lands() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = filled(dir.path(), 2_000);
+    let (store, _) = Store::open(dir.path(), settings(1_024)).unwrap();
+    let store = std::sync::Arc::new(store);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (store, stop) = (store.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let cold = StoreCold::new(&store);
+                for (pool, priority) in [("a", 0), ("a", 2), ("b", 0), ("b", 2)] {
+                    let mut after = None;
+                    loop {
+                        let entries = cold.scan(pool, priority, after, 64).unwrap();
+                        let Some(&last) = entries.last() else { break };
+                        for (due_ms, id) in entries {
+                            let t = cold.ticket(id).unwrap().unwrap_or_else(|| {
+                                panic!("ticket {id} is indexed in {pool}/{priority} and not stored")
+                            });
+                            assert_eq!(
+                                t.place,
+                                weir_core::queue::Place::Pending { due_ms },
+                                "ticket {id}"
+                            );
+                            assert_eq!((&*t.job.pool, t.job.priority), (pool, priority));
+                            reads += 1;
+                        }
+                        after = Some(last);
+                    }
+                }
+            }
+            reads
+        })
+    };
+    let mut snapshots = 0;
+    let started = std::time::Instant::now();
+    let mut round = 0u64;
+    while started.elapsed() < std::time::Duration::from_millis(1_500) {
+        round += 1;
+        let mut commit = Commit::default();
+        let mut changed = Vec::new();
+        for pool in ["a", "b"] {
+            for _ in 0..8 {
+                let select = Op::Select {
+                    pool: pool.into(),
+                    now_ms: 1_000_000 + round,
+                    worker: "w".into(),
+                    lease_until_ms: u64::MAX / 2,
+                };
+                let weir_core::queue::Applied::Selected(id) = q.step(&select) else {
+                    continue;
+                };
+                commit.ops.push(select);
+                // Half go back to a later instant (their index entry
+                // moves), half end (it goes).
+                let op = if id % 2 == 0 {
+                    Op::Requeue {
+                        id,
+                        due_ms: 2_000_000 + round,
+                    }
+                } else {
+                    Op::Complete {
+                        id,
+                        terminal: weir_core::queue::Terminal::Succeeded,
+                    }
+                };
+                let _ = q.step(&op);
+                commit.ops.push(op);
+                changed.push(id);
+            }
+        }
+        if commit.ops.is_empty() {
+            break;
+        }
+        store.commit(&commit).unwrap();
+        let point = store.snapshot_point();
+        store
+            .write_snapshot_at(
+                point,
+                q.next_id(),
+                q.len() as u64,
+                changed.iter().map(|&id| (id, q.ticket(id))),
+            )
+            .unwrap();
+        snapshots += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reads = reader.join().expect("every read saw one snapshot");
+    assert!(snapshots >= 20, "{snapshots} snapshots");
+    assert!(reads > 1_000, "{reads} reads");
+}

@@ -136,6 +136,18 @@ pub async fn bytes_per_pending(dir: &std::path::Path, n: usize) -> Result<f64, B
         engine.enqueue_many(batch).await.map_err(failed)?;
         i += m;
     }
+    // Snapshots are written beside the enqueues, and the tickets enqueued
+    // while one was written leave memory when the next lands: measure once
+    // the tickets in memory stop changing (at most 5 s).
+    let mut last = usize::MAX;
+    for _ in 0..50 {
+        let in_memory = engine.status().await.map_err(failed)?.in_memory;
+        if in_memory == last {
+            break;
+        }
+        last = in_memory;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let after = rss_bytes();
     engine
         .shutdown(Duration::from_secs(30))

@@ -234,7 +234,8 @@ impl QueueActorState {
                     crate::store::panics::message(&*p).unwrap_or_default()
                 )),
             };
-            let _ = me.cast(QueueMsg::SnapshotWritten(result));
+            let _ = me.cast(QueueMsg::SnapshotWritten(result.clone()));
+            result
         });
         self.snapshot_writing = Some(super::state::SnapshotWriting {
             gone,

@@ -217,8 +217,8 @@ pub(super) struct SnapshotWriting {
     pub(super) gone: std::collections::BTreeSet<TicketId>,
     /// Tickets it holds (changed since the one before).
     pub(super) changed: usize,
-    /// The write, awaited by a stop.
-    pub(super) handle: tokio::task::JoinHandle<()>,
+    /// The write and its outcome, awaited by a stop.
+    pub(super) handle: tokio::task::JoinHandle<Result<(), String>>,
 }
 
 impl QueueActorState {

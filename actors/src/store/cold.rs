@@ -363,10 +363,14 @@ impl Store {
 
 /// [`ColdTickets`] over a store's snapshot. Keeps the chunks it decoded
 /// (up to [`CHUNK_CACHE_MAX`]): a scan reads a window's chunks, and the
-/// window's tickets are read from them next.
+/// window's tickets are read from them next. While it lives, no snapshot
+/// lands (it holds the store's cold gate shared): everything it reads is
+/// of one snapshot, however many reads it takes. Make one per operation
+/// (a refill, a fault-in), never two at once on one thread.
 pub struct StoreCold<'a> {
     store: &'a Store,
     chunks: RefCell<HashMap<u64, Arc<Vec<Ticket>>>>,
+    _one_snapshot: parking_lot::RwLockReadGuard<'a, ()>,
 }
 
 impl<'a> StoreCold<'a> {
@@ -375,6 +379,7 @@ impl<'a> StoreCold<'a> {
         StoreCold {
             store,
             chunks: RefCell::new(HashMap::new()),
+            _one_snapshot: store.inner.cold_gate.read(),
         }
     }
 

@@ -103,6 +103,14 @@ pub(super) struct Inner {
     /// ones the last installed. Commits do not take it (a snapshot may be
     /// written while they go on).
     pub(super) snapshot_lock: Mutex<()>,
+    /// Held shared by every read of the snapshot's tickets (a `StoreCold`,
+    /// for its life), alone by a snapshot while its batch lands and its key
+    /// runs are installed: a read that scans the index and then reads
+    /// chunks sees one snapshot, never the old index and the new chunks.
+    /// parking_lot's lock is fair: a queue that reads again and again does
+    /// not keep a landing snapshot out (std's let a reader loop starve it
+    /// for a minute in a test).
+    pub(super) cold_gate: parking_lot::RwLock<()>,
     /// One commit at a time: sequences are assigned under it.
     pub(super) commit_lock: Mutex<()>,
     /// Every write of the store's content (trees, blobs) holds it shared;

@@ -113,6 +113,7 @@ impl Store {
                 tail_changed: Mutex::new(BTreeSet::new()),
                 key_runs: std::sync::RwLock::new(KeyRuns::default()),
                 snapshot_lock: Mutex::new(()),
+                cold_gate: parking_lot::RwLock::new(()),
                 commit_lock: Mutex::new(()),
                 backup_gate: std::sync::RwLock::new(()),
                 blobs,

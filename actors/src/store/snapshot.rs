@@ -107,20 +107,29 @@ impl Store {
         tickets: u64,
         changed: impl IntoIterator<Item = (TicketId, Option<&'a Ticket>)>,
     ) -> Result<SnapshotMeta, StoreError> {
+        // The counts are read once no other snapshot is being written (one
+        // that was would subtract what it covered from them).
+        let _one_snapshot = self.one_snapshot();
         let point = SnapshotPoint {
             seq,
             ..self.snapshot_point()
         };
-        self.write_snapshot_at(point, next_id, tickets, changed)
+        self.write_snapshot_locked(point, next_id, tickets, changed)
+    }
+
+    fn one_snapshot(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.inner
+            .snapshot_lock
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// [`Store::write_snapshot`] of the state at `point`, while commits
     /// after it may go on: what they journal stays in the journal (past
-    /// `point.seq`) and in the counts toward the next snapshot. Cold reads
-    /// meanwhile see the snapshot before, until this one's batch lands;
-    /// its key runs are installed right after (a lookup in between finds
-    /// a key's old id, whose ticket the new chunks may no longer hold:
-    /// read as absent, as the tombstone would say).
+    /// `point.seq`) and in the counts toward the next snapshot. Reads of
+    /// the snapshot's tickets meanwhile see the snapshot before; its batch
+    /// lands and its key runs are installed while none runs (the store's
+    /// cold gate), so each read sees one snapshot whole.
     pub fn write_snapshot_at<'a>(
         &self,
         point: SnapshotPoint,
@@ -128,12 +137,19 @@ impl Store {
         tickets: u64,
         changed: impl IntoIterator<Item = (TicketId, Option<&'a Ticket>)>,
     ) -> Result<SnapshotMeta, StoreError> {
+        let _one_snapshot = self.one_snapshot();
+        self.write_snapshot_locked(point, next_id, tickets, changed)
+    }
+
+    /// [`Store::write_snapshot_at`] with `snapshot_lock` held.
+    fn write_snapshot_locked<'a>(
+        &self,
+        point: SnapshotPoint,
+        next_id: TicketId,
+        tickets: u64,
+        changed: impl IntoIterator<Item = (TicketId, Option<&'a Ticket>)>,
+    ) -> Result<SnapshotMeta, StoreError> {
         let seq = point.seq;
-        let _one_snapshot = self
-            .inner
-            .snapshot_lock
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
         self.check_writable()?;
         self.check_space()?;
         self.inject(super::FaultPoint::Snapshot).map_err(|source| {
@@ -222,6 +238,9 @@ impl Store {
         let meta_bytes = self.encode("snapshot meta", &meta)?;
         batch.insert(META_KEY, meta_bytes);
         let built_us = started.elapsed().as_micros() as u64;
+        // No read of the snapshot's tickets runs from here to the install
+        // of the runs: each sees the old snapshot whole, or the new.
+        let landing = self.inner.cold_gate.write();
         self.write_batches("snapshot", vec![batch])?;
         let applied_us = started.elapsed().as_micros() as u64;
         // The snapshot must be durable before the entries it covers go.
@@ -231,6 +250,7 @@ impl Store {
         runs.install(run_change).map_err(|e| run_error(self, e))?;
         let (key_runs, key_entries) = (runs.len(), runs.entries());
         drop(runs);
+        drop(landing);
         inner.snapshot_seq.store(seq, Ordering::Release);
         inner
             .tail_changed
