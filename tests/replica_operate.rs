@@ -159,6 +159,21 @@ fn leader_and_term(g: &Group, id: u64) -> (Option<u64>, u64) {
     (v["leader"].as_u64(), v["term"].as_u64().unwrap_or(0))
 }
 
+/// Member `id`'s leader and term, read until it names `leader` (up to 5 s):
+/// under a loaded CI a view can be read between a heartbeat's timeout and
+/// the next heartbeat, and show no leader for that moment (seen once in
+/// the full suite). A leader that changed still fails the caller's check.
+fn leader_seen(g: &Group, id: u64, leader: u64) -> (Option<u64>, u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = leader_and_term(g, id);
+        if seen.0 == Some(leader) || Instant::now() > deadline {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_stranger_costs_a_member_nothing_and_a_wild_term_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -278,7 +293,7 @@ fn a_stranger_costs_a_member_nothing_and_a_wild_term_is_refused() {
     // and it still takes work.
     std::thread::sleep(Duration::from_millis(1_500));
     for id in g.members.keys() {
-        let (seen_leader, term) = leader_and_term(&g, *id);
+        let (seen_leader, term) = leader_seen(&g, *id, leader);
         assert_eq!(seen_leader, Some(leader), "member {id}'s leader");
         assert!(
             term < term_before + 3,
@@ -424,7 +439,7 @@ fn an_append_stream_takes_the_cookie_and_bounded_frames_only() {
     // The group kept its leader and term, and its own streams carry its
     // work (the leader's appends go over them).
     for id in g.members.keys() {
-        let (seen_leader, term) = leader_and_term(&g, *id);
+        let (seen_leader, term) = leader_seen(&g, *id, leader);
         assert_eq!(seen_leader, Some(leader), "member {id}'s leader");
         assert!(term < term_before + 3, "member {id}'s term");
     }

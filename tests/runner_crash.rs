@@ -39,8 +39,28 @@ fn job(i: usize) -> Job {
     j
 }
 
-fn builder(dir: &std::path::Path, durability: Durability) -> weir::EngineBuilder {
-    Engine::builder(dir).durability(durability).pool("p", 8)
+/// `mode`: `flush`, `fsync`, or `snapshots` (flush, with a snapshot every
+/// 200 ops and a window of 32 tickets: the queue writes snapshots beside
+/// its commits all the time, so the kill often lands in one, and the
+/// reopen reads a backlog kept in the store).
+fn builder(dir: &std::path::Path, mode: &str) -> weir::EngineBuilder {
+    let durability = if mode == "fsync" {
+        Durability::Fsync
+    } else {
+        Durability::Flush
+    };
+    let builder = Engine::builder(dir);
+    let builder = if mode == "snapshots" {
+        builder.store_settings(weir::StoreSettings {
+            durability,
+            snapshot_ops: 200,
+            window_tickets: 32,
+            ..weir::StoreSettings::default()
+        })
+    } else {
+        builder.durability(durability)
+    };
+    builder.pool("p", 8)
 }
 
 /// The child: runs only when the parent sets `WEIR_CRASH_CHILD_DIR`.
@@ -49,11 +69,8 @@ async fn crash_child() {
     let Some(dir) = std::env::var_os(DIR_VAR) else {
         return;
     };
-    let durability = match std::env::var(DURABILITY_VAR).as_deref() {
-        Ok("fsync") => Durability::Fsync,
-        _ => Durability::Flush,
-    };
-    let engine = builder(std::path::Path::new(&dir), durability)
+    let mode = std::env::var(DURABILITY_VAR).unwrap_or_else(|_| "flush".into());
+    let engine = builder(std::path::Path::new(&dir), &mode)
         .task_fn("work", |ctx| async move {
             println!("run {}", ctx.key);
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -163,24 +180,17 @@ async fn kill_and_reopen(durability: &str, kill_after_acks: usize) {
 
     let runs: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let r = runs.clone();
-    let engine = builder(
-        dir.path(),
-        if durability == "fsync" {
-            Durability::Fsync
-        } else {
-            Durability::Flush
-        },
-    )
-    .task_fn("work", move |ctx| {
-        let r = r.clone();
-        async move {
-            *r.lock().unwrap().entry(ctx.key.to_string()).or_default() += 1;
-            Ok(Vec::new())
-        }
-    })
-    .open()
-    .await
-    .unwrap();
+    let engine = builder(dir.path(), durability)
+        .task_fn("work", move |ctx| {
+            let r = r.clone();
+            async move {
+                *r.lock().unwrap().entry(ctx.key.to_string()).or_default() += 1;
+                Ok(Vec::new())
+            }
+        })
+        .open()
+        .await
+        .unwrap();
     engine
         .drain_until_idle(Duration::from_secs(60))
         .await
@@ -234,6 +244,11 @@ async fn kill_9_mid_workload_then_reopen_flush() {
     for round in 0..rounds {
         kill_and_reopen("flush", 300 + round * 700).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_snapshots_are_written_then_reopen() {
+    kill_and_reopen("snapshots", 1_500).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
