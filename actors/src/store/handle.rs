@@ -195,15 +195,29 @@ impl Store {
             .inject(FaultPoint::Write)
             .map_err(sled::Error::Io)
             .and_then(|()| write());
-        written.map_err(|source| {
-            let e = StoreError::Write {
-                dir: self.inner.dir.clone(),
-                what,
-                source,
-            };
-            self.fail(&e);
-            e
-        })
+        written.map_err(|source| self.failed_write(what, source))
+    }
+
+    /// Asks the fault injector whether a write of `what` at `point` may go
+    /// on; an injected fault fail-stops the store, as a failed write does.
+    pub(crate) fn inject_write(
+        &self,
+        point: FaultPoint,
+        what: &'static str,
+    ) -> Result<(), StoreError> {
+        self.inject(point)
+            .map_err(|source| self.failed_write(what, sled::Error::Io(source)))
+    }
+
+    /// The error of a failed write of `what`, the store fail-stopped by it.
+    fn failed_write(&self, what: &'static str, source: sled::Error) -> StoreError {
+        let e = StoreError::Write {
+            dir: self.inner.dir.clone(),
+            what,
+            source,
+        };
+        self.fail(&e);
+        e
     }
 
     /// The shared side of the backup gate, for a write of the store's

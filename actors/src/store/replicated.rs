@@ -93,15 +93,7 @@ impl Store {
         let Some(pipeline) = self.inner.replicator.get() else {
             unreachable!("replicate is called in clustered mode only");
         };
-        self.inject(super::FaultPoint::Write).map_err(|source| {
-            let e = StoreError::Write {
-                dir: self.dir().to_path_buf(),
-                what: "replicated write",
-                source: sled::Error::Io(source),
-            };
-            self.fail(&e);
-            e
-        })?;
+        self.inject_write(super::FaultPoint::Write, "replicated write")?;
         let what = set.what.clone();
         let records = &self.inner.records;
         let appended = pipeline.append(set, |key| {

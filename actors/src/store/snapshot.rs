@@ -152,15 +152,7 @@ impl Store {
         let seq = point.seq;
         self.check_writable()?;
         self.check_space()?;
-        self.inject(super::FaultPoint::Snapshot).map_err(|source| {
-            let e = StoreError::Write {
-                dir: self.dir().to_path_buf(),
-                what: "snapshot",
-                source: sled::Error::Io(source),
-            };
-            self.fail(&e);
-            e
-        })?;
+        self.inject_write(super::FaultPoint::Snapshot, "snapshot")?;
         let started = std::time::Instant::now();
         let inner = &self.inner;
         let last = self.last_seq();
