@@ -99,14 +99,7 @@ impl QueueActorState {
         // in between cost two more thread wake-ups a commit (the task's,
         // then the queue's), each 20-40 µs on an idle core of this VM.
         tokio::task::spawn_blocking(move || {
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(write))
-                .map_err(|p| {
-                    format!(
-                        "the commit panicked: {}",
-                        crate::store::panics::message(&*p).unwrap_or_default()
-                    )
-                })
-                .and_then(|r| r.map_err(|e| e.to_string()));
+            let result = caught("commit", write);
             let _ = me.cast(QueueMsg::Flushed(result));
         });
     }
@@ -148,48 +141,67 @@ impl QueueActorState {
         Ok(())
     }
 
+    /// Writes a snapshot of the queue now and waits for it (a stop, a
+    /// simulation); see [`QueueActorState::begin_snapshot`] for the one
+    /// written while the queue goes on.
     pub(super) async fn snapshot(&mut self) -> Result<(), ActorProcessingErr> {
         let seq = self.store.last_seq();
-        let changed: Vec<(TicketId, Option<weir_core::queue::Ticket>)> = self
-            .dirty
-            .drain()
-            .map(|id| (id, self.q.ticket(id).cloned()))
-            .collect();
-        let next_id = self.q.next_id();
-        let tickets = self.q.len() as u64;
+        let taken = self.take_snapshot();
+        let (n, tickets) = (taken.changed.len(), taken.tickets);
         let store = self.store.clone();
-        let n = changed.len();
         let gate = self.shared.gate.clone().lock_owned().await;
         crate::blocking::run(move || {
             let written = store.write_snapshot(
                 seq,
-                next_id,
-                tickets,
-                changed.iter().map(|(id, t)| (*id, t.as_ref())),
+                taken.next_id,
+                taken.tickets,
+                taken.changed.iter().map(|(id, t)| (*id, t.as_ref())),
             );
             drop(gate);
             written
         })
         .await??;
         self.q.snapshot_taken();
-        // The store holds every ticket as it is now: the pending ones past
-        // each level's window may live there only.
+        // The store holds every ticket as it is now (`dirty` is empty).
+        let evicted = self.evict_unchanged();
+        tracing::info!(seq, changed = n, tickets, evicted, "queue snapshot written");
+        Ok(())
+    }
+
+    /// What a snapshot taken now holds: every ticket changed since the
+    /// last (`dirty`, emptied), as it is now.
+    fn take_snapshot(&mut self) -> TakenSnapshot {
+        TakenSnapshot {
+            changed: self
+                .dirty
+                .drain()
+                .map(|id| (id, self.q.ticket(id).cloned()))
+                .collect(),
+            next_id: self.q.next_id(),
+            tickets: self.q.len() as u64,
+        }
+    }
+
+    /// After a snapshot landed: the pending tickets past each level's
+    /// window that did not change since it was taken (not in `dirty`) may
+    /// live in the store only. Returns how many left memory.
+    fn evict_unchanged(&mut self) -> usize {
         let window = self.store.settings().window_tickets;
-        let evicted = self.q.evict(window);
+        let dirty = &self.dirty;
+        let evicted = self.q.evict_holding(window, |id| dirty.contains(&id));
         if evicted > 0 {
             let cold = StoreCold::new(&self.store);
             if let Err(e) = self.q.refill(&cold, window) {
                 cold_failed(&e);
             }
         }
-        tracing::info!(seq, changed = n, tickets, evicted, "queue snapshot written");
-        Ok(())
+        evicted
     }
 
     /// Takes a snapshot of the queue now (no batch in flight, none open)
     /// and writes it on a blocking thread while the queue goes on: a
     /// snapshot of a backlog takes tens of ms, which every hand-out used
-    /// to wait for (a quarter of a drain's time, `bench drain`). The
+    /// to wait for (`bench drain`: 14-54 ms every 20,000 ops). The
     /// tickets changed from here on stay in `dirty`, for the next one; the
     /// answer, [`QueueMsg::SnapshotWritten`], evicts what it covers.
     pub(super) fn begin_snapshot(&mut self, myself: &ActorRef<QueueMsg>) {
@@ -198,14 +210,8 @@ impl QueueActorState {
             "a snapshot is taken between batches"
         );
         let point = self.store.snapshot_point();
-        let changed: Vec<(TicketId, Option<weir_core::queue::Ticket>)> = self
-            .dirty
-            .drain()
-            .map(|id| (id, self.q.ticket(id).cloned()))
-            .collect();
-        let next_id = self.q.next_id();
-        let tickets = self.q.len() as u64;
-        let n = changed.len();
+        let taken = self.take_snapshot();
+        let n = taken.changed.len();
         let gone = self.q.snapshot_begun();
         let gate = self
             .shared
@@ -217,23 +223,16 @@ impl QueueActorState {
         let me = myself.clone();
         tracing::debug!(seq = point.seq, changed = n, "queue snapshot begun");
         let handle = tokio::task::spawn_blocking(move || {
-            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let result = caught("snapshot", || {
                 store.write_snapshot_at(
                     point,
-                    next_id,
-                    tickets,
-                    changed.iter().map(|(id, t)| (*id, t.as_ref())),
+                    taken.next_id,
+                    taken.tickets,
+                    taken.changed.iter().map(|(id, t)| (*id, t.as_ref())),
                 )
-            }));
+            })
+            .map(|_| ());
             drop(gate);
-            let result = match written {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(p) => Err(format!(
-                    "the snapshot panicked: {}",
-                    crate::store::panics::message(&*p).unwrap_or_default()
-                )),
-            };
             let _ = me.cast(QueueMsg::SnapshotWritten(result.clone()));
             result
         });
@@ -257,15 +256,7 @@ impl QueueActorState {
             .expect("an answer comes for the snapshot begun");
         result.map_err(|e| format!("the queue's snapshot failed: {e}"))?;
         self.q.snapshot_landed(&writing.gone);
-        let window = self.store.settings().window_tickets;
-        let dirty = &self.dirty;
-        let evicted = self.q.evict_holding(window, |id| dirty.contains(&id));
-        if evicted > 0 {
-            let cold = StoreCold::new(&self.store);
-            if let Err(e) = self.q.refill(&cold, window) {
-                cold_failed(&e);
-            }
-        }
+        let evicted = self.evict_unchanged();
         tracing::info!(
             changed = writing.changed,
             tickets = self.q.len(),
@@ -455,4 +446,27 @@ impl QueueActorState {
             }
         }
     }
+}
+
+/// A snapshot's content, taken from the queue at one point.
+struct TakenSnapshot {
+    changed: Vec<(TicketId, Option<weir_core::queue::Ticket>)>,
+    next_id: TicketId,
+    tickets: u64,
+}
+
+/// Runs `write` (a journal or snapshot write, on a blocking thread); a
+/// panic in it is an error naming `what`, as its failure is.
+fn caught<T, E: std::fmt::Display>(
+    what: &str,
+    write: impl FnOnce() -> Result<T, E>,
+) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(write))
+        .map_err(|p| {
+            format!(
+                "the {what} panicked: {}",
+                crate::store::panics::message(&*p).unwrap_or_default()
+            )
+        })
+        .and_then(|r| r.map_err(|e| e.to_string()))
 }
