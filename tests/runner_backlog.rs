@@ -6,6 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod runner_support;
+
+use runner_support::wait_for;
 use weir::actors::store::Store;
 use weir::{
     Cancelled, DoneStatus, Durability, Engine, Enqueued, Job, StoreSettings, TicketFilter,
@@ -55,14 +58,6 @@ async fn open(dir: &std::path::Path, ran: &Arc<Ran>, slots: u32) -> Engine {
         .open()
         .await
         .unwrap()
-}
-
-async fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + deadline;
-    while !f() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

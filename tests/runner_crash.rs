@@ -12,12 +12,15 @@
 //! completed ran again after the restart; the child never ran a key after
 //! it completed.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod runner_support;
+
+use runner_support::{count_runs, Runs};
 use weir::actors::done::done_key;
 use weir::{DoneRecord, DoneStatus, Durability, Engine, EngineEvent, Job, RetryPolicy};
 
@@ -178,16 +181,8 @@ async fn kill_and_reopen(durability: &str, kill_after_acks: usize) {
         log.ran_after_done
     );
 
-    let runs: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
-    let r = runs.clone();
-    let engine = builder(dir.path(), durability)
-        .task_fn("work", move |ctx| {
-            let r = r.clone();
-            async move {
-                *r.lock().unwrap().entry(ctx.key.to_string()).or_default() += 1;
-                Ok(Vec::new())
-            }
-        })
+    let runs = Runs::default();
+    let engine = count_runs(builder(dir.path(), durability), "work", &runs)
         .open()
         .await
         .unwrap();

@@ -9,6 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod runner_support;
+
+use runner_support::{count_runs, wait_for, Runs};
 use weir::actors::store::{FaultInjector, FaultPoint};
 use weir::{Durability, Engine, Enqueued, Job, StoreSettings};
 
@@ -51,33 +54,11 @@ fn settings(hold: &Arc<Hold>) -> StoreSettings {
     }
 }
 
-async fn open(
-    dir: &std::path::Path,
-    hold: &Arc<Hold>,
-    ran: &Arc<Mutex<HashMap<String, u32>>>,
-) -> Engine {
-    let r = ran.clone();
-    Engine::builder(dir)
+async fn open(dir: &std::path::Path, hold: &Arc<Hold>, ran: &Runs) -> Engine {
+    let builder = Engine::builder(dir)
         .store_settings(settings(hold))
-        .pool("default", 4)
-        .task_fn("work", move |ctx| {
-            let r = r.clone();
-            async move {
-                *r.lock().unwrap().entry(ctx.key.to_string()).or_default() += 1;
-                Ok(Vec::new())
-            }
-        })
-        .open()
-        .await
-        .unwrap()
-}
-
-async fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> bool) {
-    let until = Instant::now() + deadline;
-    while !f() {
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+        .pool("default", 4);
+    count_runs(builder, "work", ran).open().await.unwrap()
 }
 
 fn job(i: usize) -> Job {
