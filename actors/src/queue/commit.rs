@@ -141,6 +141,27 @@ impl QueueActorState {
         Ok(())
     }
 
+    /// Starts a snapshot when one is due and none is being written, with
+    /// no batch in flight: the open batch is made durable first, so the
+    /// snapshot is taken between batches.
+    pub(super) async fn snapshot_if_due(
+        &mut self,
+        myself: &ActorRef<QueueMsg>,
+    ) -> Result<(), ActorProcessingErr> {
+        if !self.store.snapshot_due() || self.snapshot_writing.is_some() || self.in_flight.is_some()
+        {
+            return Ok(());
+        }
+        self.flush_inline().await?;
+        if crate::blocking::is_inline() {
+            // A simulation's snapshot runs in its one thread.
+            self.snapshot().await
+        } else {
+            self.begin_snapshot(myself);
+            Ok(())
+        }
+    }
+
     /// Writes a snapshot of the queue now and waits for it (a stop, a
     /// simulation); see [`QueueActorState::begin_snapshot`] for the one
     /// written while the queue goes on.

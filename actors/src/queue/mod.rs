@@ -349,15 +349,7 @@ impl Actor for QueueActor {
                 for key in std::mem::take(&mut state.in_flight_completing) {
                     state.done_completing(&key);
                 }
-                if state.store.snapshot_due() && state.snapshot_writing.is_none() {
-                    state.flush_inline().await?;
-                    if crate::blocking::is_inline() {
-                        // A simulation's snapshot runs in its one thread.
-                        state.snapshot().await?;
-                    } else {
-                        state.begin_snapshot(&myself);
-                    }
-                }
+                state.snapshot_if_due(&myself).await?;
                 state.publish_counts();
             }
             QueueMsg::SnapshotWritten(result) => {
@@ -366,10 +358,7 @@ impl Actor for QueueActor {
                 // next one starts now, not at the next batch's end (there
                 // may be none for a while, and until a snapshot covers
                 // them the tickets changed meanwhile stay in memory).
-                if state.store.snapshot_due() && state.in_flight.is_none() {
-                    state.flush_inline().await?;
-                    state.begin_snapshot(&myself);
-                }
+                state.snapshot_if_due(&myself).await?;
                 state.publish_counts();
             }
             QueueMsg::Status(reply) => {
