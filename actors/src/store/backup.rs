@@ -323,15 +323,20 @@ impl<R: Read> Reader<'_, R> {
         }
     }
 
+    /// The stream ended inside `what`.
+    fn incomplete(&self, what: &str) -> BackupError {
+        self.damaged(format!(
+            "it ends inside {what}, before its trailer: an incomplete backup (interrupted?)"
+        ))
+    }
+
     fn exact(&mut self, buf: &mut [u8], what: &str) -> Result<(), BackupError> {
         match self.inner.read_exact(buf) {
             Ok(()) => {
                 self.offset += buf.len() as u64;
                 Ok(())
             }
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(self.damaged(format!(
-                "it ends inside {what}, before its trailer: an incomplete backup (interrupted?)"
-            ))),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(self.incomplete(what)),
             Err(error) => Err(BackupError::Io {
                 source_name: self.name.to_string(),
                 error,
@@ -352,9 +357,7 @@ impl<R: Read> Reader<'_, R> {
             })?;
         self.offset += read as u64;
         if read < len as usize {
-            return Err(self.damaged(
-                "it ends inside a frame, before its trailer: an incomplete backup (interrupted?)",
-            ));
+            return Err(self.incomplete("a frame"));
         }
         Ok(payload)
     }
