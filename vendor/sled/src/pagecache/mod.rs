@@ -20,6 +20,7 @@ mod parallel_io_windows;
 mod reservation;
 mod segment;
 mod snapshot;
+mod zero;
 
 use std::{collections::BinaryHeap, ops::Deref};
 
@@ -45,6 +46,7 @@ use self::{
     iterator::{raw_segment_iter_from, LogIter},
     pagetable::PageTable,
     segment::{SegmentAccountant, SegmentCleaner, SegmentOp},
+    zero::zero_range,
 };
 
 pub(crate) use self::{

@@ -635,10 +635,11 @@ impl SegmentAccountant {
         for segment_base in to_free {
             self.free_segment(segment_base)?;
             io_fail!(self.config, "zero garbage segment SA");
-            pwrite_all(
+            // weir: written only where it does not read as zeros already.
+            zero_range(
                 &self.config.file,
-                &*vec![MessageKind::Corrupted.into(); self.config.segment_size],
                 segment_base,
+                self.config.segment_size,
             )?;
         }
 

@@ -5,6 +5,7 @@ use crate::*;
 
 use super::{
     arr_to_u32, gc_blobs, pwrite_all, raw_segment_iter_from, u32_to_arr,
+    zero_range,
     u64_to_arr, BasedBuf, DiskPtr, LogIter, LogKind, LogOffset, Lsn,
     MessageKind,
 };
@@ -317,7 +318,6 @@ fn advance_snapshot(
                 let shred_len = config.segment_size
                     - usize::try_from(segment_progress).unwrap()
                     - 1;
-                let shred_zone = vec![MessageKind::Corrupted.into(); shred_len];
                 let shred_base =
                     offset + LogOffset::try_from(segment_progress).unwrap();
 
@@ -332,8 +332,15 @@ fn advance_snapshot(
                     shred_base,
                     shred_base + shred_len as LogOffset
                 );
-                pwrite_all(&config.file, &shred_zone, shred_base)?;
-                config.file.sync_all()?;
+                // weir: written only where it does not read as zeros
+                // already (after a clean close it does), and then synced
+                // whole as upstream does; otherwise an fdatasync makes
+                // zeros another open left in dirty pages durable.
+                if zero_range(&config.file, shred_base, shred_len)? {
+                    config.file.sync_all()?;
+                } else {
+                    config.file.sync_data()?;
+                }
             }
             (iterated_lsn, iter.segment_base.map(|bb| bb.offset))
         };
