@@ -3,10 +3,11 @@
 //! read as zeros; weir's copy (`vendor/sled/WEIR.md`, change 4) writes
 //! those zeros only where the bytes are not zeros already. So a store
 //! reopened after a clean close writes nothing to sled's log before its
-//! first commit, while other bytes there (a torn write, a segment left as
-//! it was) are still zeroed, and nothing written is lost.
+//! first commit (once the segments freed since an open were zeroed by the
+//! next), while other bytes there (a torn write, a segment left as it
+//! was) are still zeroed, and nothing written is lost.
 
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -76,10 +77,11 @@ fn write_records(store: &Store) {
     store.sync().unwrap();
 }
 
-/// A free segment of the closed store in `dir` (no whole header) before
-/// the file's last (an open may cut free segments off the file's end):
-/// the records are written again until sled has freed one (their old
-/// copies are dead). Waits until sled has let go of the file.
+/// A free segment of the closed store in `dir` (no whole header) below
+/// one in use (an open may cut the free segments after the last in use
+/// off the file's end): the records are written again until sled has
+/// freed one (their old copies are dead). Waits until sled has let go of
+/// the file.
 fn with_free_segment(dir: &Path) -> usize {
     let log_file = log_path(dir);
     for _round in 0..8 {
@@ -87,8 +89,11 @@ fn with_free_segment(dir: &Path) -> usize {
         let log = std::fs::read(&log_file).unwrap();
         assert_eq!(log.len() as u64 % SEGMENT_BYTES, 0, "whole segments");
         let lsns = segment_lsns(&log);
-        if let Some(free) = lsns[..lsns.len() - 1].iter().position(Option::is_none) {
-            assert!(lsns.iter().flatten().count() > 1, "segments in use");
+        let last_in_use = lsns
+            .iter()
+            .rposition(Option::is_some)
+            .expect("a segment in use");
+        if let Some(free) = lsns[..last_in_use].iter().position(Option::is_none) {
             return free;
         }
         let (store, _) = Store::open(dir, settings()).expect("the store reopens");
@@ -128,6 +133,16 @@ fn segment_lsns(log: &[u8]) -> Vec<Option<u64>> {
         .collect()
 }
 
+/// The segment the log ends in (the highest LSN), and its LSN.
+fn active_segment(log: &[u8]) -> (usize, u64) {
+    segment_lsns(log)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| l.map(|l| (i, l)))
+        .max_by_key(|&(_, l)| l)
+        .expect("a segment in use")
+}
+
 #[test]
 fn a_clean_reopen_writes_nothing_to_sleds_log_before_a_commit() {
     let dir = tempfile::tempdir().unwrap();
@@ -137,20 +152,24 @@ fn a_clean_reopen_writes_nothing_to_sleds_log_before_a_commit() {
     // freed since the last (while it ran, or at that open). Upstream
     // sled wrote zeros over every free segment at every open, so with one
     // in the file no open came out unchanged.
+    // Any write moves the file's modification time to now: it is set to
+    // an instant long past before each open (whatever the file system's
+    // clock granularity), and read again after it.
+    let long_ago = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
     let mut opens = 0;
     let store = loop {
-        let free = with_free_segment(dir.path());
+        with_free_segment(dir.path());
         let bytes_before = std::fs::read(&log).unwrap();
-        // The file's times move with any write; the kernel's clock for
-        // them ticks every few ms, so the open starts a tick later.
-        std::thread::sleep(Duration::from_millis(50));
-        let meta_before = std::fs::metadata(&log).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
         let (store, _) = Store::open(dir.path(), settings()).expect("the store reopens");
-        let meta_after = std::fs::metadata(&log).unwrap();
-        let time = |m: &std::fs::Metadata| (m.mtime(), m.mtime_nsec());
-        if time(&meta_after) == time(&meta_before) {
+        let modified = std::fs::metadata(&log).unwrap().modified().unwrap();
+        if modified == long_ago {
             assert_eq!(std::fs::read(&log).unwrap(), bytes_before);
-            assert!(free < bytes_before.len() / SEGMENT_BYTES as usize);
             break store;
         }
         opens += 1;
@@ -172,10 +191,12 @@ fn a_clean_reopen_writes_nothing_to_sleds_log_before_a_commit() {
     );
 }
 
-/// Overwrites `len` bytes of `file` at `at` with [`GARBAGE`], durably.
-fn garble(file: &Path, at: u64, len: usize) {
+/// Writes one [`GARBAGE`] byte at each of `at` in `file`, durably.
+fn garble(file: &Path, at: &[u64]) {
     let f = std::fs::OpenOptions::new().write(true).open(file).unwrap();
-    f.write_all_at(&vec![GARBAGE; len], at).unwrap();
+    for &at in at {
+        f.write_all_at(&[GARBAGE], at).unwrap();
+    }
     f.sync_all().unwrap();
 }
 
@@ -211,12 +232,11 @@ fn other_bytes_in_a_free_segment_are_zeroed_at_open_and_nothing_is_lost() {
     filled(dir.path());
     let log_file = log_path(dir.path());
     let free = with_free_segment(dir.path());
-    // Garbage past its header's page.
-    let (at, len) = (
-        free as u64 * SEGMENT_BYTES + 4096,
-        SEGMENT_BYTES as usize - 4096,
-    );
-    garble(&log_file, at, len);
+    // One byte in its middle and one at its end: sled reads 64 KiB at a
+    // time, and must reach both.
+    let base = free as u64 * SEGMENT_BYTES;
+    garble(&log_file, &[base + 300_000, base + SEGMENT_BYTES - 1]);
+    let (at, len) = (base + 4096, SEGMENT_BYTES as usize - 4096);
     let (store, _) = Store::open(dir.path(), settings()).expect("the store reopens");
     assert_zeros(&log_file, at, len);
     assert_records(&store);
@@ -242,38 +262,45 @@ fn other_bytes_after_the_end_of_sleds_log_are_zeroed_at_open_and_nothing_is_lost
     let dir = tempfile::tempdir().unwrap();
     let sled_dir = dir.path().join("sled");
     let config = || weir_actors::store::sled_config(&sled_dir, &settings());
-    let values = 400;
+    let log_file = sled_dir.join("db");
+    // Values until the log has just started a segment (at least 300 of
+    // them, several segments): more than sled's 64 KiB read is left free
+    // after the end of the log, so the byte put at its end is past the
+    // first read.
+    let mut values = 0;
     {
         let db = config().open().unwrap();
-        for i in 0..values {
-            db.insert(key(i), value(i)).unwrap();
-            if i % 50 == 49 {
-                db.flush().unwrap();
+        loop {
+            db.insert(key(values), value(values)).unwrap();
+            db.flush().unwrap();
+            values += 1;
+            let log = std::fs::read(&log_file).unwrap();
+            let (active, _) = active_segment(&log);
+            let seg = &log[active * SEGMENT_BYTES as usize..(active + 1) * SEGMENT_BYTES as usize];
+            let used = seg.iter().rposition(|&b| b != 0).unwrap();
+            if values >= 300 && used < 256 << 10 {
+                break;
             }
+            assert!(values < 2_000, "the log started no new segment");
         }
-        db.flush().unwrap();
     }
-    // sled's threads let go of the file a moment after the drop.
-    std::thread::sleep(Duration::from_millis(200));
     let log_file = sled_dir.join("db");
+    released(&log_file);
     let log = std::fs::read(&log_file).unwrap();
-    let lsns = segment_lsns(&log);
-    let (active, _) = lsns
-        .iter()
-        .enumerate()
-        .filter_map(|(i, l)| l.map(|l| (i, l)))
-        .max_by_key(|&(_, l)| l)
-        .expect("a segment in use");
+    let (active, _) = active_segment(&log);
     let seg = &log[active * SEGMENT_BYTES as usize..(active + 1) * SEGMENT_BYTES as usize];
     let last_written = seg.iter().rposition(|&b| b != 0).unwrap();
     let from = (last_written + 4096) & !4095;
     assert!(from + 4096 <= seg.len(), "the last segment has a free page");
-    // To the segment's last byte but one: sled zeroes no further.
+    // To the segment's last byte but one: sled zeroes no further. One byte
+    // at that end: sled reads 64 KiB at a time from the end of its log,
+    // and must reach it.
     let (at, len) = (
         active as u64 * SEGMENT_BYTES + from as u64,
         seg.len() - from - 1,
     );
-    garble(&log_file, at, len);
+    assert!(len > 64 << 10);
+    garble(&log_file, &[at + len as u64 - 1]);
     let db = wait_open(&config);
     assert_zeros(&log_file, at, len);
     for i in 0..values {

@@ -2,11 +2,14 @@
 //! already read as zeros (`vendor/sled/WEIR.md`, change 4).
 //!
 //! sled zeroes the tail of the segment its recovery ends in (then syncs
-//! the whole file) and every free segment, at every open. After a clean
-//! close those bytes are zeros already (sled zeroed them at an earlier
-//! open, or `fallocate` allocated them), so the writes and the sync only
-//! cost the open time: 4-5 ms of a 13-15 ms recovery of 100k tickets
-//! here, up to 7 ms more when the file had dirty pages to sync.
+//! the whole file) and every free segment, at every open. Most of those
+//! bytes are zeros already: a segment free at the last open was zeroed by
+//! it, and weir's fsync mode allocates a new segment whole (`bump_tip`),
+//! so the rest of the last one was never written. Rewriting them cost
+//! 4-5 ms of a 13-15 ms recovery of 100k tickets here, and up to 7 ms
+//! more when the sync had dirty pages to write. Segments sled freed since
+//! the last open (by cleaning, or at that open) still hold their old
+//! bytes, and are written as before.
 
 use std::fs::File;
 use std::io;
@@ -20,8 +23,15 @@ const READ_CHUNK_BYTES: usize = 64 << 10;
 /// `MessageKind::Corrupted` (0). Reads them first, and writes from the
 /// first chunk that holds another byte (or that the file's end cuts) to
 /// the range's end; returns whether it wrote. What it skips already reads
-/// as zeros: on the device, or in dirty pages that the caller's sync (or
-/// the next log write's) puts there.
+/// as zeros: on the device, or in dirty pages an earlier open left (killed
+/// before its sync). The recovered segment's caller then fdatasyncs the
+/// file; the free segments' caller syncs nothing, as upstream's does not.
+///
+/// One case differs from upstream, which rewrote every range: a page whose
+/// write-back failed stays in the page cache marked clean, so it reads as
+/// zeros the device does not hold. Linux reports such a failure once per
+/// open file (weir asks after every flush, `actors/src/store/sync.rs`), so
+/// only a failure reported to a handle already gone is missed here.
 pub(crate) fn zero_range(
     file: &File,
     base: LogOffset,
