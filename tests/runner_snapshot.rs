@@ -74,16 +74,19 @@ fn job(i: usize) -> Job {
     Job::new(format!("k-{i:05}"), "work", "default")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commits_go_on_while_a_snapshot_is_written() {
+/// A fresh store's engine, dispatch paused, with its hold and its runs.
+async fn paused() -> (tempfile::TempDir, Arc<Hold>, Runs, Engine) {
     let dir = tempfile::tempdir().unwrap();
     let hold = Arc::new(Hold::default());
     let ran = Arc::new(Mutex::new(HashMap::new()));
     let engine = open(dir.path(), &hold, &ran).await;
     engine.pause(true).unwrap();
-    // A backlog past a snapshot's worth of ops, the snapshot held.
-    hold.hold.store(true, Ordering::SeqCst);
-    let n = 2_000;
+    (dir, hold, ran, engine)
+}
+
+/// Enqueues jobs `0..n` (each acknowledged as new), past a snapshot's
+/// worth of ops, and waits for that snapshot to be held at its start.
+async fn enqueue_until_a_snapshot_is_held(engine: &Engine, hold: &Hold, n: usize) {
     for chunk in (0..n).collect::<Vec<_>>().chunks(400) {
         let answers = engine
             .enqueue_many(chunk.iter().map(|&i| job(i)).collect())
@@ -95,6 +98,15 @@ async fn commits_go_on_while_a_snapshot_is_written() {
         hold.inside.load(Ordering::SeqCst)
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_go_on_while_a_snapshot_is_written() {
+    let (dir, hold, ran, engine) = paused().await;
+    // A backlog past a snapshot's worth of ops, the snapshot held.
+    hold.hold.store(true, Ordering::SeqCst);
+    let n = 2_000;
+    enqueue_until_a_snapshot_is_held(&engine, &hold, n).await;
     // While it is held: enqueues are acknowledged (durable), and jobs are
     // handed out, run and complete.
     for i in n..n + 50 {
@@ -151,11 +163,7 @@ async fn commits_go_on_while_a_snapshot_is_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_snapshot_stops_the_store_and_loses_nothing_acknowledged() {
-    let dir = tempfile::tempdir().unwrap();
-    let hold = Arc::new(Hold::default());
-    let ran = Arc::new(Mutex::new(HashMap::new()));
-    let engine = open(dir.path(), &hold, &ran).await;
-    engine.pause(true).unwrap();
+    let (dir, hold, ran, engine) = paused().await;
     hold.fail.store(true, Ordering::SeqCst);
     let mut acked = Vec::new();
     for i in 0..3_000 {
@@ -202,25 +210,11 @@ async fn a_stop_during_a_snapshot_that_then_fails_keeps_what_it_held() {
     // only what came after, drop the journal ops of the first enqueues,
     // and the next open would refuse the store (its meta counts tickets
     // its index does not hold). Found by review; this fails without it.
-    let dir = tempfile::tempdir().unwrap();
-    let hold = Arc::new(Hold::default());
-    let ran = Arc::new(Mutex::new(HashMap::new()));
-    let engine = open(dir.path(), &hold, &ran).await;
-    engine.pause(true).unwrap();
+    let (dir, hold, ran, engine) = paused().await;
     hold.hold.store(true, Ordering::SeqCst);
     hold.panic_after_hold.store(true, Ordering::SeqCst);
     let n = 1_200;
-    for chunk in (0..n).collect::<Vec<_>>().chunks(400) {
-        let answers = engine
-            .enqueue_many(chunk.iter().map(|&i| job(i)).collect())
-            .await
-            .unwrap();
-        assert!(answers.iter().all(|a| matches!(a, Ok(Enqueued::New(_)))));
-    }
-    wait_for("a snapshot to start", Duration::from_secs(10), || {
-        hold.inside.load(Ordering::SeqCst)
-    })
-    .await;
+    enqueue_until_a_snapshot_is_held(&engine, &hold, n).await;
     let stopping = tokio::spawn(async move { engine.shutdown(Duration::from_secs(20)).await });
     // The stop reaches the queue, which waits for the held snapshot.
     tokio::time::sleep(Duration::from_millis(1_000)).await;

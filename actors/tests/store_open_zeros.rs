@@ -133,14 +133,17 @@ fn segment_lsns(log: &[u8]) -> Vec<Option<u64>> {
         .collect()
 }
 
-/// The segment the log ends in (the highest LSN), and its LSN.
-fn active_segment(log: &[u8]) -> (usize, u64) {
-    segment_lsns(log)
+/// The segment the log ends in (the highest LSN): its index, and the
+/// offset in it of its last byte not zero.
+fn active_segment(log: &[u8]) -> (usize, usize) {
+    let (active, _) = segment_lsns(log)
         .iter()
         .enumerate()
         .filter_map(|(i, l)| l.map(|l| (i, l)))
         .max_by_key(|&(_, l)| l)
-        .expect("a segment in use")
+        .expect("a segment in use");
+    let seg = &log[active * SEGMENT_BYTES as usize..(active + 1) * SEGMENT_BYTES as usize];
+    (active, seg.iter().rposition(|&b| b != 0).unwrap())
 }
 
 #[test]
@@ -176,14 +179,19 @@ fn a_clean_reopen_writes_nothing_to_sleds_log_before_a_commit() {
         assert!(opens < 4, "each of {opens} opens wrote to sled's log");
         drop(store);
     };
+    commit_and_reopen(dir.path(), store);
+}
+
+/// `store` (open on `dir`) holds every record; a commit after the open
+/// lands, and the store reopens with all of them.
+fn commit_and_reopen(dir: &Path, store: Store) {
     assert_records(&store);
-    // A commit after it still lands, and the store reopens with it.
     store
         .put_batch(&[("after".to_string(), small())], &[])
         .unwrap();
     store.sync().unwrap();
     drop(store);
-    let (store, _) = Store::open(dir.path(), settings()).expect("the store reopens");
+    let (store, _) = Store::open(dir, settings()).expect("the store reopens");
     assert_records(&store);
     assert_eq!(
         store.get_raw("after").unwrap().as_deref(),
@@ -239,18 +247,7 @@ fn other_bytes_in_a_free_segment_are_zeroed_at_open_and_nothing_is_lost() {
     let (at, len) = (base + 4096, SEGMENT_BYTES as usize - 4096);
     let (store, _) = Store::open(dir.path(), settings()).expect("the store reopens");
     assert_zeros(&log_file, at, len);
-    assert_records(&store);
-    store
-        .put_batch(&[("after".to_string(), small())], &[])
-        .unwrap();
-    store.sync().unwrap();
-    drop(store);
-    let (store, _) = Store::open(dir.path(), settings()).expect("the store reopens");
-    assert_records(&store);
-    assert_eq!(
-        store.get_raw("after").unwrap().as_deref(),
-        Some(small().as_slice())
-    );
+    commit_and_reopen(dir.path(), store);
 }
 
 /// sled alone, as weir configures it: it zeroes the rest of the last
@@ -274,30 +271,24 @@ fn other_bytes_after_the_end_of_sleds_log_are_zeroed_at_open_and_nothing_is_lost
             db.insert(key(values), value(values)).unwrap();
             db.flush().unwrap();
             values += 1;
-            let log = std::fs::read(&log_file).unwrap();
-            let (active, _) = active_segment(&log);
-            let seg = &log[active * SEGMENT_BYTES as usize..(active + 1) * SEGMENT_BYTES as usize];
-            let used = seg.iter().rposition(|&b| b != 0).unwrap();
+            let (_, used) = active_segment(&std::fs::read(&log_file).unwrap());
             if values >= 300 && used < 256 << 10 {
                 break;
             }
             assert!(values < 2_000, "the log started no new segment");
         }
     }
-    let log_file = sled_dir.join("db");
     released(&log_file);
-    let log = std::fs::read(&log_file).unwrap();
-    let (active, _) = active_segment(&log);
-    let seg = &log[active * SEGMENT_BYTES as usize..(active + 1) * SEGMENT_BYTES as usize];
-    let last_written = seg.iter().rposition(|&b| b != 0).unwrap();
+    let (active, last_written) = active_segment(&std::fs::read(&log_file).unwrap());
+    let seg_len = SEGMENT_BYTES as usize;
     let from = (last_written + 4096) & !4095;
-    assert!(from + 4096 <= seg.len(), "the last segment has a free page");
+    assert!(from + 4096 <= seg_len, "the last segment has a free page");
     // To the segment's last byte but one: sled zeroes no further. One byte
     // at that end: sled reads 64 KiB at a time from the end of its log,
     // and must reach it.
     let (at, len) = (
         active as u64 * SEGMENT_BYTES + from as u64,
-        seg.len() - from - 1,
+        seg_len - from - 1,
     );
     assert!(len > 64 << 10);
     garble(&log_file, &[at + len as u64 - 1]);
@@ -328,8 +319,7 @@ fn wait_open(config: &dyn Fn() -> sled::Config) -> sled::Db {
     loop {
         match config().open() {
             Ok(db) => return db,
-            Err(e) if std::time::Instant::now() < until => {
-                let _ = e;
+            Err(_) if std::time::Instant::now() < until => {
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) => panic!("sled opens: {e}"),

@@ -333,9 +333,9 @@ fn advance_snapshot(
                     shred_base + shred_len as LogOffset
                 );
                 // weir: written only where it does not read as zeros
-                // already (after a clean close it does), and then synced
-                // whole as upstream does; otherwise an fdatasync makes
-                // zeros another open left in dirty pages durable.
+                // already (see `zero`), and then synced whole as upstream
+                // does; otherwise an fdatasync makes zeros another open
+                // left in dirty pages durable.
                 if zero_range(&config.file, shred_base, shred_len)? {
                     config.file.sync_all()?;
                 } else {
